@@ -1,0 +1,119 @@
+package cascade
+
+import (
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Key names one bucket item: the bucket of an entity for a resource in a
+// namespace. A bucket item holds one or more named limits. The fields are
+// stored as given; stores escape them so that no value can forge or collide
+// with another key.
+type Key struct {
+	Namespace string
+	Entity    string
+	Resource  string
+}
+
+// Op says what a debit does to its bucket.
+type Op uint8
+
+const (
+	// Consume debits Amount if the bucket holds at least Amount; otherwise the
+	// debit is refused and nothing is debited.
+	Consume Op = iota
+	// Check debits nothing and is admitted while the bucket holds more than
+	// zero millitokens (a request with zero hits).
+	Check
+	// Charge debits Amount even past zero (cost already spent). It is
+	// admitted while the bucket holds more than zero before the charge (not
+	// exhausted, not in debt), and applied whether or not the plan is admitted.
+	Charge
+	// Refund credits Amount, never above capacity; always admitted and applied.
+	Refund
+)
+
+// String returns the op's name.
+func (o Op) String() string {
+	switch o {
+	case Consume:
+		return "consume"
+	case Check:
+		return "check"
+	case Charge:
+		return "charge"
+	case Refund:
+		return "refund"
+	}
+	return "unknown"
+}
+
+// Role says what a refused debit does to its plan.
+type Role uint8
+
+const (
+	// Enforce: a refusal refuses the whole plan.
+	Enforce Role = iota
+	// Advisory: reported only (shadow mode); never refuses the plan.
+	Advisory
+	// Quota: the plan is refused only when every Quota debit is refused.
+	Quota
+)
+
+// Debit is one limit of one bucket item that a plan touches.
+type Debit struct {
+	Key Key
+	// Limit is the limit's name within the bucket item.
+	Limit string
+	// Bucket is the limit's shape: capacity and refill.
+	Bucket tokenbucket.Limit
+	// Amount is what to consume, charge or refund (≥ 0).
+	Amount tokenbucket.Millitokens
+	Op     Op
+	Role   Role
+}
+
+// Plan is every debit of one request, in request order.
+type Plan struct {
+	Debits []Debit
+}
+
+// Status is the outcome of one debit.
+type Status struct {
+	// OK reports whether this debit's bucket admitted it.
+	OK bool
+	// Remaining is what the bucket holds after the decision (negative in debt).
+	Remaining tokenbucket.Millitokens
+	// RetryAfter is how long until the bucket could admit the debit; zero when OK.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the bucket is full again.
+	ResetAfter time.Duration
+}
+
+// Decision is the outcome of a plan: whether it was admitted, and one Status
+// per debit in plan order.
+type Decision struct {
+	Admitted bool
+	Statuses []Status
+}
+
+// Admit applies the admission rule to the per-debit outcomes in statuses
+// (one per debit, in order).
+func Admit(debits []Debit, statuses []Status) bool {
+	quotas, quotaOK := 0, 0
+	for i := range debits {
+		switch debits[i].Role {
+		case Enforce:
+			if !statuses[i].OK {
+				return false
+			}
+		case Quota:
+			quotas++
+			if statuses[i].OK {
+				quotaOK++
+			}
+		}
+	}
+	return quotas == 0 || quotaOK > 0
+}
