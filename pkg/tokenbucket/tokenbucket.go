@@ -159,9 +159,11 @@ func (l Limit) Available(s State, nowMs int64) int64 {
 // (⌊deficit·RefillPeriod/RefillAmount⌋ + 1) ms, which is never too early.
 // A request larger than the capacity can never succeed; its wait is the time
 // to fill the whole deficit all the same, and the caller decides what to do.
+// A negative n is treated as zero, as TryConsume does. A wait longer than any
+// time.Duration saturates at the largest Duration.
 func (l Limit) RetryAfter(s State, n Millitokens, nowMs int64) time.Duration {
 	s = l.Refill(s, nowMs)
-	n = min(n, MaxMillitokens) // keeps n − Tokens inside int64
+	n = min(max(n, 0), MaxMillitokens) // as TryConsume; keeps n − Tokens inside int64
 	if n <= s.Tokens {
 		return 0
 	}
