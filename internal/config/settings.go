@@ -1,0 +1,415 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+)
+
+// Values of the enumerated settings. FromEnv and the flags accept them in any
+// case and store them lower-cased.
+const (
+	LogFormatJSON = "json" // LOG_FORMAT: one JSON object per line
+	LogFormatText = "text" // LOG_FORMAT: logrus' text formatter
+
+	BackendMemory   = "memory"   // BACKEND_TYPE: the embedded in-memory store
+	BackendDynamoDB = "dynamodb" // BACKEND_TYPE: the DynamoDB store
+
+	OnUnavailableAllow = "allow" // ON_UNAVAILABLE: admit when the store fails
+	OnUnavailableBlock = "block" // ON_UNAVAILABLE: refuse when the store fails
+)
+
+// Settings is the service's configuration: one field per environment
+// variable, named in each field's comment. The zero value is not useful;
+// start from Defaults or FromEnv.
+type Settings struct {
+	Host      string // HOST: HTTP listener address (/healthcheck, /json)
+	Port      int    // PORT: HTTP listener port
+	GRPCHost  string // GRPC_HOST: gRPC listener address (RLS, ALS, health)
+	GRPCPort  int    // GRPC_PORT: gRPC listener port
+	DebugHost string // DEBUG_HOST: debug listener address (/metrics, pprof)
+	DebugPort int    // DEBUG_PORT: debug listener port
+
+	RuntimeRoot           string // RUNTIME_ROOT: root of the runtime data
+	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY: subdirectory under RUNTIME_ROOT
+	RuntimeAppDirectory   string // RUNTIME_APPDIRECTORY: directory holding the descriptor YAML
+	RuntimeIgnoreDotFiles bool   // RUNTIME_IGNOREDOTFILES: skip files whose names start with a dot
+	RuntimeWatchRoot      bool   // RUNTIME_WATCH_ROOT: watch RUNTIME_ROOT rather than the config directory
+	ConfigDirOverride     string // CONFIG_DIR: descriptor directory; overrides the RUNTIME_* path
+	MergeDomainConfig     bool   // MERGE_DOMAIN_CONFIG: merge files that declare the same domain
+
+	LogLevel  string // LOG_LEVEL: logrus level (trace, debug, info, warn, error, fatal, panic)
+	LogFormat string // LOG_FORMAT: json or text
+
+	BackendType    string  // BACKEND_TYPE: memory or dynamodb
+	ShadowMode     bool    // SHADOW_MODE: decide and record, but always answer OK
+	NearLimitRatio float64 // NEAR_LIMIT_RATIO: fraction of a limit counted as near the limit, in (0,1]
+
+	LimitResponseHeadersEnabled bool   // LIMIT_RESPONSE_HEADERS_ENABLED: add rate-limit headers to responses
+	LimitLimitHeader            string // LIMIT_LIMIT_HEADER: header carrying the limit
+	LimitRemainingHeader        string // LIMIT_REMAINING_HEADER: header carrying the remaining count
+	LimitResetHeader            string // LIMIT_RESET_HEADER: header carrying the seconds until reset
+	ResponseDynamicMetadata     bool   // RESPONSE_DYNAMIC_METADATA: return the lease in dynamic_metadata
+
+	GRPCServerUseTLS          bool          // GRPC_SERVER_USE_TLS: serve gRPC over TLS
+	GRPCServerTLSCert         string        // GRPC_SERVER_TLS_CERT: server certificate chain (PEM file)
+	GRPCServerTLSKey          string        // GRPC_SERVER_TLS_KEY: server private key (PEM file)
+	GRPCClientTLSCACert       string        // GRPC_CLIENT_TLS_CACERT: client CA bundle; when set, client certificates are required
+	GRPCClientTLSSAN          string        // GRPC_CLIENT_TLS_SAN: a SAN every client certificate must carry
+	GRPCMaxConnectionAge      time.Duration // GRPC_MAX_CONNECTION_AGE: connections are sent GOAWAY after this age
+	GRPCMaxConnectionAgeGrace time.Duration // GRPC_MAX_CONNECTION_AGE_GRACE: then closed after this grace
+
+	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: time spent NOT_SERVING before stopping
+	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: GracefulStop deadline, then Stop
+
+	MemoryMaxBuckets    int           // MEMORY_MAX_BUCKETS: bucket count bound of the memory store
+	MemorySweepInterval time.Duration // MEMORY_SWEEP_INTERVAL: how often the memory store drops full buckets
+
+	OnUnavailable  string        // ON_UNAVAILABLE: allow or block when the store fails
+	BackendTimeout time.Duration // BACKEND_TIMEOUT: per-call store deadline
+
+	DynamoDBTable      string        // DYNAMODB_TABLE: table name
+	DynamoDBEndpoint   string        // DYNAMODB_ENDPOINT: endpoint URL; empty means AWS
+	AWSRegion          string        // AWS_REGION: region of the table
+	Namespace          string        // NAMESPACE: storage namespace
+	ConfigCacheTTL     time.Duration // CONFIG_CACHE_TTL: lifetime of cached stored limit configs
+	RejectionCacheSize int           // REJECTION_CACHE_SIZE: entries in the over-limit cache; 0 disables it
+}
+
+// Var describes one setting for documentation: its environment variable,
+// its default as the environment would spell it, and what it does.
+type Var struct {
+	Name    string
+	Default string
+	Help    string
+}
+
+// Defaults returns the settings used when no variable is set. It is the
+// only place defaults are written down.
+func Defaults() Settings {
+	return Settings{
+		Host:      "0.0.0.0",
+		Port:      8080,
+		GRPCHost:  "0.0.0.0",
+		GRPCPort:  8081,
+		DebugHost: "0.0.0.0",
+		DebugPort: 6070,
+
+		RuntimeRoot:         "/srv/runtime_data/current",
+		RuntimeAppDirectory: "config",
+		RuntimeWatchRoot:    true,
+
+		LogLevel:  "info",
+		LogFormat: LogFormatJSON,
+
+		BackendType:    BackendMemory,
+		NearLimitRatio: 0.8,
+
+		LimitLimitHeader:     "RateLimit-Limit",
+		LimitRemainingHeader: "RateLimit-Remaining",
+		LimitResetHeader:     "RateLimit-Reset",
+
+		GRPCMaxConnectionAge:      24 * time.Hour,
+		GRPCMaxConnectionAgeGrace: time.Hour,
+
+		ShutdownDrain:   5 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+
+		MemoryMaxBuckets:    1000000,
+		MemorySweepInterval: 10 * time.Second,
+
+		OnUnavailable:  OnUnavailableAllow,
+		BackendTimeout: 15 * time.Millisecond,
+
+		DynamoDBTable:      "dynalimit",
+		AWSRegion:          "us-east-1",
+		Namespace:          "default",
+		ConfigCacheTTL:     60 * time.Second,
+		RejectionCacheSize: 100000,
+	}
+}
+
+// binding ties one variable to one field of a Settings value.
+type binding struct {
+	name  string
+	help  string
+	value flag.Value
+}
+
+// bindings lists every variable in documentation order, each bound to its
+// field in s. FromEnv, RegisterFlags and Table all read this one list.
+func bindings(s *Settings) []binding {
+	return []binding{
+		{"HOST", "HTTP listener address (/healthcheck, /json).", (*stringValue)(&s.Host)},
+		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
+		{"GRPC_HOST", "gRPC listener address (rate limit, access log, health).", (*stringValue)(&s.GRPCHost)},
+		{"GRPC_PORT", "gRPC listener port.", (*intValue)(&s.GRPCPort)},
+		{"DEBUG_HOST", "Debug listener address (/metrics, pprof).", (*stringValue)(&s.DebugHost)},
+		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
+
+		{"RUNTIME_ROOT", "Root of the runtime data; descriptor files are read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.", (*stringValue)(&s.RuntimeRoot)},
+		{"RUNTIME_SUBDIRECTORY", "Subdirectory of RUNTIME_ROOT.", (*stringValue)(&s.RuntimeSubdirectory)},
+		{"RUNTIME_APPDIRECTORY", "Directory under the subdirectory that holds the descriptor YAML files.", (*stringValue)(&s.RuntimeAppDirectory)},
+		{"RUNTIME_IGNOREDOTFILES", "Ignore descriptor files whose names start with a dot.", (*boolValue)(&s.RuntimeIgnoreDotFiles)},
+		{"RUNTIME_WATCH_ROOT", "Watch all of RUNTIME_ROOT for changes rather than the descriptor directory only.", (*boolValue)(&s.RuntimeWatchRoot)},
+		{"CONFIG_DIR", "Descriptor directory; when set it replaces the RUNTIME_* path and is the directory watched.", (*stringValue)(&s.ConfigDirOverride)},
+		{"MERGE_DOMAIN_CONFIG", "Merge descriptor files that declare the same domain instead of rejecting them.", (*boolValue)(&s.MergeDomainConfig)},
+
+		{"LOG_LEVEL", "Log level: trace, debug, info, warn, error, fatal or panic.", &enumValue{p: &s.LogLevel, allowed: logLevels}},
+		{"LOG_FORMAT", "Log format: json or text.", &enumValue{p: &s.LogFormat, allowed: []string{LogFormatJSON, LogFormatText}}},
+
+		{"BACKEND_TYPE", "Store: memory (embedded, one process) or dynamodb.", &enumValue{p: &s.BackendType, allowed: []string{BackendMemory, BackendDynamoDB}}},
+		{"SHADOW_MODE", "Decide and record every request but always answer OK.", (*boolValue)(&s.ShadowMode)},
+		{"NEAR_LIMIT_RATIO", "Fraction of a limit above which requests count as near the limit, in (0,1].", (*floatValue)(&s.NearLimitRatio)},
+
+		{"LIMIT_RESPONSE_HEADERS_ENABLED", "Add rate-limit headers to responses.", (*boolValue)(&s.LimitResponseHeadersEnabled)},
+		{"LIMIT_LIMIT_HEADER", "Name of the header carrying the limit.", (*stringValue)(&s.LimitLimitHeader)},
+		{"LIMIT_REMAINING_HEADER", "Name of the header carrying the remaining count.", (*stringValue)(&s.LimitRemainingHeader)},
+		{"LIMIT_RESET_HEADER", "Name of the header carrying the seconds until the limit resets.", (*stringValue)(&s.LimitResetHeader)},
+		{"RESPONSE_DYNAMIC_METADATA", "Return the signed lease in the response's dynamic_metadata.", (*boolValue)(&s.ResponseDynamicMetadata)},
+
+		{"GRPC_SERVER_USE_TLS", "Serve gRPC over TLS.", (*boolValue)(&s.GRPCServerUseTLS)},
+		{"GRPC_SERVER_TLS_CERT", "PEM file with the server certificate chain; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSCert)},
+		{"GRPC_SERVER_TLS_KEY", "PEM file with the server private key; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSKey)},
+		{"GRPC_CLIENT_TLS_CACERT", "PEM file with the client CA bundle; when set, clients must present a certificate it verifies (mTLS).", (*stringValue)(&s.GRPCClientTLSCACert)},
+		{"GRPC_CLIENT_TLS_SAN", "With mTLS, a subject alternative name (DNS, URI, IP or email) every client certificate must carry.", (*stringValue)(&s.GRPCClientTLSSAN)},
+		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY.", (*durationValue)(&s.GRPCMaxConnectionAge)},
+		{"GRPC_MAX_CONNECTION_AGE_GRACE", "Time after GRPC_MAX_CONNECTION_AGE before the connection is closed.", (*durationValue)(&s.GRPCMaxConnectionAgeGrace)},
+
+		{"SHUTDOWN_DRAIN", "On SIGTERM, time spent reporting NOT_SERVING before the servers stop.", (*durationValue)(&s.ShutdownDrain)},
+		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},
+
+		{"MEMORY_MAX_BUCKETS", "Most buckets the memory store holds.", (*intValue)(&s.MemoryMaxBuckets)},
+		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
+
+		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
+		{"BACKEND_TIMEOUT", "Deadline of one store call; keep it below Envoy's filter timeout.", (*durationValue)(&s.BackendTimeout)},
+
+		{"DYNAMODB_TABLE", "DynamoDB table name.", (*stringValue)(&s.DynamoDBTable)},
+		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
+		{"AWS_REGION", "AWS region of the table.", (*stringValue)(&s.AWSRegion)},
+		{"NAMESPACE", "Storage namespace isolating this deployment's keys.", (*stringValue)(&s.Namespace)},
+		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store.", (*durationValue)(&s.ConfigCacheTTL)},
+		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
+	}
+}
+
+var logLevels = []string{"trace", "debug", "info", "warn", "warning", "error", "fatal", "panic"}
+
+// FromEnv returns Defaults overridden by every variable that getenv reports
+// non-empty (os.Getenv in production). A value that does not parse is an
+// error naming the variable and the value; all such errors are returned
+// together. FromEnv does not call Validate, so that flags can still
+// override before the combination is checked.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	s := Defaults()
+	var errs []error
+	for _, b := range bindings(&s) {
+		v := getenv(b.name)
+		if v == "" {
+			continue
+		}
+		if err := b.value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s=%q: %w", b.name, v, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Defaults(), err
+	}
+	return s, nil
+}
+
+// RegisterFlags defines one flag per variable on fs, named as the variable
+// in lower case (-grpc_port) and defaulting to the value s holds now, so
+// flags parsed after FromEnv override the environment. Parsing fs writes
+// into s, which must outlive the parse.
+func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
+	for _, b := range bindings(s) {
+		fs.Var(b.value, strings.ToLower(b.name), b.help+" ($"+b.name+")")
+	}
+}
+
+// Table describes every variable with its default, in documentation order.
+// The README's settings table and `ratelimit help settings` are generated
+// from it.
+func Table() []Var {
+	d := Defaults()
+	bs := bindings(&d)
+	vars := make([]Var, len(bs))
+	for i, b := range bs {
+		vars[i] = Var{Name: b.name, Default: b.value.String(), Help: b.help}
+	}
+	return vars
+}
+
+// ConfigDir is the directory holding the descriptor YAML: CONFIG_DIR when
+// set, else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+func (s Settings) ConfigDir() string {
+	if s.ConfigDirOverride != "" {
+		return filepath.Clean(s.ConfigDirOverride)
+	}
+	return filepath.Join(s.RuntimeRoot, s.RuntimeSubdirectory, s.RuntimeAppDirectory)
+}
+
+// WatchDir is the directory watched for descriptor changes: CONFIG_DIR when
+// set, else RUNTIME_ROOT when RUNTIME_WATCH_ROOT, else ConfigDir.
+func (s Settings) WatchDir() string {
+	if s.ConfigDirOverride == "" && s.RuntimeWatchRoot {
+		return filepath.Clean(s.RuntimeRoot)
+	}
+	return s.ConfigDir()
+}
+
+// LoadOptions are the descriptor loading options the settings select.
+func (s Settings) LoadOptions() descriptors.Options {
+	return descriptors.Options{
+		MergeDomains:   s.MergeDomainConfig,
+		IgnoreDotFiles: s.RuntimeIgnoreDotFiles,
+	}
+}
+
+// Loader returns a function that loads the descriptor directory with the
+// settings' options, as ReloaderOptions.Load expects.
+func (s Settings) Loader() func(dir string) (*descriptors.Config, error) {
+	opts := s.LoadOptions()
+	return func(dir string) (*descriptors.Config, error) {
+		return descriptors.LoadDir(dir, opts)
+	}
+}
+
+// Validate reports every invalid value or combination at once: ports out of
+// range, unknown enumerated values, NEAR_LIMIT_RATIO outside (0,1],
+// non-positive durations and sizes, TLS enabled without a certificate and
+// key, client CA or SAN without TLS, a SAN without a client CA, and empty
+// names where the chosen backend needs them.
+func (s Settings) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: "+format, args...))
+	}
+
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"PORT", s.Port}, {"GRPC_PORT", s.GRPCPort}, {"DEBUG_PORT", s.DebugPort}} {
+		if p.v < 0 || p.v > 65535 {
+			bad("%s=%d: want a port in [0,65535]", p.name, p.v)
+		}
+	}
+
+	if s.ConfigDirOverride == "" && s.RuntimeRoot == "" {
+		bad("RUNTIME_ROOT is empty and CONFIG_DIR is unset: no descriptor directory")
+	}
+
+	if _, err := logrus.ParseLevel(s.LogLevel); err != nil {
+		bad("LOG_LEVEL=%q: want one of %s", s.LogLevel, strings.Join(logLevels, ", "))
+	}
+	checkEnum := func(name, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		bad("%s=%q: want one of %s", name, v, strings.Join(allowed, ", "))
+	}
+	checkEnum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
+	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
+	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
+
+	if math.IsNaN(s.NearLimitRatio) || s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
+		bad("NEAR_LIMIT_RATIO=%v: want a value in (0,1]", s.NearLimitRatio)
+	}
+
+	if s.LimitResponseHeadersEnabled {
+		for _, h := range []struct{ name, v string }{
+			{"LIMIT_LIMIT_HEADER", s.LimitLimitHeader},
+			{"LIMIT_REMAINING_HEADER", s.LimitRemainingHeader},
+			{"LIMIT_RESET_HEADER", s.LimitResetHeader},
+		} {
+			if !validHeaderName(h.v) {
+				bad("%s=%q: want a header name when LIMIT_RESPONSE_HEADERS_ENABLED is true", h.name, h.v)
+			}
+		}
+	}
+
+	if s.GRPCServerUseTLS {
+		if s.GRPCServerTLSCert == "" {
+			bad("GRPC_SERVER_USE_TLS is true but GRPC_SERVER_TLS_CERT is empty")
+		}
+		if s.GRPCServerTLSKey == "" {
+			bad("GRPC_SERVER_USE_TLS is true but GRPC_SERVER_TLS_KEY is empty")
+		}
+	} else {
+		if s.GRPCClientTLSCACert != "" {
+			bad("GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is false")
+		}
+	}
+	if s.GRPCClientTLSSAN != "" && s.GRPCClientTLSCACert == "" {
+		bad("GRPC_CLIENT_TLS_SAN is set but GRPC_CLIENT_TLS_CACERT is empty: client certificates are not requested")
+	}
+
+	for _, d := range []struct {
+		name   string
+		v      time.Duration
+		allow0 bool
+	}{
+		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, false},
+		{"GRPC_MAX_CONNECTION_AGE_GRACE", s.GRPCMaxConnectionAgeGrace, true},
+		{"SHUTDOWN_DRAIN", s.ShutdownDrain, true},
+		{"SHUTDOWN_TIMEOUT", s.ShutdownTimeout, false},
+		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
+		{"BACKEND_TIMEOUT", s.BackendTimeout, false},
+		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
+	} {
+		switch {
+		case d.v < 0:
+			bad("%s=%s: want a duration ≥ 0", d.name, d.v)
+		case d.v == 0 && !d.allow0:
+			bad("%s=%s: want a duration > 0", d.name, d.v)
+		}
+	}
+
+	if s.MemoryMaxBuckets <= 0 {
+		bad("MEMORY_MAX_BUCKETS=%d: want > 0", s.MemoryMaxBuckets)
+	}
+	if s.RejectionCacheSize < 0 {
+		bad("REJECTION_CACHE_SIZE=%d: want ≥ 0", s.RejectionCacheSize)
+	}
+	if s.Namespace == "" {
+		bad("NAMESPACE is empty")
+	}
+	if s.BackendType == BackendDynamoDB {
+		if s.DynamoDBTable == "" {
+			bad("BACKEND_TYPE is dynamodb but DYNAMODB_TABLE is empty")
+		}
+		if s.AWSRegion == "" {
+			bad("BACKEND_TYPE is dynamodb but AWS_REGION is empty")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validHeaderName reports whether h is a non-empty RFC 9110 token.
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
