@@ -1,0 +1,335 @@
+package metrics
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of ratelimit_decisions_total's code label: Envoy's codes.
+const (
+	CodeOK        = "OK"
+	CodeOverLimit = "OVER_LIMIT"
+)
+
+// UnknownDomain is the domain label of decisions for domains that the loaded
+// configuration does not hold, so that request text never becomes a label.
+const UnknownDomain = "unknown"
+
+// StoreOutcome is the outcome label of a store call.
+type StoreOutcome int
+
+// Store call outcomes.
+const (
+	// StoreAdmitted: the store decided and admitted the plan.
+	StoreAdmitted StoreOutcome = iota
+	// StoreRefused: the store decided and refused the plan.
+	StoreRefused
+	// StoreError: the store could not decide (unavailable, timed out).
+	StoreError
+	numStoreOutcomes
+)
+
+// String returns the outcome's label value.
+func (o StoreOutcome) String() string {
+	switch o {
+	case StoreAdmitted:
+		return "admitted"
+	case StoreRefused:
+		return "refused"
+	case StoreError:
+		return "error"
+	}
+	return "unknown"
+}
+
+// DecisionBuckets are the bounds, in seconds, of the decision and store
+// latency histograms: from 25 µs, because a decision against the embedded
+// store takes a few microseconds, to 100 ms, well past Envoy's 20 ms timeout.
+var DecisionBuckets = []float64{
+	0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1,
+}
+
+// RuleHits is what one decision adds to a rule's counters, in request hits.
+// The fields follow envoyproxy/ratelimit's per-rule stats.
+type RuleHits struct {
+	// Total is every hit the rule saw.
+	Total uint64
+	// OverLimit is the hits refused (or that would have been, in shadow mode).
+	OverLimit uint64
+	// NearLimit is the admitted hits that landed above the near-limit
+	// threshold (NEAR_LIMIT_RATIO of the limit).
+	NearLimit uint64
+	// WithinLimit is the admitted hits.
+	WithinLimit uint64
+	// ShadowMode is the hits over the limit that shadow mode let through.
+	ShadowMode uint64
+}
+
+// Metrics holds every collector of the service. Build it with New.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	decisions       *prometheus.CounterVec
+	decisionLatency prometheus.Histogram
+
+	ruleTotal  *prometheus.CounterVec
+	ruleOver   *prometheus.CounterVec
+	ruleNear   *prometheus.CounterVec
+	ruleWithin *prometheus.CounterVec
+	ruleShadow *prometheus.CounterVec
+
+	storeLatency  [numStoreOutcomes]prometheus.Observer
+	storeErrors   prometheus.Counter
+	unavailable   [2]prometheus.Counter // allowed, blocked
+	invalid       *prometheus.CounterVec
+	reloadOK      prometheus.Gauge
+	reloadLastOK  prometheus.Gauge
+	reloads       [2]prometheus.Counter // failure, success
+	storeStats    atomic.Pointer[func() (int, int64)]
+	storeStatsReg sync.Once
+
+	// Cached children of the labelled vectors: label lookups hash their
+	// values on every call, and a decision records several.
+	rules   sync.Map // MetricKey → *ruleCounters
+	domains sync.Map // domain → *domainCounters
+}
+
+type ruleCounters struct {
+	total, over, near, within, shadow prometheus.Counter
+}
+
+type domainCounters struct {
+	ok, over prometheus.Counter
+}
+
+// New builds every collector and registers it with reg. A collector that is
+// already registered (New called twice on one registry) is shared rather
+// than duplicated. A nil reg builds unregistered collectors.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{reg: reg}
+	m.decisions = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_decisions_total",
+		Help: "Rate-limit decisions by domain and overall response code.",
+	}, []string{"domain", "code"}))
+	m.decisionLatency = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ratelimit_decision_duration_seconds",
+		Help:    "Time to answer one ShouldRateLimit call, store included.",
+		Buckets: DecisionBuckets,
+	}))
+	ruleVec := func(name, help string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name,
+			Help: help,
+		}, []string{"key"}))
+	}
+	m.ruleTotal = ruleVec("ratelimit_rule_hits_total", "Hits seen by each rule (key is the rule's descriptor key path).")
+	m.ruleOver = ruleVec("ratelimit_rule_over_limit_hits_total", "Hits over each rule's limit.")
+	m.ruleNear = ruleVec("ratelimit_rule_near_limit_hits_total", "Admitted hits above each rule's near-limit threshold.")
+	m.ruleWithin = ruleVec("ratelimit_rule_within_limit_hits_total", "Hits within each rule's limit.")
+	m.ruleShadow = ruleVec("ratelimit_rule_shadow_mode_hits_total", "Hits over each rule's limit that shadow mode let through.")
+
+	storeLatency := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ratelimit_store_duration_seconds",
+		Help:    "Time of one store decision by outcome (admitted, refused, error).",
+		Buckets: DecisionBuckets,
+	}, []string{"outcome"}))
+	for o := range numStoreOutcomes {
+		m.storeLatency[o] = storeLatency.WithLabelValues(o.String())
+	}
+	m.storeErrors = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratelimit_store_errors_total",
+		Help: "Store calls that failed to decide (unavailable, timed out).",
+	}))
+	unavailable := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_on_unavailable_total",
+		Help: "Decisions made by the ON_UNAVAILABLE policy because the store failed, by decision (allowed, blocked).",
+	}, []string{"decision"}))
+	m.unavailable[0] = unavailable.WithLabelValues("allowed")
+	m.unavailable[1] = unavailable.WithLabelValues("blocked")
+	m.invalid = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_invalid_requests_total",
+		Help: "Requests refused with InvalidArgument, by reason.",
+	}, []string{"reason"}))
+	m.reloadOK = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratelimit_config_last_reload_successful",
+		Help: "Whether the last descriptor configuration reload succeeded (1) or failed (0).",
+	}))
+	m.reloadLastOK = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratelimit_config_last_reload_success_timestamp_seconds",
+		Help: "Unix time of the last successful descriptor configuration reload.",
+	}))
+	reloads := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_config_reloads_total",
+		Help: "Descriptor configuration reload attempts by result (success, failure).",
+	}, []string{"result"}))
+	m.reloads[0] = reloads.WithLabelValues("failure")
+	m.reloads[1] = reloads.WithLabelValues("success")
+	return m
+}
+
+// register registers c with reg and returns it, or returns the collector
+// already registered under the same description.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// Registerer returns the registerer New was given (nil if none), so that
+// other collectors of the process (a store's own metrics) can join it.
+func (m *Metrics) Registerer() prometheus.Registerer {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// ObserveDecision records one answered ShouldRateLimit call: its domain (a
+// configured domain, or UnknownDomain), whether the overall code was
+// OVER_LIMIT, and how long the answer took.
+func (m *Metrics) ObserveDecision(domain string, overLimit bool, elapsed time.Duration) {
+	if m == nil {
+		return
+	}
+	dc, ok := m.domains.Load(domain)
+	if !ok {
+		dc, _ = m.domains.LoadOrStore(domain, &domainCounters{
+			ok:   m.decisions.WithLabelValues(domain, CodeOK),
+			over: m.decisions.WithLabelValues(domain, CodeOverLimit),
+		})
+	}
+	c := dc.(*domainCounters)
+	if overLimit {
+		c.over.Inc()
+	} else {
+		c.ok.Inc()
+	}
+	m.decisionLatency.Observe(elapsed.Seconds())
+}
+
+// ObserveRule adds h to the counters of the rule whose metric key is key
+// (descriptors.Match.MetricKey).
+func (m *Metrics) ObserveRule(key string, h RuleHits) {
+	if m == nil {
+		return
+	}
+	rc, ok := m.rules.Load(key)
+	if !ok {
+		rc, _ = m.rules.LoadOrStore(key, &ruleCounters{
+			total:  m.ruleTotal.WithLabelValues(key),
+			over:   m.ruleOver.WithLabelValues(key),
+			near:   m.ruleNear.WithLabelValues(key),
+			within: m.ruleWithin.WithLabelValues(key),
+			shadow: m.ruleShadow.WithLabelValues(key),
+		})
+	}
+	c := rc.(*ruleCounters)
+	addHits(c.total, h.Total)
+	addHits(c.over, h.OverLimit)
+	addHits(c.near, h.NearLimit)
+	addHits(c.within, h.WithinLimit)
+	addHits(c.shadow, h.ShadowMode)
+}
+
+func addHits(c prometheus.Counter, n uint64) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
+}
+
+// ObserveStore records one store call: its outcome and latency. Errors also
+// count in ratelimit_store_errors_total.
+func (m *Metrics) ObserveStore(outcome StoreOutcome, elapsed time.Duration) {
+	if m == nil || outcome < 0 || outcome >= numStoreOutcomes {
+		return
+	}
+	m.storeLatency[outcome].Observe(elapsed.Seconds())
+	if outcome == StoreError {
+		m.storeErrors.Inc()
+	}
+}
+
+// OnUnavailable records a decision made by the ON_UNAVAILABLE policy after a
+// store failure: blocked (OVER_LIMIT) or allowed (OK).
+func (m *Metrics) OnUnavailable(blocked bool) {
+	if m == nil {
+		return
+	}
+	if blocked {
+		m.unavailable[1].Inc()
+	} else {
+		m.unavailable[0].Inc()
+	}
+}
+
+// InvalidRequest records a request refused as invalid. reason must come from
+// a fixed set of the caller's constants, never from request text.
+func (m *Metrics) InvalidRequest(reason string) {
+	if m == nil {
+		return
+	}
+	m.invalid.WithLabelValues(reason).Inc()
+}
+
+// ObserveReload records a descriptor configuration reload attempt at at.
+func (m *Metrics) ObserveReload(ok bool, at time.Time) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloads[1].Inc()
+		m.reloadOK.Set(1)
+		m.reloadLastOK.Set(float64(at.UnixNano()) / 1e9)
+		return
+	}
+	m.reloads[0].Inc()
+	m.reloadOK.Set(0)
+}
+
+// RegisterStoreStats makes f the source of ratelimit_store_buckets and
+// ratelimit_store_memory_bytes, read at every scrape. f must be safe for
+// concurrent use and fast. A later call replaces f; a nil f reports zeros.
+func (m *Metrics) RegisterStoreStats(f func() (buckets int, bytes int64)) {
+	if m == nil {
+		return
+	}
+	m.storeStats.Store(&f)
+	m.storeStatsReg.Do(func() {
+		register(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratelimit_store_buckets",
+			Help: "Bucket items held by the store.",
+		}, func() float64 {
+			b, _ := m.readStoreStats()
+			return float64(b)
+		}))
+		register(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratelimit_store_memory_bytes",
+			Help: "Approximate memory held by the store's bucket items.",
+		}, func() float64 {
+			_, n := m.readStoreStats()
+			return float64(n)
+		}))
+	})
+}
+
+func (m *Metrics) readStoreStats() (int, int64) {
+	f := m.storeStats.Load()
+	if f == nil || *f == nil {
+		return 0, 0
+	}
+	return (*f)()
+}
