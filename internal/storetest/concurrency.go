@@ -1,0 +1,201 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Concurrency parameters. The hot-bucket test runs hotGoroutines goroutines
+// for hotDuration against one bucket of hotLimit.
+const (
+	hotGoroutines  = 50
+	hotDuration    = 2 * time.Second
+	lockGoroutines = 16
+	lockPlans      = 300
+	deadlockAfter  = 60 * time.Second
+)
+
+var (
+	// hotLimit holds 100 tokens and refills 100 tokens every 200 ms.
+	hotLimit = limit(100*tok, 100*tok, 200*ms)
+	// frozenLimit holds 2000 tokens and refills one millitoken a day: no
+	// refill during a test, so tokens are conserved exactly.
+	frozenLimit = limit(2000*tok, 1, 24*time.Hour)
+)
+
+// RunConcurrency runs the concurrency tests on the real clock. f returns one
+// or more fresh store instances that share one state (one instance for the
+// embedded store; several clients of one table for DynamoDB); goroutines are
+// spread across them.
+func RunConcurrency(t *testing.T, f func(t *testing.T) []Store) {
+	t.Helper()
+	t.Run("hot_bucket", func(t *testing.T) { testHotBucket(t, stores(t, f)) })
+	t.Run("overlapping_plans", func(t *testing.T) { testOverlappingPlans(t, stores(t, f)) })
+}
+
+func stores(t *testing.T, f func(t *testing.T) []Store) []Store {
+	t.Helper()
+	ss := f(t)
+	if len(ss) == 0 {
+		t.Fatalf("storetest: factory returned no stores")
+	}
+	for i, s := range ss {
+		if s == nil {
+			t.Fatalf("storetest: factory returned a nil store at %d", i)
+		}
+	}
+	return ss
+}
+
+// testHotBucket hammers one bucket and checks that the store admits no more
+// than capacity + refill·elapsed, and at least 95% of what the planned
+// window allows.
+func testHotBucket(t *testing.T, ss []Store) {
+	d := cascade.Debit{
+		Key:    cascade.Key{Namespace: "storetest", Entity: "hot", Resource: "bucket"},
+		Limit:  "rps",
+		Bucket: hotLimit,
+		Amount: tok,
+		Op:     cascade.Consume,
+	}
+	var (
+		admitted, calls, failures atomic.Int64
+		firstErr                  atomic.Value
+		wg                        sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(hotDuration)
+	for g := range hotGoroutines {
+		s := ss[g%len(ss)]
+		wg.Go(func() {
+			p := &cascade.Plan{Debits: []cascade.Debit{d}}
+			for time.Now().Before(stop) {
+				dec, err := s.Acquire(context.Background(), p)
+				calls.Add(1)
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if dec.Admitted {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("Acquire failed %d of %d times; first error: %v", n, calls.Load(), firstErr.Load())
+	}
+	// The store's clock is in whole milliseconds: allow one more.
+	elapsedMs := int64(elapsed/time.Millisecond) + 1
+	periodMs := int64(hotLimit.RefillPeriod / time.Millisecond)
+	most := int64(hotLimit.Capacity) + int64(hotLimit.RefillAmount)*elapsedMs/periodMs
+	windowMs := int64(hotDuration / time.Millisecond)
+	least := (int64(hotLimit.Capacity) + int64(hotLimit.RefillAmount)*windowMs/periodMs) * 95 / 100
+	got := admitted.Load() * int64(tok)
+	if got > most {
+		t.Errorf("%d goroutines over %v on %d instances admitted %d tokens, want at most %d (capacity + refill·elapsed)",
+			hotGoroutines, elapsed, len(ss), got/int64(tok), most/int64(tok))
+	}
+	if got < least {
+		t.Errorf("%d goroutines over %v on %d instances admitted %d tokens in %d calls, want at least %d (95%% of capacity + refill·window)",
+			hotGoroutines, elapsed, len(ss), got/int64(tok), calls.Load(), least/int64(tok))
+	}
+	t.Logf("admitted %d tokens in %d calls over %v (bounds %d..%d)", got/int64(tok), calls.Load(), elapsed, least/int64(tok), most/int64(tok))
+}
+
+// lockBuckets are the bucket limits of testOverlappingPlans: four bucket
+// items with two named limits each.
+func lockBuckets() []cascade.Debit {
+	var ds []cascade.Debit
+	for i := range 4 {
+		for _, name := range []string{"rpm", "tpm"} {
+			ds = append(ds, cascade.Debit{
+				Key:    cascade.Key{Namespace: "storetest", Entity: fmt.Sprintf("lock-%d", i), Resource: "plans"},
+				Limit:  name,
+				Bucket: frozenLimit,
+				Op:     cascade.Consume,
+			})
+		}
+	}
+	return ds
+}
+
+// testOverlappingPlans runs plans over random subsets of shared buckets, in
+// random order (so a store that locks in plan order would deadlock), and
+// checks that every bucket lost exactly what the admitted plans debited.
+func testOverlappingPlans(t *testing.T, ss []Store) {
+	buckets := lockBuckets()
+	var (
+		debited  = make([]atomic.Int64, len(buckets))
+		failures atomic.Int64
+		firstErr atomic.Value
+		wg       sync.WaitGroup
+		done     = make(chan struct{})
+	)
+	for g := range lockGoroutines {
+		s := ss[g%len(ss)]
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 0x5eed))
+			idx := make([]int, 0, 5)
+			for range lockPlans {
+				idx = idx[:0]
+				p := &cascade.Plan{}
+				for range 2 + rng.IntN(4) {
+					i := rng.IntN(len(buckets))
+					d := buckets[i]
+					d.Amount = tokenbucket.Millitokens(1+rng.IntN(3)) * tok
+					idx = append(idx, i)
+					p.Debits = append(p.Debits, d)
+				}
+				dec, err := s.Acquire(context.Background(), p)
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if dec.Admitted {
+					for j, i := range idx {
+						debited[i].Add(int64(p.Debits[j].Amount))
+					}
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(deadlockAfter):
+		t.Fatalf("%d goroutines × %d overlapping plans did not finish within %v: deadlock", lockGoroutines, lockPlans, deadlockAfter)
+	}
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("Acquire failed %d times; first error: %v", n, firstErr.Load())
+	}
+	var total int64
+	for i, b := range buckets {
+		b.Op = cascade.Check
+		p := &cascade.Plan{Debits: []cascade.Debit{b}}
+		dec, err := ss[i%len(ss)].Acquire(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Acquire(%s) error = %v, want nil", describe(p), err)
+		}
+		want := frozenLimit.Capacity - tokenbucket.Millitokens(debited[i].Load())
+		if got := dec.Statuses[0].Remaining; got != want {
+			t.Errorf("Acquire(%s) remaining = %d, want %d (capacity − admitted debits)", describe(p), got, want)
+		}
+		total += debited[i].Load()
+	}
+	if total == 0 {
+		t.Errorf("no plan was admitted; want the buckets to admit until exhausted")
+	}
+}

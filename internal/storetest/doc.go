@@ -1,0 +1,25 @@
+// Package storetest is the one conformance suite that every store runs: the
+// embedded store (internal/memstore) and the DynamoDB store (pkg/dynamo, on a
+// fake client and on DynamoDB Local). A store passes when it decides every
+// plan exactly as cascade.Decide does over its persisted bucket states.
+//
+// Run holds a store to every behaviour on a fixed, settable Clock: new
+// buckets start full; exhaustion and refusal with exact RetryAfter
+// ((⌊deficit·RefillPeriod/RefillAmount⌋+1) ms) and ResetAfter; refill to the
+// millitoken, never twice in one millisecond, and not at all while the clock
+// goes backwards; all-or-nothing plans; the same bucket limit twice in one
+// plan; several named limits on one bucket item; checks, charges (debt),
+// refunds (capped at capacity); advisory and quota roles; keys that differ in
+// one field only, whatever bytes they hold; a limit whose capacity changes;
+// statuses one per debit, in order. RunConcurrency runs the same store on the
+// real clock under many goroutines, across one or several instances that
+// share state, and checks that no more is admitted than the bucket refills
+// and that multi-bucket plans neither deadlock nor lose a millitoken.
+//
+// Units: amounts are tokenbucket.Millitokens, times time.Time at the API and
+// unix milliseconds in the stores. The suite imports only pkg/cascade and
+// pkg/tokenbucket, so any store package can call it from its tests.
+//
+// Concurrency: Clock is safe for concurrent use. Run's subtests run one after
+// another; each gets a fresh store from the Factory and a Clock of its own.
+package storetest

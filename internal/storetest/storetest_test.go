@@ -1,0 +1,154 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// refStore is the simplest correct store: one mutex, one map, and
+// cascade.Decide. The suite must pass against it.
+type refStore struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[refKey]tokenbucket.State
+}
+
+type refKey struct {
+	k     cascade.Key
+	limit string
+}
+
+func newRefStore(now func() time.Time) *refStore {
+	return &refStore{now: now, m: make(map[refKey]tokenbucket.State)}
+}
+
+func (s *refStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return cascade.Decision{}, err
+	}
+	nowMs := s.now().UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot := make([]int, len(p.Debits))
+	var keys []refKey
+	var states []tokenbucket.State
+	for i, d := range p.Debits {
+		k := refKey{d.Key, d.Limit}
+		slot[i] = -1
+		for j := range keys {
+			if keys[j] == k {
+				slot[i] = j
+			}
+		}
+		if slot[i] < 0 {
+			st, ok := s.m[k]
+			if !ok {
+				st = d.Bucket.Full(nowMs)
+			}
+			slot[i] = len(keys)
+			keys = append(keys, k)
+			states = append(states, st)
+		}
+	}
+	dec := cascade.Decide(p, slot, states, nowMs)
+	for j, k := range keys {
+		s.m[k] = states[j]
+	}
+	return dec, nil
+}
+
+func TestRunRef(t *testing.T) {
+	Run(t, func(t *testing.T, c *Clock) Store { return newRefStore(c.Now) })
+}
+
+func TestRunConcurrencyRef(t *testing.T) {
+	RunConcurrency(t, func(t *testing.T) []Store { return []Store{newRefStore(time.Now)} })
+}
+
+// forgetful drops every bucket after each call.
+type forgetful struct{ now func() time.Time }
+
+func (f forgetful) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	return newRefStore(f.now).Acquire(ctx, p)
+}
+
+// collapsing keys buckets by entity alone.
+type collapsing struct{ s *refStore }
+
+func (c collapsing) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)}
+	for i := range q.Debits {
+		q.Debits[i].Key = cascade.Key{Entity: q.Debits[i].Key.Entity}
+		q.Debits[i].Limit = ""
+	}
+	return c.s.Acquire(ctx, q)
+}
+
+// greedy debits every admitted debit even when the plan is refused.
+type greedy struct{ s *refStore }
+
+func (g greedy) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	dec, err := g.s.Acquire(ctx, p)
+	if err != nil || dec.Admitted {
+		return dec, err
+	}
+	for i, d := range p.Debits {
+		if dec.Statuses[i].OK && d.Op == cascade.Consume {
+			one := &cascade.Plan{Debits: []cascade.Debit{d}}
+			if _, err := g.s.Acquire(ctx, one); err != nil {
+				return dec, err
+			}
+		}
+	}
+	return dec, nil
+}
+
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	steps := func(name string) []step {
+		for _, bt := range behaviours() {
+			if bt.name == name {
+				return bt.steps
+			}
+		}
+		t.Fatalf("no behaviour %q", name)
+		return nil
+	}
+	tests := []struct {
+		name      string
+		store     func(c *Clock) Store
+		behaviour string
+	}{
+		{"forgetful", func(c *Clock) Store { return forgetful{c.Now} }, "consume_to_empty_then_refused"},
+		{"collapsing/named", func(c *Clock) Store { return collapsing{newRefStore(c.Now)} }, "named_limits_share_item"},
+		{"greedy", func(c *Clock) Store { return greedy{newRefStore(c.Now)} }, "all_or_nothing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewClock(Epoch)
+			if err := checkSteps(tt.store(c), c, steps(tt.behaviour)); err == nil {
+				t.Errorf("checkSteps(%s, %s) = nil, want a failure", tt.name, tt.behaviour)
+			}
+		})
+	}
+	c := NewClock(Epoch)
+	if err := checkDistinctKeys(collapsing{newRefStore(c.Now)}); err == nil {
+		t.Errorf("checkDistinctKeys(collapsing) = nil, want a failure")
+	}
+}
+
+func TestClock(t *testing.T) {
+	c := NewClock(Epoch)
+	c.Advance(1500 * time.Millisecond)
+	if got, want := c.Now(), Epoch.Add(1500*time.Millisecond); !got.Equal(want) {
+		t.Errorf("Advance(1.5s); Now() = %v, want %v", got, want)
+	}
+	c.Set(Epoch.Add(-time.Second))
+	if got, want := c.Now(), Epoch.Add(-time.Second); !got.Equal(want) {
+		t.Errorf("Set(Epoch-1s); Now() = %v, want %v", got, want)
+	}
+}
