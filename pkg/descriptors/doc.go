@@ -1,0 +1,35 @@
+// Package descriptors parses, validates and compiles rate-limit descriptor
+// configuration, and matches request descriptors against it.
+//
+// The YAML is a strict superset of envoyproxy/ratelimit's: every file that
+// service loads loads here with the same meaning — domain, nested
+// descriptors, key, value, rate_limit{unit, requests_per_unit,
+// unit_multiplier, name, unlimited, replaces}, shadow_mode, quota_mode,
+// detailed_metric, value_to_metric, share_threshold, metadata and wildcard
+// values. Keys envoyproxy/ratelimit accepts but ignores where they stand
+// (it checks keys against one flat list) are ignored here too and reported
+// by Config.Warnings. The extensions are `namespace:` per file, `limits:`
+// (several named limits on one node), `burst:` and `charge: pre|post` on a
+// limit, and `entity:`, `resource:` and `cascade:` on a level.
+//
+// Parse reports every problem of every file at once (*Error), each with its
+// file, line and key. LoadDir reads a directory the way envoyproxy/ratelimit's
+// runtime loader does, Kubernetes ConfigMap layout included.
+//
+// Matching follows envoyproxy/ratelimit's GetLimit: per level, the exact key
+// and value, then the level's wildcard values in load order ('*' matches any
+// run of characters, anywhere in the value, any number of times), then the
+// key alone; the rule applies only when its node is reached at the request's
+// last entry. A rule's buckets are identified by Match.EntityID, an injective
+// encoding of the request entries in which a share_threshold level stands for
+// every value matching its pattern.
+//
+// Units: RequestsPerUnit and Burst are whole requests (tokens); periods are
+// Unit.Duration()·UnitMultiplier, with a week of 7 days, a month of 30 and a
+// year of 365. Each limit carries its tokenbucket.Limit, where
+// requests_per_unit: 0 sets Deny instead.
+//
+// Concurrency: a Config is immutable once Parse returns and safe for
+// concurrent use; Match does not allocate on exact and key-only paths. The
+// package performs no logging and, apart from LoadDir, no I/O.
+package descriptors

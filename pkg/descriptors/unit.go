@@ -1,0 +1,116 @@
+package descriptors
+
+import (
+	"strings"
+	"time"
+)
+
+// Unit is the time unit of a limit. Its numbers equal Envoy's
+// envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit so that a
+// service converts with a plain cast.
+type Unit int32
+
+// The units, numbered as in Envoy's RateLimitResponse_RateLimit_Unit.
+const (
+	UnitUnknown Unit = 0
+	Second      Unit = 1
+	Minute      Unit = 2
+	Hour        Unit = 3
+	Day         Unit = 4
+	Month       Unit = 5
+	Year        Unit = 6
+	Week        Unit = 7
+)
+
+var unitNames = map[string]Unit{
+	"SECOND": Second,
+	"MINUTE": Minute,
+	"HOUR":   Hour,
+	"DAY":    Day,
+	"MONTH":  Month,
+	"YEAR":   Year,
+	"WEEK":   Week,
+}
+
+// ParseUnit parses a unit name case-insensitively, as envoyproxy/ratelimit
+// does (strings.ToUpper, then a lookup of Envoy's enum names). It reports
+// false for UNKNOWN and for anything that is not a unit.
+func ParseUnit(s string) (Unit, bool) {
+	u, ok := unitNames[strings.ToUpper(s)]
+	return u, ok
+}
+
+// String returns Envoy's enum name: "SECOND", "MINUTE", ... or "UNKNOWN".
+func (u Unit) String() string {
+	switch u {
+	case Second:
+		return "SECOND"
+	case Minute:
+		return "MINUTE"
+	case Hour:
+		return "HOUR"
+	case Day:
+		return "DAY"
+	case Month:
+		return "MONTH"
+	case Year:
+		return "YEAR"
+	case Week:
+		return "WEEK"
+	}
+	return "UNKNOWN"
+}
+
+// Duration returns the length of one unit: a week is 7 days, a month 30 days
+// and a year 365 days. UnitUnknown and undefined units return 0.
+func (u Unit) Duration() time.Duration {
+	const day = 24 * time.Hour
+	switch u {
+	case Second:
+		return time.Second
+	case Minute:
+		return time.Minute
+	case Hour:
+		return time.Hour
+	case Day:
+		return day
+	case Week:
+		return 7 * day
+	case Month:
+		return 30 * day
+	case Year:
+		return 365 * day
+	}
+	return 0
+}
+
+// Charge says when a limit is debited.
+type Charge uint8
+
+const (
+	// ChargePre debits hits before the request is admitted: a request that
+	// does not fit is refused and nothing is debited (the default).
+	ChargePre Charge = iota
+	// ChargePost debits hits that report cost already spent (stream-done
+	// calls, access-log adjustments): they are always debited, even past zero,
+	// and admission on such a limit means "not in debt".
+	ChargePost
+)
+
+// String returns "pre" or "post", as written in the YAML.
+func (c Charge) String() string {
+	if c == ChargePost {
+		return "post"
+	}
+	return "pre"
+}
+
+func parseCharge(s string) (Charge, bool) {
+	switch s {
+	case "pre":
+		return ChargePre, true
+	case "post":
+		return ChargePost, true
+	}
+	return ChargePre, false
+}
