@@ -106,7 +106,7 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	if err := r.reload("start"); err != nil {
+	if err := r.reload("start", false); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -127,11 +127,11 @@ func (r *Reloader) Trigger() {
 // Reload loads the configuration now and, if it loads, makes it live; if
 // not, it keeps the old one and returns the error without logging it. Safe
 // to call concurrently with Run.
-func (r *Reloader) Reload() error { return r.reload("manual") }
+func (r *Reloader) Reload() error { return r.reload("manual", false) }
 
-// reload loads, swaps on success and reports to OnReload. It logs successes;
-// failures are returned for the caller to log or return.
-func (r *Reloader) reload(cause string) error {
+// reload loads and swaps on success, logs the outcome (a failure only when
+// logFailure; it is returned either way), then reports to OnReload.
+func (r *Reloader) reload(cause string, logFailure bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.now()
@@ -140,32 +140,28 @@ func (r *Reloader) reload(cause string) error {
 		err = errors.New("loader returned no configuration")
 	}
 	at := r.now()
+	fields := logrus.Fields{"dir": r.dir, "cause": cause, "duration_ms": at.Sub(start).Milliseconds()}
 	if err != nil {
+		err = fmt.Errorf("config: load %s: %w", r.dir, err)
+		if logFailure {
+			r.logFailure(fields, err)
+		}
 		if r.onReload != nil {
 			r.onReload(false, err, at)
 		}
-		return fmt.Errorf("config: load %s: %w", r.dir, err)
+		return err
 	}
 	r.current.Store(cfg)
-	r.log.WithFields(logrus.Fields{
-		"dir":         r.dir,
-		"cause":       cause,
-		"duration_ms": at.Sub(start).Milliseconds(),
-	}).Info("descriptor configuration loaded")
+	r.log.WithFields(fields).Info("descriptor configuration loaded")
 	if r.onReload != nil {
 		r.onReload(true, nil, at)
 	}
 	return nil
 }
 
-// reloadAndLog reloads and logs a failure once, with every problem the
-// loader reported as a separate entry of the "problems" field.
-func (r *Reloader) reloadAndLog(cause string) {
-	err := r.reload(cause)
-	if err == nil {
-		return
-	}
-	fields := logrus.Fields{"dir": r.dir, "cause": cause}
+// logFailure logs a failed reload once, with every problem the loader
+// reported as one entry of the "problems" field (file:line: key: message).
+func (r *Reloader) logFailure(fields logrus.Fields, err error) {
 	var derr *descriptors.Error
 	if errors.As(err, &derr) {
 		problems := make([]string, len(derr.Problems))
@@ -265,13 +261,13 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 			if err := src.sync(); err != nil {
 				r.log.WithError(err).Warn("descriptor watch list incomplete")
 			}
-			r.reloadAndLog("watch")
+			_ = r.reload("watch", true) // logged and reported inside
 		case <-r.trigger:
 			stopTimer()
 			if err := src.sync(); err != nil {
 				r.log.WithError(err).Warn("descriptor watch list incomplete")
 			}
-			r.reloadAndLog("trigger")
+			_ = r.reload("trigger", true) // logged and reported inside
 		}
 	}
 }
