@@ -441,8 +441,10 @@ func (b *builder) descriptors(parent *node, parentKey string, path []Level, v *y
 func (b *builder) descriptor(parent *node, parentKey string, path []Level, item *yaml.Node, depth int) {
 	var d descriptor
 	keyLine := item.Line
+	lines := map[string]int{}
 	for _, p := range b.pairs(item) {
 		p := p
+		lines[p.name] = p.k.Line
 		switch p.name {
 		case "key":
 			keyLine = p.k.Line
@@ -494,15 +496,15 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 		ValueToMetric:  d.valueToMetric,
 	}
 	if d.share && !lv.Wildcard {
-		b.errorf(keyLine, "share_threshold", "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
+		b.errorf(lines["share_threshold"], "share_threshold", "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
 	}
 	if d.cascade && !d.entity {
-		b.errorf(keyLine, "cascade", "cascade needs entity: true on the same descriptor")
+		b.errorf(lines["cascade"], "cascade", "cascade needs entity: true on the same descriptor")
 	}
 	if d.resource {
 		for _, l := range path {
 			if l.Resource {
-				b.errorf(keyLine, "resource", "at most one resource level per path: '%s' is already the resource", l.Key)
+				b.errorf(lines["resource"], "resource", "at most one resource level per path: '%s' is already the resource", l.Key)
 				break
 			}
 		}
@@ -584,6 +586,7 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 // limitFields holds one limit's fields as read.
 type limitFields struct {
 	line                   int
+	lines                  map[string]int
 	name, unit, charge     string
 	rpu, burst             uint64
 	mult                   uint64
@@ -595,6 +598,10 @@ type limitFields struct {
 // reports false for other keys.
 func (b *builder) limitField(f *limitFields, p pair) bool {
 	var ok bool
+	if f.lines == nil {
+		f.lines = map[string]int{}
+	}
+	f.lines[p.name] = p.k.Line
 	switch p.name {
 	case "name":
 		f.name, ok = b.str(p)
@@ -627,10 +634,10 @@ func (b *builder) buildLimit(f *limitFields, u Unit) (Limit, bool) {
 	ok := !f.bad
 	if f.hasMult {
 		if f.mult < 1 {
-			b.errorf(f.line, "unit_multiplier", "unit_multiplier must be at least 1")
+			b.errorf(f.lines["unit_multiplier"], "unit_multiplier", "unit_multiplier must be at least 1")
 			ok = false
 		} else if f.mult > uint64(math.MaxInt64/u.Duration()) {
-			b.errorf(f.line, "unit_multiplier", "unit_multiplier %d makes the period too long (at most %d %s units)", f.mult, math.MaxInt64/u.Duration(), u)
+			b.errorf(f.lines["unit_multiplier"], "unit_multiplier", "unit_multiplier %d makes the period too long (at most %d %s units)", f.mult, math.MaxInt64/u.Duration(), u)
 			ok = false
 		} else {
 			l.UnitMultiplier = uint32(f.mult)
@@ -639,17 +646,17 @@ func (b *builder) buildLimit(f *limitFields, u Unit) (Limit, bool) {
 	if f.hasBurst {
 		switch {
 		case f.rpu == 0 && f.burst > 0:
-			b.errorf(f.line, "burst", "burst needs requests_per_unit of at least 1")
+			b.errorf(f.lines["burst"], "burst", "burst needs requests_per_unit of at least 1")
 			ok = false
 		case f.burst < f.rpu:
-			b.errorf(f.line, "burst", "burst (%d) must be at least requests_per_unit (%d)", f.burst, f.rpu)
+			b.errorf(f.lines["burst"], "burst", "burst (%d) must be at least requests_per_unit (%d)", f.burst, f.rpu)
 			ok = false
 		}
 	}
 	if f.hasCharge {
 		c, valid := parseCharge(f.charge)
 		if !valid {
-			b.errorf(f.line, "charge", "invalid charge '%s': want pre or post", f.charge)
+			b.errorf(f.lines["charge"], "charge", "invalid charge '%s': want pre or post", f.charge)
 			ok = false
 		}
 		l.Charge = c
