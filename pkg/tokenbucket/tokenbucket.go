@@ -87,8 +87,10 @@ func (l Limit) periodMs() int64 { return int64(l.RefillPeriod / time.Millisecond
 // ⌊elapsed·RefillAmount/RefillPeriod⌋ and advances LastRefill by the least
 // time that buys those millitokens, so the remainder carries to the next call.
 // A full bucket's clock moves to nowMs (a full bucket banks no time); a bucket
-// above capacity (its limit was lowered) is clamped to capacity.
+// above capacity (its limit was lowered) is clamped to capacity, and one in
+// debt below MinMillitokens (a corrupt stored value) is raised to that floor.
 func (l Limit) Refill(s State, nowMs int64) State {
+	s.Tokens = max(s.Tokens, MinMillitokens) // keeps Capacity − Tokens inside int64
 	if s.Tokens >= l.Capacity {
 		return State{Tokens: l.Capacity, LastRefill: max(s.LastRefill, nowMs)}
 	}
@@ -184,7 +186,9 @@ func (l Limit) TimeToFull(s State, nowMs int64) time.Duration {
 	if fullAt <= nowMs {
 		return 0
 	}
-	return durationMs(fullAt - nowMs)
+	// fullAt > nowMs, so the difference is exact in uint64 even when it
+	// exceeds int64 (a stored refill clock far ahead of nowMs).
+	return durationMs(int64(min(uint64(fullAt)-uint64(nowMs), math.MaxInt64)))
 }
 
 // mulDiv returns ⌊a·b/c⌋ for a, b ≥ 0 and c > 0, saturating at MaxInt64.

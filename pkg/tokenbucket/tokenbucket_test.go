@@ -273,6 +273,10 @@ func TestRefill(t *testing.T) {
 			{name: "zero", at: 500, want: State{0, 500}},
 			{name: "full", at: 1500, want: State{10_000, 1500}},
 		}},
+		{"below the debt floor is raised to it", tenPerSecond, State{math.MinInt64, 0}, []step{
+			{name: "clamped at the same instant", at: 0, want: State{tokenbucket.MinMillitokens, 0}},
+			{name: "then repaid at the rate", at: 1, want: State{tokenbucket.MinMillitokens + 10, 1}},
+		}},
 		{"overshoot fills exactly", tenPerSecond, State{9995, 0}, []step{
 			{name: "1 ms adds 10 but only 5 fit", at: 1, want: State{10_000, 1}},
 		}},
@@ -683,5 +687,35 @@ func TestRetryAfterSucceeds(t *testing.T) {
 				t.Fatalf("#%d: RetryAfter = 0 but TryConsume now refused", i)
 			}
 		}
+	}
+}
+
+// TestExtremeInstants: a refill clock far ahead of nowMs, or instants at the
+// ends of int64, saturate instead of wrapping.
+func TestExtremeInstants(t *testing.T) {
+	l := Limit{Capacity: 1, RefillAmount: 1, RefillPeriod: time.Millisecond}
+	s := State{Tokens: tokenbucket.MinMillitokens, LastRefill: math.MaxInt64 - 4}
+	if got, want := l.TimeToFull(s, math.MinInt64), time.Duration(math.MaxInt64); got != want {
+		t.Errorf("TimeToFull(%+v, MinInt64) = %v, want %v", s, got, want)
+	}
+	if got, want := l.RetryAfter(s, 1, math.MinInt64), time.Duration(math.MaxInt64); got != want {
+		t.Errorf("RetryAfter(%+v, 1, MinInt64) = %v, want %v", s, got, want)
+	}
+	s = State{Tokens: 0, LastRefill: math.MinInt64}
+	if got, want := l.Refill(s, math.MaxInt64), (State{Tokens: 1, LastRefill: math.MaxInt64}); got != want {
+		t.Errorf("Refill(%+v, MaxInt64) = %+v, want %+v", s, got, want)
+	}
+	s = State{Tokens: tokenbucket.MinMillitokens, LastRefill: math.MinInt64}
+	got := l.Refill(s, math.MaxInt64)
+	// 2^64−1 ms elapsed credit 2^64−1 mt, more than the 2^62+1 missing.
+	if want := (State{Tokens: 1, LastRefill: math.MaxInt64}); got != want {
+		t.Errorf("Refill(%+v, MaxInt64) = %+v, want %+v", s, got, want)
+	}
+	year10 := Limit{Capacity: tokenbucket.MaxMillitokens, RefillAmount: 1, RefillPeriod: 10 * year}
+	got = year10.Refill(State{Tokens: tokenbucket.MinMillitokens, LastRefill: math.MinInt64}, math.MaxInt64)
+	// ⌊(2^64−1)·1/(3,650 days in ms)⌋ millitokens, bought by a whole number of periods' worth of ms.
+	add := new(big.Int).Div(new(big.Int).SetUint64(math.MaxUint64), big.NewInt((10 * year).Milliseconds()))
+	if want := tokenbucket.MinMillitokens + Millitokens(add.Int64()); got.Tokens != want {
+		t.Errorf("10-year Refill over all of int64 = %+v, want tokens %d", got, want)
 	}
 }
