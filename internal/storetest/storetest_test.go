@@ -152,3 +152,29 @@ func TestClock(t *testing.T) {
 		t.Errorf("Set(Epoch-1s); Now() = %v, want %v", got, want)
 	}
 }
+
+func TestIdealAdmits(t *testing.T) {
+	busy := make([]int64, 2000)
+	for i := range busy {
+		busy[i] = 1000
+	}
+	stalled := make([]int64, 2000)
+	stalled[0], stalled[1000] = 1000, 1000
+	tests := []struct {
+		name  string
+		calls []int64
+		want  int64
+	}{
+		{"busy every millisecond", busy, 100 + 1999*500/1000},
+		{"stalled between two bursts", stalled, 100 + 100},
+		{"no calls", make([]int64, 10), 0},
+		{"fewer calls than tokens", []int64{7, 0, 3}, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := idealAdmits(tt.calls); got != tt.want {
+				t.Errorf("idealAdmits(%s) = %d, want %d", tt.name, got, tt.want)
+			}
+		})
+	}
+}
