@@ -1,0 +1,292 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dynalimit/dynalimit/internal/storetest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Store satisfies the store contract (the same method set as
+// internal/service.Store, which the suite mirrors).
+var _ storetest.Store = (*Store)(nil)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, c *storetest.Clock) storetest.Store {
+		return New(WithClock(c.Now))
+	})
+}
+
+func TestConformanceOneShard(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, c *storetest.Clock) storetest.Store {
+		return New(WithClock(c.Now), WithShards(1))
+	})
+}
+
+func TestConcurrency(t *testing.T) {
+	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
+		return []storetest.Store{New()}
+	})
+}
+
+// l3 holds 3 tokens and refills 3 mt/ms; slow holds 3 tokens and refills
+// them over a minute.
+var (
+	l3   = tokenbucket.Limit{Capacity: 3000, RefillAmount: 3000, RefillPeriod: time.Second}
+	slow = tokenbucket.Limit{Capacity: 3000, RefillAmount: 3000, RefillPeriod: time.Minute}
+)
+
+func debit(entity string, l tokenbucket.Limit, op cascade.Op, n tokenbucket.Millitokens) cascade.Debit {
+	return cascade.Debit{
+		Key:    cascade.Key{Namespace: "default", Entity: entity, Resource: "api"},
+		Limit:  "rpm",
+		Bucket: l,
+		Amount: n,
+		Op:     op,
+	}
+}
+
+func acquire(t *testing.T, s *Store, ds ...cascade.Debit) (cascade.Decision, error) {
+	t.Helper()
+	return s.Acquire(context.Background(), &cascade.Plan{Debits: ds})
+}
+
+// mustAcquire fails the test on error and returns the decision.
+func mustAcquire(t *testing.T, s *Store, ds ...cascade.Debit) cascade.Decision {
+	t.Helper()
+	dec, err := acquire(t, s, ds...)
+	if err != nil {
+		t.Fatalf("Acquire(%d debits) error = %v, want nil", len(ds), err)
+	}
+	return dec
+}
+
+func remaining(t *testing.T, s *Store, entity string, l tokenbucket.Limit) tokenbucket.Millitokens {
+	t.Helper()
+	return mustAcquire(t, s, debit(entity, l, cascade.Check, 0)).Statuses[0].Remaining
+}
+
+func TestNew(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	tests := []struct {
+		name       string
+		opts       []Option
+		wantShards int
+		wantPer    int
+	}{
+		{"default", nil, defaultShards(procs), (DefaultMaxBuckets + defaultShards(procs) - 1) / defaultShards(procs)},
+		{"five rounds up", []Option{WithShards(5)}, 8, DefaultMaxBuckets / 8},
+		{"zero means one", []Option{WithShards(0)}, 1, DefaultMaxBuckets},
+		{"negative means one", []Option{WithShards(-3)}, 1, DefaultMaxBuckets},
+		{"bound over shards", []Option{WithShards(4), WithMaxBuckets(10)}, 4, 3},
+		{"bound below shards", []Option{WithShards(4), WithMaxBuckets(1)}, 4, 1},
+		{"zero bound keeps default", []Option{WithShards(1), WithMaxBuckets(0)}, 1, DefaultMaxBuckets},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.opts...)
+			if len(s.shards) != tt.wantShards || s.perShard != tt.wantPer {
+				t.Errorf("New(%s) = %d shards of %d, want %d of %d", tt.name, len(s.shards), s.perShard, tt.wantShards, tt.wantPer)
+			}
+		})
+	}
+}
+
+// defaultShards is the least power of two ≥ 4×procs.
+func defaultShards(procs int) int {
+	n := 1
+	for n < 4*procs {
+		n *= 2
+	}
+	return n
+}
+
+func TestFullBucketsAreNotStored(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now))
+	mustAcquire(t, s, debit("check", l3, cascade.Check, 0))
+	mustAcquire(t, s, debit("too-big", l3, cascade.Consume, 4000))
+	mustAcquire(t, s, debit("refund", l3, cascade.Refund, 1000))
+	if got := s.Stats().Buckets; got != 0 {
+		t.Fatalf("after a check, a refused consume and a refund on new keys, Stats().Buckets = %d, want 0", got)
+	}
+	mustAcquire(t, s, debit("used", l3, cascade.Consume, 1))
+	if got := s.Stats().Buckets; got != 1 {
+		t.Fatalf("after consuming from a new key, Stats().Buckets = %d, want 1", got)
+	}
+}
+
+func TestStatsBytes(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now))
+	mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000))
+	// "default" + "a" + "api" + "rpm"
+	want := Stats{Buckets: 1, Bytes: entryOverhead + 14}
+	if got := s.Stats(); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+	long := debit(string(make([]byte, 2048)), l3, cascade.Consume, 1000)
+	mustAcquire(t, s, long)
+	want = Stats{Buckets: 2, Bytes: 2*entryOverhead + 14 + 2048 + 13}
+	if got := s.Stats(); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+	c.Advance(time.Second)
+	s.sweep()
+	want = Stats{Evictions: 2}
+	if got := s.Stats(); got != want {
+		t.Fatalf("after a sweep with both full again, Stats() = %+v, want %+v", got, want)
+	}
+}
+
+func TestBound(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now), WithShards(1), WithMaxBuckets(2))
+	mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000))
+	mustAcquire(t, s, debit("b", slow, cascade.Consume, 1000))
+
+	// At the bound, nothing full: refuse to decide rather than forget.
+	if _, err := acquire(t, s, debit("c", l3, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
+		t.Fatalf("Acquire(new key at bound) error = %v, want ErrFull", err)
+	}
+	if _, err := acquire(t, s, debit("a", l3, cascade.Consume, 1000), debit("c", l3, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
+		t.Fatalf("Acquire(known key, new key at bound) error = %v, want ErrFull", err)
+	}
+	if got := remaining(t, s, "a", l3); got != 2000 {
+		t.Fatalf("after plans refused with ErrFull, remaining(a) = %d, want 2000 (nothing debited)", got)
+	}
+	// A plan that stores nothing new still decides.
+	if dec := mustAcquire(t, s, debit("c", l3, cascade.Check, 0)); !dec.Admitted {
+		t.Fatalf("Acquire(check on new key at bound) = %+v, want admitted", dec)
+	}
+	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, Rejected: 2}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+
+	// a is full again after 334 ms: the insert drops it and goes ahead.
+	c.Advance(334 * time.Millisecond)
+	if dec := mustAcquire(t, s, debit("c", l3, cascade.Consume, 1000)); !dec.Admitted || dec.Statuses[0].Remaining != 2000 {
+		t.Fatalf("Acquire(new key, a full again) = %+v, want admitted with 2000 remaining", dec)
+	}
+	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, Evictions: 1, Rejected: 2}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+	if got := remaining(t, s, "a", l3); got != 3000 {
+		t.Fatalf("remaining(a) after eviction = %d, want 3000", got)
+	}
+	if got, want := remaining(t, s, "b", slow), tokenbucket.Millitokens(2000+3000*334/60000); got != want {
+		t.Fatalf("remaining(b) = %d, want %d (kept)", got, want)
+	}
+}
+
+// TestBoundSparesPlanBuckets: a full bucket that the plan itself updates is
+// not dropped to make room for the plan's new bucket.
+func TestBoundSparesPlanBuckets(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now), WithShards(1), WithMaxBuckets(1))
+	mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000))
+	c.Advance(time.Second) // a is full again, but still stored
+	_, err := acquire(t, s, debit("a", l3, cascade.Consume, 1000), debit("b", l3, cascade.Consume, 1000))
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("Acquire(a, b) with room for one = %v, want ErrFull", err)
+	}
+	if got := remaining(t, s, "a", l3); got != 3000 {
+		t.Fatalf("remaining(a) = %d, want 3000", got)
+	}
+}
+
+func TestInvalidLimit(t *testing.T) {
+	s := New()
+	tests := []struct {
+		name string
+		l    tokenbucket.Limit
+	}{
+		{"zero", tokenbucket.Limit{}},
+		{"no capacity", tokenbucket.Limit{RefillAmount: 1, RefillPeriod: time.Second}},
+		{"no refill", tokenbucket.Limit{Capacity: 1, RefillPeriod: time.Second}},
+		{"sub-millisecond period", tokenbucket.Limit{Capacity: 1, RefillAmount: 1, RefillPeriod: time.Microsecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if dec, err := acquire(t, s, debit("a", tt.l, cascade.Consume, 1)); err == nil {
+				t.Errorf("Acquire(limit %+v) = %+v, nil, want an error", tt.l, dec)
+			}
+		})
+	}
+}
+
+func TestLargePlan(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now), WithShards(4))
+	var ds []cascade.Debit
+	for i := range 40 {
+		ds = append(ds, debit(string(rune('a'+i%20)), l3, cascade.Consume, 1000))
+	}
+	dec := mustAcquire(t, s, ds...)
+	if !dec.Admitted || len(dec.Statuses) != 40 {
+		t.Fatalf("Acquire(40 debits over 20 buckets) = admitted %t with %d statuses, want admitted with 40", dec.Admitted, len(dec.Statuses))
+	}
+	for i, st := range dec.Statuses {
+		if st.Remaining != 1000 {
+			t.Fatalf("status %d remaining = %d, want 1000", i, st.Remaining)
+		}
+	}
+}
+
+func TestSweeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(WithSweepInterval(10 * time.Second))
+		mustAcquire(t, s, debit("fast", l3, cascade.Consume, 1000))
+		mustAcquire(t, s, debit("slow", slow, cascade.Consume, 3000))
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- s.Run(ctx) }()
+
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if got := s.Stats(); got.Buckets != 1 || got.Evictions != 1 {
+			t.Fatalf("after one sweep, Stats() = %+v, want 1 bucket and 1 eviction (fast full again)", got)
+		}
+		// slow kept its state: 10 s of a minute's refill.
+		if got := remaining(t, s, "slow", slow); got != 500 {
+			t.Fatalf("remaining(slow) = %d, want 500", got)
+		}
+
+		time.Sleep(60 * time.Second)
+		synctest.Wait()
+		if got, want := s.Stats(), (Stats{Evictions: 2}); got != want {
+			t.Fatalf("after slow refilled and a sweep, Stats() = %+v, want %+v", got, want)
+		}
+
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run() after cancel = %v, want nil", err)
+		}
+	})
+}
+
+func TestRunReturnsWhenContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Run(ctx); err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if got := time.Since(time.Unix(946684800, 0)); got != time.Minute {
+			t.Fatalf("Run returned after %v, want 1m", got)
+		}
+	})
+}
