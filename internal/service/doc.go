@@ -1,0 +1,33 @@
+// Package service is the Envoy rate-limit service handler
+// (envoy.service.ratelimit.v3.RateLimitService): it turns a RateLimitRequest
+// into one cascade.Plan, has a Store decide it, and answers with Envoy's
+// RateLimitResponse, optional RateLimit-* headers and dynamic metadata.
+//
+// Semantics follow envoyproxy/ratelimit's service, with exact token buckets:
+//   - each request descriptor is matched against the descriptor
+//     configuration; unknown domains and unmatched descriptors are OK with no
+//     current_limit, unlimited rules are OK without touching the store, and a
+//     limit with requests_per_unit 0 denies without touching the store;
+//   - hits are the descriptor's hits_addend when set (0 checks without
+//     debiting), else the request's hits_addend, else 1; is_negative_hits
+//     refunds them; a limit with charge: post debits them even past zero;
+//   - a descriptor's limit override replaces the configured rule (its own
+//     bucket limit, never in shadow mode), as Envoy's rate-limit override;
+//   - a rule's replaces drops the rules it names from the request;
+//   - every limit of every descriptor is one debit of one plan, decided
+//     all-or-nothing by the store: a refused request debits nothing;
+//   - shadow-mode rules (and the global shadow mode) never refuse; quota-mode
+//     rules refuse only when every quota-mode debit of the request is refused,
+//     and report their violations in dynamic metadata
+//     (quotaModeViolations, quotaModeEnabled) as envoyproxy/ratelimit does;
+//   - when the store fails, ON_UNAVAILABLE decides: allow (OK) or block
+//     (OVER_LIMIT).
+//
+// Units: hits are whole tokens on the wire and millitokens (×1000) in plans;
+// limit_remaining is whole tokens, floored, never negative.
+//
+// Handlers return only gRPC status errors (InvalidArgument for malformed
+// requests, Unavailable without a configuration) and never panic on input.
+// A Service is immutable after New and safe for concurrent use; each request
+// loads the configuration once.
+package service

@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// t0 is the fake store's default clock, in unix milliseconds.
+const t0 = int64(1_700_000_000_000)
+
+type bucketKey struct {
+	key   cascade.Key
+	limit string
+}
+
+// fakeStore decides plans with cascade.Decide over a map, under a mutex.
+type fakeStore struct {
+	mu     sync.Mutex
+	nowMs  int64
+	states map[bucketKey]tokenbucket.State
+	err    error
+	calls  int
+	plans  []cascade.Plan
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{nowMs: t0, states: map[bucketKey]tokenbucket.State{}}
+}
+
+func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.plans = append(f.plans, cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)})
+	if f.err != nil {
+		return cascade.Decision{}, f.err
+	}
+	slot := make([]int, len(p.Debits))
+	var keys []bucketKey
+	var states []tokenbucket.State
+	for i, d := range p.Debits {
+		k := bucketKey{d.Key, d.Limit}
+		idx := -1
+		for j := range keys {
+			if keys[j] == k {
+				idx = j
+				break
+			}
+		}
+		if idx < 0 {
+			st, ok := f.states[k]
+			if !ok {
+				st = d.Bucket.Full(f.nowMs)
+			}
+			keys = append(keys, k)
+			states = append(states, st)
+			idx = len(keys) - 1
+		}
+		slot[i] = idx
+	}
+	dec := cascade.Decide(p, slot, states, f.nowMs)
+	for i, k := range keys {
+		f.states[k] = states[i]
+	}
+	return dec, nil
+}
+
+// tokens returns the whole tokens of a stored bucket, or -1 if none.
+func (f *fakeStore) tokens(entity, limit string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, st := range f.states {
+		if k.key.Entity == entity && k.limit == limit {
+			return int64(st.Tokens / tokenbucket.PerToken)
+		}
+	}
+	return -1
+}
+
+func (f *fakeStore) setErr(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+func (f *fakeStore) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+var errDown = errors.New("fake: store down")
+
+// testConfig is the descriptor configuration the tests run against.
+const testConfig = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: ip
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: free
+    rate_limit: {unlimited: true}
+    metadata: {tier: free}
+  - key: blocked
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota_a
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota_b
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    metadata: {backend: b}
+  - key: generic
+    rate_limit: {name: generic, unit: minute, requests_per_unit: 1}
+  - key: specific
+    rate_limit:
+      name: specific
+      unit: minute
+      requests_per_unit: 5
+      replaces: [{name: generic}]
+  - key: model
+    limits:
+      - {name: rpm, unit: minute, requests_per_unit: 5}
+      - {name: tpd, unit: day, requests_per_unit: 2}
+  - key: tokens
+    limits:
+      - {name: tpm, unit: minute, requests_per_unit: 100, charge: post}
+  - key: window
+    rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 6}
+  - key: user_detail
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+`
+
+func mustConfig(t testing.TB, yaml string) *descriptors.Config {
+	t.Helper()
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "test.yaml", Data: []byte(yaml)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatalf("descriptors.Parse(test config) error = %v", err)
+	}
+	return cfg
+}
+
+// desc builds a descriptor from key, value pairs.
+func desc(kv ...string) *rlv3.RateLimitDescriptor {
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func withHits(d *rlv3.RateLimitDescriptor, hits uint64) *rlv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(hits)
+	return d
+}
+
+func negative(d *rlv3.RateLimitDescriptor, hits uint64) *rlv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(hits)
+	d.IsNegativeHits = true
+	return d
+}
+
+func rlReq(domain string, ds ...*rlv3.RateLimitDescriptor) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
