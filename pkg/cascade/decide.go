@@ -1,6 +1,10 @@
 package cascade
 
-import "github.com/dynalimit/dynalimit/pkg/tokenbucket"
+import (
+	"math"
+
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
 
 // maxInline is the number of bucket states Decide keeps on the stack.
 const maxInline = 8
@@ -43,11 +47,43 @@ func Decide(p *Plan, slot []int, states []tokenbucket.State, nowMs int64) Decisi
 		s := states[slot[i]]
 		st.Remaining = s.Tokens
 		st.ResetAfter = d.Bucket.TimeToFull(s, nowMs)
-		if !st.OK {
-			st.RetryAfter = d.Bucket.RetryAfter(s, need(d), nowMs)
+		if st.OK {
+			continue
 		}
+		n := need(d)
+		if !dec.Admitted {
+			// Nothing was consumed, so the plan's other consumes of this
+			// bucket are still ahead of the retry.
+			n = demand(p, slot, slot[i])
+		}
+		st.RetryAfter = d.Bucket.RetryAfter(s, n, nowMs)
 	}
 	return dec
+}
+
+// demand is what bucket k must hold for a retry of the refused plan p to
+// pass every debit p makes of it: the most that any of its debits needs on
+// top of the consumes and charges of k that come before it in the plan.
+func demand(p *Plan, slot []int, k int) tokenbucket.Millitokens {
+	var before, most tokenbucket.Millitokens
+	for j := range p.Debits {
+		d := &p.Debits[j]
+		if slot[j] != k || d.Op == Refund {
+			continue
+		}
+		most = max(most, addSat(before, need(d)))
+		if d.Op == Consume || d.Op == Charge {
+			before = addSat(before, max(d.Amount, 0))
+		}
+	}
+	return most
+}
+
+func addSat(a, b tokenbucket.Millitokens) tokenbucket.Millitokens {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // step applies debit d to *s (refilling first) and reports whether the
@@ -73,11 +109,12 @@ func step(d *Debit, s *tokenbucket.State, nowMs int64, judge bool) bool {
 	return false
 }
 
-// need is what a refused debit waits for: its amount, or one millitoken for
-// checks and charges (admitted again once out of debt).
+// need is what a debit's bucket must hold to admit it: a consume's amount
+// (zero for a non-positive one, as TryConsume), or one millitoken for checks
+// and charges (admitted while the bucket holds more than zero).
 func need(d *Debit) tokenbucket.Millitokens {
-	if d.Op == Consume && d.Amount > 0 {
-		return d.Amount
+	if d.Op == Consume {
+		return max(d.Amount, 0)
 	}
 	return 1
 }

@@ -85,7 +85,11 @@ type Status struct {
 	OK bool
 	// Remaining is what the bucket holds after the decision (negative in debt).
 	Remaining tokenbucket.Millitokens
-	// RetryAfter is how long until the bucket could admit the debit; zero when OK.
+	// RetryAfter is how long until the bucket could admit the debit; zero when
+	// OK. When the plan is refused, it is how long until the bucket could admit
+	// every debit the plan makes of it, each after the consumes and charges
+	// before it, so that a retry of the same plan after the longest RetryAfter
+	// is admitted by this bucket (absent other traffic).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
