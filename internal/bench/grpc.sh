@@ -201,6 +201,23 @@ cpu_ticks() {
 	awk '{ print $12 + $13 }' <<<"$stat"
 }
 
+# busy_ticks: clock ticks all cores spent busy since boot (user, nice, system,
+# irq, softirq and steal from the cpu line of /proc/stat).
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# snap_children records the builtin `times` of this shell; it must run in this
+# shell, not a subshell, to see the finished children (the ghz runs).
+snap_children() { times >"$TMP/times"; }
+# children_ticks: the CPU of this shell's finished children at the last
+# snap_children, in clock ticks (second line of `times`: user and system).
+children_ticks() {
+	awk -v hz="$CLK_TCK" 'NR == 2 {
+		t = 0
+		for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); t += p[1] * 60 + p[2] }
+		printf "%.0f", t * hz
+	}' "$TMP/times"
+}
+
 # json_num FILE KEY: the first number after "KEY": in a ghz JSON report.
 json_num() { grep -o "\"$2\":[0-9.eE+-]*" "$1" | head -n1 | cut -d: -f2; }
 # json_pct FILE P: the latency at percentile P, in nanoseconds.
@@ -219,12 +236,25 @@ ghz_run() {
 
 ROWS=()
 RATIOS=()
+
+# ratio_row ROUND SCENARIO THROUGHPUT_RATIO P99_RATIO: one row of the ratio table.
+ratio_row() {
+	awk -v r="$1" -v s="$2" -v tr="$3" -v pr="$4" 'BEGIN {
+		v = (tr >= 0.80 && pr <= 1.5) ? "meets" : "misses"
+		printf "| %s | %s | %.2f | %.2f | %s |", r, s, tr, pr, v
+	}'
+}
+
+# median FILE: the median of the numbers in FILE, one a line.
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 profile_top=""
 
 # measure NAME PID PORT SCENARIO ROUND: warm up, then one measured run; sets
-# the globals RPS P50 P99 ERRS CPU_US.
+# the globals RPS P50 P99 ERRS CPU_US OTHER (cores busy with processes other
+# than the server under test and ghz: other load on the machine, which makes a
+# run noisy; near 0 is a clean run).
 measure() {
-	local name=$1 pid=$2 port=$3 scen=$4 round=$5 out t0 t1 count ok prof_pid=""
+	local name=$1 pid=$2 port=$3 scen=$4 round=$5 out t0 t1 b0 b1 c0 c1 count ok prof_pid=""
 	out="$TMP/$scen-$name-$round.json"
 	ghz_run "$port" "$TMP/$scen.json" "$WARMUP" "$out.warmup"
 	if [[ $PROFILE -gt 0 && $name == ours && $scen == hot && $OURS == ratelimit && $round == 1 ]]; then
@@ -234,8 +264,14 @@ measure() {
 		sleep 0.2
 	fi
 	t0=$(cpu_ticks "$pid")
+	b0=$(busy_ticks)
+	snap_children
+	c0=$(children_ticks)
 	ghz_run "$port" "$TMP/$scen.json" "$DURATION" "$out"
 	t1=$(cpu_ticks "$pid")
+	b1=$(busy_ticks)
+	snap_children
+	c1=$(children_ticks)
 	if [[ -n $prof_pid ]]; then
 		wait "$prof_pid" || die "fetching the CPU profile failed"
 		profile_top=$($GO tool pprof -top -nodecount=40 "$TMP/ratelimit" "$TMP/cpu.pprof" 2>&1)
@@ -249,7 +285,9 @@ measure() {
 	P99=$(awk -v v="$(json_pct "$out" 99)" 'BEGIN { printf "%.2f", v / 1e6 }')
 	CPU_US=$(awk -v d="$((t1 - t0))" -v hz="$CLK_TCK" -v n="$ok" \
 		'BEGIN { if (n > 0) printf "%.1f", d / hz / n * 1e6; else print "n/a" }')
-	ROWS+=("| $round | $scen | $name | $RPS | $P50 | $P99 | $ERRS | $CPU_US |")
+	OTHER=$(awk -v b="$((b1 - b0))" -v c="$((c1 - c0))" -v t="$((t1 - t0))" -v hz="$CLK_TCK" -v s="$MEASURE_S" \
+		'BEGIN { o = (b - c - t) / hz / s; if (o < 0) o = 0; printf "%.2f", o }')
+	ROWS+=("| $round | $scen | $name | $RPS | $P50 | $P99 | $ERRS | $CPU_US | $OTHER |")
 }
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -261,22 +299,27 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		t_rps=$RPS t_p99=$P99
 		echo "== round $round, $scen: ours" >&2
 		measure ours "$OURS_PID" "$OURS_PORT" "$scen" "$round"
-		RATIOS+=("$(awk -v r="$round" -v s="$scen" -v orps="$RPS" -v trps="$t_rps" -v op="$P99" -v tp="$t_p99" 'BEGIN {
-			tr = orps / trps; pr = op / tp
-			v = (tr >= 0.80 && pr <= 1.5) ? "meets" : "misses"
-			printf "| %s | %s | %.2f | %.2f | %s |", r, s, tr, pr, v
-		}')")
+		RATIOS+=("$(ratio_row "$round" "$scen" "$(awk -v a="$RPS" -v b="$t_rps" 'BEGIN { print a / b }')" \
+			"$(awk -v a="$P99" -v b="$t_p99" 'BEGIN { print a / b }')")")
+		awk -v a="$RPS" -v b="$t_rps" 'BEGIN { print a / b }' >>"$TMP/$scen.tput"
+		awk -v a="$P99" -v b="$t_p99" 'BEGIN { print a / b }' >>"$TMP/$scen.p99"
 	done
 done
 
 echo
-echo "| round | scenario | server | decisions/s | p50 ms | p99 ms | errors | server CPU µs/decision |"
-echo "|---|---|---|---:|---:|---:|---:|---:|"
+echo "| round | scenario | server | decisions/s | p50 ms | p99 ms | errors | server CPU µs/decision | other load, cores |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "| round | scenario | ours/trivial throughput (≥ 0.80) | ours/trivial p99 (≤ 1.5) | targets |"
 echo "|---|---|---:|---:|---|"
 printf '%s\n' "${RATIOS[@]}"
+if ((ROUNDS > 1)); then
+	for scen in hot distinct; do
+		ratio_row median "$scen" "$(median "$TMP/$scen.tput")" "$(median "$TMP/$scen.p99")"
+		echo
+	done
+fi
 echo
 echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n $profile_top ]]; then
