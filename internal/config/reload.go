@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,7 @@ type ReloaderOptions struct {
 	// Dir is the descriptor directory passed to Load (Settings.ConfigDir).
 	Dir string
 	// WatchDir is the directory watched, recursively, for changes
-	// (Settings.WatchDir); empty means Dir.
+	// (Settings.WatchDir); empty means Dir. It must contain Dir.
 	WatchDir string
 	// Load reads and compiles the descriptor directory (Settings.Loader).
 	// It must not return a nil config without an error.
@@ -96,6 +97,9 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 	}
 	if r.watchDir == "" {
 		r.watchDir = r.dir
+	}
+	if rel, err := filepath.Rel(r.watchDir, r.dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("config: reloader: Dir %s is not under WatchDir %s", r.dir, r.watchDir)
 	}
 	if r.debounce == 0 {
 		r.debounce = DefaultDebounce

@@ -393,15 +393,22 @@ func nullLogger() *logrus.Entry {
 }
 
 func TestRunMissingWatchDir(t *testing.T) {
-	dir := t.TempDir()
+	root := filepath.Join(t.TempDir(), "root")
+	dir := filepath.Join(root, "config")
 	writeFile(t, filepath.Join(dir, "a.yaml"), "v1")
 	l := newFakeLoader()
-	r, err := NewReloader(ReloaderOptions{Dir: dir, WatchDir: filepath.Join(dir, "missing"), Load: l.load, Logger: nullLogger()})
+	r, err := NewReloader(ReloaderOptions{Dir: dir, WatchDir: root, Load: l.load, Logger: nullLogger()})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "config: watch") {
 		t.Errorf("Run() with a missing watch dir = %v, want a config: watch error", err)
+	}
+	if r.Current() == nil {
+		t.Errorf("Current() = nil after Run failed, want the loaded config")
 	}
 }
 
@@ -417,6 +424,7 @@ func TestNewReloaderErrors(t *testing.T) {
 	}{
 		{"no dir", ReloaderOptions{Load: l.load}, "Dir is empty"},
 		{"no load", ReloaderOptions{Dir: dir}, "Load is nil"},
+		{"dir outside watch dir", ReloaderOptions{Dir: dir, WatchDir: filepath.Join(dir, "sub"), Load: l.load}, "not under WatchDir"},
 		{"negative debounce", ReloaderOptions{Dir: dir, Load: l.load, Debounce: -1}, "negative"},
 		{"bad first load", ReloaderOptions{Dir: dir, Load: l.load, OnReload: func(ok bool, err error, _ time.Time) {
 			reported = append(reported, reloadEvent{ok, err})
@@ -517,4 +525,20 @@ func ExampleReloader() {
 	// Output:
 	// true 1
 	// <nil> 2
+}
+
+func BenchmarkCurrent(b *testing.B) {
+	b.ReportAllocs()
+	r, err := NewReloader(ReloaderOptions{Dir: "/unused", Logger: nullLogger(),
+		Load: func(string) (*descriptors.Config, error) { return &descriptors.Config{}, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r.Current() == nil {
+				b.Fatal("Current() = nil")
+			}
+		}
+	})
 }

@@ -250,6 +250,21 @@ func Table() []Var {
 	return vars
 }
 
+// MarkdownTable renders Table as the README's settings table: one row per
+// variable with its default in code style ("" for empty) and its help.
+func MarkdownTable() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Default | Description |\n|---|---|---|\n")
+	for _, v := range Table() {
+		def := "`" + v.Default + "`"
+		if v.Default == "" {
+			def = `""`
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, strings.ReplaceAll(v.Help, "|", "\\|"))
+	}
+	return b.String()
+}
+
 // ConfigDir is the directory holding the descriptor YAML: CONFIG_DIR when
 // set, else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
 func (s Settings) ConfigDir() string {

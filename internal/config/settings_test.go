@@ -360,3 +360,35 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkdownTable(t *testing.T) {
+	md := MarkdownTable()
+	lines := strings.Split(strings.TrimSuffix(md, "\n"), "\n")
+	if want := len(Table()) + 2; len(lines) != want {
+		t.Fatalf("MarkdownTable() has %d lines, want %d", len(lines), want)
+	}
+	for _, want := range []string{
+		"| `GRPC_PORT` | `8081` | gRPC listener port. |",
+		"| `RUNTIME_SUBDIRECTORY` | \"\" | Subdirectory of RUNTIME_ROOT. |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("MarkdownTable() lacks row %q", want)
+		}
+	}
+	for i, l := range lines {
+		if strings.Count(l, "|")-strings.Count(l, `\|`) != 4 {
+			t.Errorf("MarkdownTable() line %d = %q, want 3 cells", i, l)
+		}
+	}
+}
+
+func BenchmarkFromEnv(b *testing.B) {
+	b.ReportAllocs()
+	m := map[string]string{"GRPC_PORT": "9000", "BACKEND_TYPE": "dynamodb", "BACKEND_TIMEOUT": "10ms"}
+	getenv := env(m)
+	for b.Loop() {
+		if _, err := FromEnv(getenv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
