@@ -25,6 +25,11 @@
 // remembers consumption (which would over-admit); the service answers such
 // errors with its ON_UNAVAILABLE policy. A bucket that is still full after a
 // decision (a check, a refused plan on a new key) is not stored at all.
+// "Full" means full with its refill clock not ahead of now: that state is
+// exactly Limit.Full(now). One case is not exact: if the clock steps back
+// after a full bucket was dropped, the new bucket's refill clock starts at
+// the earlier time, so it may refill up to (step × refill rate) sooner than
+// the dropped one would have.
 // Stats.Bytes estimates the memory held: key strings plus a fixed per-entry
 // overhead.
 //

@@ -233,7 +233,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	for _, si := range locks {
 		need := 0
 		for j := range refs {
-			if r := &refs[j]; r.e == nil && int(r.hash&s.mask) == si && states[j].Tokens < r.limit.Capacity {
+			if r := &refs[j]; r.e == nil && int(r.hash&s.mask) == si && (states[j].Tokens < r.limit.Capacity || states[j].LastRefill > nowMs) {
 				need++
 			}
 		}
@@ -248,8 +248,8 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			r.e.state, r.e.limit = states[j], r.limit
 			continue
 		}
-		if states[j].Tokens >= r.limit.Capacity {
-			continue // full: nothing to remember
+		if states[j].Tokens >= r.limit.Capacity && states[j].LastRefill <= nowMs {
+			continue // exactly a new bucket: nothing to remember
 		}
 		f := &p.Debits[r.first]
 		k := cloneKey(f.Key, f.Limit)
@@ -327,10 +327,13 @@ func inPlan(e *entry, refs []ref) bool {
 	return false
 }
 
-// isFull reports whether the bucket would be full at nowMs: dropping it
-// then changes nothing, since a new bucket starts full.
+// isFull reports whether the bucket would be full at nowMs with its clock
+// not ahead of nowMs: it is then exactly a new bucket (Limit.Full(nowMs)),
+// and dropping it changes no decision. A full bucket whose last refill is
+// later than nowMs (the clock went backwards) is kept until time catches up.
 func isFull(e *entry, nowMs int64) bool {
-	return e.limit.Refill(e.state, nowMs).Tokens >= e.limit.Capacity
+	s := e.limit.Refill(e.state, nowMs)
+	return s.Tokens >= e.limit.Capacity && s.LastRefill <= nowMs
 }
 
 // cloneKey copies the key strings into one allocation, so that a stored key

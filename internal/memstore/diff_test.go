@@ -1,0 +1,113 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/storetest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// model is a store that never forgets a bucket: one map and
+// cascade.Decide. The embedded store must agree with it whatever it evicts.
+type model struct {
+	now func() time.Time
+	m   map[bucketKey]tokenbucket.State
+}
+
+func (md *model) acquire(p *cascade.Plan) cascade.Decision {
+	nowMs := md.now().UnixMilli()
+	slot := make([]int, len(p.Debits))
+	var keys []bucketKey
+	var states []tokenbucket.State
+	for i, d := range p.Debits {
+		k := bucketKey{d.Key, d.Limit}
+		slot[i] = -1
+		for j := range keys {
+			if keys[j] == k {
+				slot[i] = j
+			}
+		}
+		if slot[i] < 0 {
+			st, ok := md.m[k]
+			if !ok {
+				st = d.Bucket.Full(nowMs)
+			}
+			slot[i] = len(keys)
+			keys = append(keys, k)
+			states = append(states, st)
+		}
+	}
+	dec := cascade.Decide(p, slot, states, nowMs)
+	for j, k := range keys {
+		md.m[k] = states[j]
+	}
+	return dec
+}
+
+// TestEvictionLosesNothing runs random plans, clock moves, sweeps and
+// at-bound evictions, and checks every decision against a store that never
+// forgets. Plans refused with ErrFull must leave no trace. The clock only
+// moves forwards here: after it steps back, a full bucket's refill clock
+// may be ahead of now, which a dropped bucket does not remember (see doc.go).
+func TestEvictionLosesNothing(t *testing.T) {
+	limits := []tokenbucket.Limit{
+		{Capacity: 3000, RefillAmount: 3000, RefillPeriod: time.Second},
+		{Capacity: 5000, RefillAmount: 1000, RefillPeriod: 3 * time.Second},
+		{Capacity: 1000, RefillAmount: 7, RefillPeriod: 10 * time.Millisecond},
+	}
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 42))
+			clock := storetest.NewClock(storetest.Epoch)
+			s := New(WithClock(clock.Now), WithShards(2), WithMaxBuckets(8))
+			md := &model{now: clock.Now, m: make(map[bucketKey]tokenbucket.State)}
+			full := 0
+			for step := range 3000 {
+				switch r := rng.IntN(100); {
+				case r < 10:
+					clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+				case r < 15:
+					s.sweep()
+				}
+				p := &cascade.Plan{}
+				for range 1 + rng.IntN(3) {
+					e := rng.IntN(12)
+					p.Debits = append(p.Debits, cascade.Debit{
+						Key:    cascade.Key{Namespace: "ns", Entity: fmt.Sprint("e", e), Resource: "r"},
+						Limit:  fmt.Sprint("l", e%2),
+						Bucket: limits[e%len(limits)],
+						Amount: tokenbucket.Millitokens(rng.IntN(2500)),
+						Op:     cascade.Op(rng.IntN(4)),
+						Role:   cascade.Role(rng.IntN(3)),
+					})
+				}
+				got, err := s.Acquire(context.Background(), p)
+				if errors.Is(err, ErrFull) {
+					full++
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: Acquire() error = %v", step, err)
+				}
+				if want := md.acquire(p); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d at +%v: Acquire(%+v) = %+v, want %+v", step, clock.Now().Sub(storetest.Epoch), p.Debits, got, want)
+				}
+			}
+			st := s.Stats()
+			if st.Evictions == 0 {
+				t.Errorf("Stats() = %+v after 3000 steps, want some evictions", st)
+			}
+			if st.Rejected != uint64(full) {
+				t.Errorf("Stats().Rejected = %d, want %d", st.Rejected, full)
+			}
+			t.Logf("stats %+v", st)
+		})
+	}
+}
