@@ -197,8 +197,10 @@ func FuzzRetryAfter(f *testing.F) {
 	f.Add(uint64(1000), uint64(3), uint64(10), int64(-1), uint32(0), int64(-10), int64(0))
 	f.Fuzz(func(t *testing.T, cp, ra, rpMs uint64, tokens int64, behind uint32, n, now int64) {
 		l := fuzzLimit(cp, ra, rpMs)
-		s := State{Tokens: max(min(Millitokens(tokens), l.Capacity), tokenbucket.MinMillitokens), LastRefill: now - int64(behind)}
-		if now < math.MinInt64+int64(behind) {
+		// behind is how far the refill clock trails now; read as signed, it
+		// may also lead now (another writer's clock runs ahead).
+		s := State{Tokens: max(min(Millitokens(tokens), l.Capacity), tokenbucket.MinMillitokens), LastRefill: now - int64(int32(behind))}
+		if (int32(behind) > 0 && now < math.MinInt64+int64(int32(behind))) || (int32(behind) < 0 && now > math.MaxInt64+int64(int32(behind))) {
 			s.LastRefill = now
 		}
 		w := l.RetryAfter(s, Millitokens(n), now)
@@ -207,6 +209,9 @@ func FuzzRetryAfter(f *testing.F) {
 		if need := max(min(Millitokens(n), tokenbucket.MaxMillitokens), 0); need > refilled.Tokens {
 			want = bigFloor(int64(need-refilled.Tokens), l.RefillPeriod.Milliseconds(), int64(l.RefillAmount))
 			want.Add(want, big.NewInt(1))
+			if refilled.LastRefill > now {
+				want.Add(want, new(big.Int).Sub(big.NewInt(refilled.LastRefill), big.NewInt(now)))
+			}
 			want.Mul(want, big.NewInt(int64(time.Millisecond)))
 		}
 		if !want.IsInt64() {

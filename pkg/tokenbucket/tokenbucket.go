@@ -159,6 +159,8 @@ func (l Limit) Available(s State, nowMs int64) int64 {
 // RetryAfter returns how long a caller wanting n millitokens must wait:
 // zero when the bucket already holds n at nowMs, else
 // (⌊deficit·RefillPeriod/RefillAmount⌋ + 1) ms, which is never too early.
+// When the bucket's refill clock is ahead of nowMs (another writer's clock
+// runs ahead), nothing accrues until nowMs reaches it, so that lead is added.
 // A request larger than the capacity can never succeed; its wait is the time
 // to fill the whole deficit all the same, and the caller decides what to do.
 // A negative n is treated as zero, as TryConsume does. A wait longer than any
@@ -170,8 +172,12 @@ func (l Limit) RetryAfter(s State, n Millitokens, nowMs int64) time.Duration {
 		return 0
 	}
 	deficit := int64(n - s.Tokens)
-	ms := mulDiv(deficit, l.periodMs(), int64(l.RefillAmount))
-	return durationMs(addSat(ms, 1))
+	ms := addSat(mulDiv(deficit, l.periodMs(), int64(l.RefillAmount)), 1)
+	if s.LastRefill > nowMs {
+		// The difference is positive, so exact in uint64 even beyond int64.
+		ms = addSat(ms, int64(min(uint64(s.LastRefill)-uint64(nowMs), math.MaxInt64)))
+	}
+	return durationMs(ms)
 }
 
 // TimeToFull returns how long until the bucket is full again at nowMs

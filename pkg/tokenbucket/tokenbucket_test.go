@@ -486,6 +486,8 @@ func TestRetryAfter(t *testing.T) {
 		{"remainder is not counted", threePerMinute, State{0, 0}, 1000, 19, 20_001 * ms},
 		{"debt adds to the deficit", threePerMinute, State{-2000, 0}, 1000, 0, 60_001 * ms},
 		{"more than capacity waits for the whole deficit", threePerMinute, State{3000, 0}, 4000, 0, 20_001 * ms},
+		{"clock behind the stored refill adds the lead", threePerMinute, State{0, 100}, 1000, 0, 20_101 * ms},
+		{"clock behind, enough already", threePerMinute, State{1000, 100}, 1000, 0, 0},
 		{"negative request is zero", threePerMinute, State{0, 0}, -10, 0, 0},
 		{"negative request in debt waits for zero", threePerMinute, State{-1, 0}, -10, 0, 21 * ms},
 		{"fast refill, one millitoken", fast, State{0, 0}, 1, 0, 1 * ms},
