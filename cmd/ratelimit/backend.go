@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+
+	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/service"
+)
+
+// backend is the store the service decides on, with its background work and
+// its release.
+type backend struct {
+	store service.Store
+	run   func(context.Context) error
+	close func()
+}
+
+func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg prometheus.Registerer, log *logrus.Entry) (backend, error) {
+	switch s.BackendType {
+	case config.BackendMemory:
+		st := memstore.New(memstore.WithMaxBuckets(s.MemoryMaxBuckets), memstore.WithSweepInterval(s.MemorySweepInterval))
+		m.RegisterStoreStats(func() (int, int64) {
+			stats := st.Stats()
+			return stats.Buckets, stats.Bytes
+		})
+		log.WithField("max_buckets", s.MemoryMaxBuckets).Info("embedded store")
+		return backend{store: st, run: st.Run, close: func() {}}, nil
+	case config.BackendDynamoDB:
+		return openDynamo(ctx, s, reg, log)
+	}
+	return backend{}, fmt.Errorf("BACKEND_TYPE %q: want memory or dynamodb", s.BackendType)
+}
+
+// svcJSON adapts the service's JSON endpoint to an http.Handler.
+type svcJSON struct{ s *service.Service }
+
+func (h svcJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.ServeJSON(w, r) }

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+)
+
+// binary is built once per test run by buildBinary.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ratelimit-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ratelimit")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building the binary: %v", buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proc is a running binary.
+type proc struct {
+	cmd               *exec.Cmd
+	grpc, http, debug string
+	out               *lockedBuffer
+	exited            chan error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startBinary runs `ratelimit serve` on free loopback ports with env added.
+func startBinary(t *testing.T, configDir string, env ...string) *proc {
+	t.Helper()
+	bin := buildBinary(t)
+	g, h, d := freePort(t), freePort(t), freePort(t)
+	p := &proc{
+		grpc:   fmt.Sprintf("127.0.0.1:%d", g),
+		http:   fmt.Sprintf("127.0.0.1:%d", h),
+		debug:  fmt.Sprintf("127.0.0.1:%d", d),
+		out:    &lockedBuffer{},
+		exited: make(chan error, 1),
+	}
+	p.cmd = exec.Command(bin, "serve", "-config_dir", configDir)
+	p.cmd.Env = append(os.Environ(),
+		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", g),
+		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", h),
+		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", d),
+		"SHUTDOWN_DRAIN=100ms", "LOG_LEVEL=info",
+	)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start binary: %v", err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("binary output:\n%s", p.out.String())
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + p.http + "/healthcheck")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("binary exited early: %v\n%s", err, p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("binary not healthy within 15s:\n%s", p.out.String())
+	return nil
+}
+
+func writeConfig(t *testing.T, dir, name, yaml string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const e2eConfig = `domain: e2e
+descriptors:
+  - key: generic_key
+    value: three
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: generic_key
+    value: plenty
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+`
+
+func descriptor(key, value string) *rlv3.RateLimitDescriptor {
+	return &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}}
+}
+
+func TestBinaryServesEnvoy(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startBinary(t, dir)
+
+	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := pb.NewRateLimitServiceClient(cc)
+	ctx := context.Background()
+
+	// 3 per minute: OK, OK, OK, OVER_LIMIT with remaining 2, 1, 0, 0.
+	wantCodes := []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}
+	wantRemaining := []uint32{2, 1, 0, 0}
+	for i := range wantCodes {
+		resp, err := client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "three")}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if got := resp.GetOverallCode(); got != wantCodes[i] {
+			t.Errorf("call %d: overall_code = %v, want %v", i+1, got, wantCodes[i])
+		}
+		if got := resp.GetStatuses()[0].GetLimitRemaining(); got != wantRemaining[i] {
+			t.Errorf("call %d: limit_remaining = %d, want %d", i+1, got, wantRemaining[i])
+		}
+	}
+
+	// Two descriptors, one exhausted: refused, and the other keeps its tokens.
+	resp, err := client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{
+		descriptor("generic_key", "plenty"), descriptor("generic_key", "three")}})
+	if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("two descriptors = %v, %v, want OVER_LIMIT", resp, err)
+	}
+	resp, err = client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "plenty")}})
+	if err != nil || resp.GetStatuses()[0].GetLimitRemaining() != 99 {
+		t.Errorf("plenty after a refused request: remaining = %d (%v), want 99: the refused request debited nothing", resp.GetStatuses()[0].GetLimitRemaining(), err)
+	}
+
+	// Empty domain: InvalidArgument.
+	if _, err := client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Descriptors: []*rlv3.RateLimitDescriptor{descriptor("k", "v")}}); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+		t.Errorf("empty domain error = %v, want InvalidArgument", err)
+	}
+
+	// /json answers 429 once exhausted.
+	body := `{"domain":"e2e","descriptors":[{"entries":[{"key":"generic_key","value":"three"}]}]}`
+	jr, err := http.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, _ := io.ReadAll(jr.Body)
+	jr.Body.Close()
+	if jr.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(jb), "OVER_LIMIT") {
+		t.Errorf("POST /json = %d %s, want 429 with OVER_LIMIT", jr.StatusCode, jb)
+	}
+
+	// Metrics on the debug port.
+	mr, err := http.Get("http://" + p.debug + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mr.Body)
+	mr.Body.Close()
+	for _, want := range []string{"ratelimit_", "ratelimit_config_last_reload_successful 1"} {
+		if !strings.Contains(string(mb), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Reflection lists the rate-limit service.
+	stream, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	if !strings.Contains(fmt.Sprint(lr.GetListServicesResponse().GetService()), "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Errorf("reflection services = %v, want the RLS", lr.GetListServicesResponse().GetService())
+	}
+
+	// SIGTERM: exits 0 after draining.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM = %v, want 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("binary did not exit within 10s of SIGTERM")
+	}
+}
+
+func TestBinaryReloadsConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startBinary(t, dir)
+	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := pb.NewRateLimitServiceClient(cc)
+	ask := func(domain string) *pb.RateLimitResponse {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{descriptor("k", "v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// A new file is picked up.
+	writeConfig(t, dir, "new.yaml", "domain: added\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	waitFor("the new domain", func() bool { return ask("added").GetStatuses()[0].GetCurrentLimit() != nil })
+
+	// A bad file keeps the old config serving and is reported in metrics.
+	writeConfig(t, dir, "new.yaml", "domain: added\ndescriptors:\n  - key: k\n    rate_limt: {unit: hour, requests_per_unit: 1}\n")
+	waitFor("the failed reload metric", func() bool {
+		resp, err := http.Get("http://" + p.debug + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "ratelimit_config_last_reload_successful 0")
+	})
+	if ask("added").GetStatuses()[0].GetCurrentLimit() == nil {
+		t.Error("a bad reload replaced the serving config")
+	}
+	if !strings.Contains(p.out.String(), "rate_limt") {
+		t.Errorf("the log does not name the bad key rate_limt:\n%s", p.out.String())
+	}
+
+	// SIGHUP reloads too (after fixing the file without relying on the watcher).
+	writeConfig(t, dir, "new.yaml", "domain: added\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the fixed config", func() bool {
+		return ask("added").GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 5
+	})
+}
+
+func TestCheckConfig(t *testing.T) {
+	good := t.TempDir()
+	writeConfig(t, good, "e2e.yaml", e2eConfig)
+	bad := t.TempDir()
+	writeConfig(t, bad, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	writeConfig(t, bad, "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    valeu: x\n")
+
+	tests := []struct {
+		name     string
+		dir      string
+		code     int
+		contains []string
+	}{
+		{"good", good, 0, []string{"OK"}},
+		{"every problem listed", bad, 1, []string{"a.yaml:4", "fortnight", "b.yaml:4", "valeu"}},
+		{"example config", filepath.Join("..", "..", "examples", "config"), 0, []string{"OK"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := Main(context.Background(), []string{"check-config", "-config_dir", tt.dir}, func(string) string { return "" }, &out, &errOut)
+			all := out.String() + errOut.String()
+			if code != tt.code {
+				t.Errorf("check-config %s = exit %d, want %d\n%s", tt.dir, code, tt.code, all)
+			}
+			for _, want := range tt.contains {
+				if !strings.Contains(all, want) {
+					t.Errorf("check-config %s output lacks %q:\n%s", tt.dir, want, all)
+				}
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help"}, 0, "check-config"},
+		{[]string{"settings"}, 0, "GRPC_PORT"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"serve", "-no_such_flag"}, 2, "no_such_flag"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		code := Main(context.Background(), tt.args, func(string) string { return "" }, &out, &out)
+		if code != tt.code || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("Main(%v) = %d %q, want %d containing %q", tt.args, code, out.String(), tt.code, tt.want)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+
+	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/server"
+	"github.com/dynalimit/dynalimit/internal/service"
+)
+
+// serve runs the service until SIGTERM or SIGINT (or ctx ends).
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	s, code, err := loadSettings("serve", args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "ratelimit: %v\n", err)
+		return code
+	}
+	log, err := newLogger(s, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, s, log); err != nil {
+		log.WithError(err).Error("ratelimit stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+// run wires the components and serves until ctx ends. Every goroutine it
+// starts has ended when it returns.
+func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
+	entry := func(component string) *logrus.Entry { return log.WithField("component", component) }
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+
+	reloader, err := config.NewReloader(config.ReloaderOptions{
+		Dir:      s.ConfigDir(),
+		WatchDir: s.WatchDir(),
+		Load:     s.Loader(),
+		Logger:   entry("config"),
+		OnReload: func(ok bool, _ error, at time.Time) { m.ObserveReload(ok, at) },
+	})
+	if err != nil {
+		return fmt.Errorf("load descriptor config: %w", err)
+	}
+
+	b, err := openBackend(ctx, s, m, reg, entry("store"))
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	svc := service.New(service.Instrument(b.store, m), reloader.Current,
+		service.WithMetrics(m),
+		service.WithLogger(entry("service")),
+		service.WithShadowMode(s.ShadowMode),
+		service.WithNearLimitRatio(s.NearLimitRatio),
+		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
+		service.WithDynamicMetadata(s.ResponseDynamicMetadata),
+		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
+	)
+
+	var tlsConfig *tls.Config
+	var certs *config.CertWatcher
+	if s.GRPCServerUseTLS {
+		if tlsConfig, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
+			return err
+		}
+	}
+
+	srv, err := server.New(server.Options{
+		GRPCAddr:              hostPort(s.GRPCHost, s.GRPCPort),
+		HTTPAddr:              hostPort(s.Host, s.Port),
+		DebugAddr:             hostPort(s.DebugHost, s.DebugPort),
+		RateLimit:             svc,
+		JSON:                  svcJSON{svc},
+		ConfigDump:            func() string { return reloader.Current().Dump() },
+		Gatherer:              reg,
+		TLS:                   tlsConfig,
+		MaxConnectionAge:      s.GRPCMaxConnectionAge,
+		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
+		Drain:                 s.ShutdownDrain,
+		Timeout:               s.ShutdownTimeout,
+		Logger:                entry("server"),
+	})
+	if err != nil {
+		return err
+	}
+
+	// Background work stops when the server has stopped serving.
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	background := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(bg); err != nil && !errors.Is(err, context.Canceled) {
+				entry(name).WithError(err).Error("background task stopped")
+			}
+		}()
+	}
+	background("config", reloader.Run)
+	if b.run != nil {
+		background("store", b.run)
+	}
+	if certs != nil {
+		background("tls", certs.Run)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	background("sighup", func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				entry("config").Info("SIGHUP: reloading")
+				reloader.Trigger()
+			}
+		}
+	})
+
+	err = srv.Run(ctx)
+	stopBG()
+	wg.Wait()
+	return err
+}
+
+func hostPort(host string, port int) string {
+	return host + ":" + strconv.Itoa(port)
+}
+
+func newLogger(s config.Settings, out io.Writer) (*logrus.Logger, error) {
+	l := logrus.New()
+	l.SetOutput(out)
+	level, err := logrus.ParseLevel(s.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	l.SetLevel(level)
+	if s.LogFormat == config.LogFormatJSON {
+		l.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
+	} else {
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+	return l, nil
+}
