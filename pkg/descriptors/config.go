@@ -216,7 +216,17 @@ func (c *Config) Match(domain string, entries []Entry) (Match, bool) {
 // sets detailed_metric or has a value_to_metric level.
 func metricKey(r *Rule, entries []Entry) string {
 	var b strings.Builder
+	n := len(r.Domain)
+	for i, e := range entries {
+		n += len(e.Key) + len(e.Value) + len(r.Levels[i].Value) + 2
+	}
+	b.Grow(n)
 	b.WriteString(r.Domain)
+	keyPattern := func(e Entry, lv Level) {
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		b.WriteString(lv.Value)
+	}
 	keyValue := func(e Entry) {
 		b.WriteString(e.Key)
 		if e.Value != "" {
@@ -230,7 +240,7 @@ func metricKey(r *Rule, entries []Entry) string {
 		switch {
 		case r.DetailedMetric && r.shared:
 			if lv.ShareThreshold {
-				b.WriteString(e.Key + "_" + lv.Value)
+				keyPattern(e, lv)
 			} else {
 				keyValue(e)
 			}
@@ -245,7 +255,7 @@ func metricKey(r *Rule, entries []Entry) string {
 				b.WriteString(e.Key)
 			}
 		case lv.Wildcard && (lv.ShareThreshold || !lv.ValueToMetric):
-			b.WriteString(e.Key + "_" + lv.Value)
+			keyPattern(e, lv)
 		default:
 			keyValue(e)
 		}

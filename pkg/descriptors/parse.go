@@ -632,6 +632,10 @@ func (b *builder) buildLimit(f *limitFields, u Unit) (Limit, bool) {
 		l.ID = "default"
 	}
 	ok := !f.bad
+	if u.Duration() <= 0 {
+		b.errorf(f.line, "unit", "invalid rate limit unit '%s'", f.unit)
+		return l, false
+	}
 	if f.hasMult {
 		if f.mult < 1 {
 			b.errorf(f.lines["unit_multiplier"], "unit_multiplier", "unit_multiplier must be at least 1")
