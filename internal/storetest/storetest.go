@@ -296,6 +296,9 @@ func behaviours() []behaviour {
 			// an enforced refusal still refuses; nothing is debited.
 			{at: 0, plan: plan(consume("s", l3, tok), advisory(consume("t", l3, tok))),
 				want: refused(no(0, 334*ms, 1000*ms), ok(2000, 334*ms))},
+			// a refused advisory debit is not debited, even in part.
+			{at: 0, plan: plan(consume("a", l3, tok), advisory(consume("t", l3, 3*tok))),
+				want: admitted(ok(0, 1000*ms), no(2000, 334*ms, 334*ms))},
 			{at: 1 * ms, plan: plan(check("s", l3), check("t", l3)),
 				want: admitted(ok(3, 999*ms), ok(2003, 333*ms))},
 		}},
