@@ -24,6 +24,9 @@ func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "ratelimit check-config: %s does not load:\n%v\n", dir, err)
 		return 1
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "warning: %s\n", w.Error())
+	}
 	fmt.Fprintf(stdout, "%s: %d domains, %d rules: OK\n", dir, len(cfg.Domains()), len(cfg.Rules()))
 	return 0
 }

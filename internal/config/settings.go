@@ -174,7 +174,7 @@ func bindings(s *Settings) []binding {
 		{"LIMIT_LIMIT_HEADER", "Name of the header carrying the limit.", (*stringValue)(&s.LimitLimitHeader)},
 		{"LIMIT_REMAINING_HEADER", "Name of the header carrying the remaining count.", (*stringValue)(&s.LimitRemainingHeader)},
 		{"LIMIT_RESET_HEADER", "Name of the header carrying the seconds until the limit resets.", (*stringValue)(&s.LimitResetHeader)},
-		{"RESPONSE_DYNAMIC_METADATA", "Return the signed lease in the response's dynamic_metadata.", (*boolValue)(&s.ResponseDynamicMetadata)},
+		{"RESPONSE_DYNAMIC_METADATA", "Return the request in the response's dynamic_metadata, with quota-mode violations, as envoyproxy/ratelimit does.", (*boolValue)(&s.ResponseDynamicMetadata)},
 
 		{"GRPC_SERVER_USE_TLS", "Serve gRPC over TLS.", (*boolValue)(&s.GRPCServerUseTLS)},
 		{"GRPC_SERVER_TLS_CERT", "PEM file with the server certificate chain; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSCert)},
