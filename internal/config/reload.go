@@ -156,6 +156,13 @@ func (r *Reloader) reload(cause string, logFailure bool) error {
 		return err
 	}
 	r.current.Store(cfg)
+	if warnings := cfg.Warnings(); len(warnings) > 0 {
+		ws := make([]string, len(warnings))
+		for i, w := range warnings {
+			ws[i] = w.Error()
+		}
+		r.log.WithFields(fields).WithField("warnings", ws).Warn("descriptor configuration has keys that are ignored")
+	}
 	r.log.WithFields(fields).Info("descriptor configuration loaded")
 	if r.onReload != nil {
 		r.onReload(true, nil, at)
