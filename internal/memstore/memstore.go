@@ -33,8 +33,12 @@ const (
 // load-factor slack) and the entry allocation (state and limit).
 const entryOverhead = 4*16 + 8 + 16 + 48
 
-// inline is the plan size handled without heap allocations.
-const inline = 8
+// inline is the plan size handled without heap allocations; plans larger
+// than largePlan find repeated bucket limits with a map.
+const (
+	inline    = 8
+	largePlan = 32
+)
 
 // Option configures a Store.
 type Option func(*config)
@@ -173,6 +177,9 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	if err := ctx.Err(); err != nil {
 		return cascade.Decision{}, fmt.Errorf("memstore: acquire: %w", err)
 	}
+	if p == nil {
+		return cascade.Decision{}, errors.New("memstore: acquire: nil plan")
+	}
 	n := len(p.Debits)
 	for i := range p.Debits {
 		if l := &p.Debits[i].Bucket; l.Capacity < 1 || l.RefillAmount < 1 || l.RefillPeriod < time.Millisecond {
@@ -193,14 +200,28 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		locks = make([]int, 0, n)
 	}
 
-	// Name the distinct bucket limits and the shards they live in.
+	// Name the distinct bucket limits and the shards they live in. Small
+	// plans compare with the buckets seen so far; large ones use a map.
+	var seen map[bucketKey]int
+	if n > largePlan {
+		seen = make(map[bucketKey]int, n)
+	}
 	for i := range p.Debits {
 		d := &p.Debits[i]
 		h := s.hash(d)
 		j := 0
-		for ; j < len(refs); j++ {
-			if f := &p.Debits[refs[j].first]; refs[j].hash == h && f.Key == d.Key && f.Limit == d.Limit {
-				break
+		if seen != nil {
+			k := bucketKey{d.Key, d.Limit}
+			var ok bool
+			if j, ok = seen[k]; !ok {
+				j = len(refs)
+				seen[k] = j
+			}
+		} else {
+			for ; j < len(refs); j++ {
+				if f := &p.Debits[refs[j].first]; refs[j].hash == h && f.Key == d.Key && f.Limit == d.Limit {
+					break
+				}
 			}
 		}
 		if j == len(refs) {

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -227,21 +228,34 @@ func TestInvalidLimit(t *testing.T) {
 	}
 }
 
-func TestLargePlan(t *testing.T) {
-	c := storetest.NewClock(storetest.Epoch)
-	s := New(WithClock(c.Now), WithShards(4))
-	var ds []cascade.Debit
-	for i := range 40 {
-		ds = append(ds, debit(string(rune('a'+i%20)), l3, cascade.Consume, 1000))
+func TestLargePlans(t *testing.T) {
+	for _, n := range []int{inline + 1, largePlan, largePlan + 1, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			c := storetest.NewClock(storetest.Epoch)
+			s := New(WithClock(c.Now), WithShards(4))
+			var ds []cascade.Debit
+			for i := range 2 * n {
+				ds = append(ds, debit(fmt.Sprint("e", i%n), l3, cascade.Consume, 1000))
+			}
+			dec := mustAcquire(t, s, ds...)
+			if !dec.Admitted || len(dec.Statuses) != 2*n {
+				t.Fatalf("Acquire(%d debits over %d buckets) = admitted %t with %d statuses, want admitted with %d", 2*n, n, dec.Admitted, len(dec.Statuses), 2*n)
+			}
+			for i, st := range dec.Statuses {
+				if st.Remaining != 1000 {
+					t.Fatalf("status %d remaining = %d, want 1000", i, st.Remaining)
+				}
+			}
+			if got := s.Stats().Buckets; got != n {
+				t.Fatalf("Stats().Buckets = %d, want %d", got, n)
+			}
+		})
 	}
-	dec := mustAcquire(t, s, ds...)
-	if !dec.Admitted || len(dec.Statuses) != 40 {
-		t.Fatalf("Acquire(40 debits over 20 buckets) = admitted %t with %d statuses, want admitted with 40", dec.Admitted, len(dec.Statuses))
-	}
-	for i, st := range dec.Statuses {
-		if st.Remaining != 1000 {
-			t.Fatalf("status %d remaining = %d, want 1000", i, st.Remaining)
-		}
+}
+
+func TestNilPlan(t *testing.T) {
+	if dec, err := New().Acquire(context.Background(), nil); err == nil {
+		t.Fatalf("Acquire(nil) = %+v, nil, want an error", dec)
 	}
 }
 
