@@ -32,9 +32,9 @@ var (
 )
 
 // RunConcurrency runs the concurrency tests on the real clock. f returns one
-// or more fresh store instances that share one state (one instance for the
-// embedded store; several clients of one table for DynamoDB); goroutines are
-// spread across them.
+// or more store instances that share one fresh, empty state (one instance
+// for the embedded store; several clients of one new table for DynamoDB);
+// goroutines are spread across them. f is called once per subtest.
 func RunConcurrency(t *testing.T, f func(t *testing.T) []Store) {
 	t.Helper()
 	t.Run("hot_bucket", func(t *testing.T) { testHotBucket(t, stores(t, f)) })

@@ -19,7 +19,9 @@ type Store interface {
 }
 
 // Factory returns a fresh, empty store that reads the time from clock.Now.
-// It may register cleanups with t.
+// It may register cleanups with t. Subtests reuse the same keys, so a store
+// over a shared backend needs a table of its own per call (or a wrapper that
+// gives each call its own namespace prefix).
 type Factory func(t *testing.T, clock *Clock) Store
 
 // Epoch is the instant at which every Run subtest starts its Clock: a whole
