@@ -318,7 +318,8 @@ func TestDecide(t *testing.T) {
 			name:   "clock behind the stored refill",
 			debits: []cascade.Debit{consume(three, tok)},
 			slot:   []int{0}, states: []State{st(0, t0)}, at: t0 - 500,
-			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 334*ms, 1500*ms)}},
+			// nothing accrues for the 500 ms until t0, then 334 ms.
+			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 834*ms, 1500*ms)}},
 			after: []State{st(0, t0)},
 		},
 		{
