@@ -322,6 +322,15 @@ if ((ROUNDS > 1)); then
 fi
 echo
 echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ $OURS == ratelimit ]]; then
+	# Every decision should be an admission matched by the bench rule; the
+	# server's own counters say so (warm-ups included).
+	echo
+	echo "ours' decision counters (/metrics, warm-ups included):"
+	curl -fsS --max-time 5 "http://127.0.0.1:$OURS_DEBUG/metrics" 2>/dev/null |
+		grep -E '^ratelimit_(decisions_total|rule_hits_total|on_unavailable_total)' | sed 's/^/    /' ||
+		echo "    (no counters read)"
+fi
 if [[ -n $profile_top ]]; then
 	echo
 	echo "CPU profile of ours during the hot run (${PROFILE}s):"
