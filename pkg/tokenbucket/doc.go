@@ -15,7 +15,11 @@
 //   - a clock that goes backwards counts as zero elapsed time;
 //   - refill and refunds never lift a bucket above its capacity;
 //   - forced consumption (post-hoc charges) may drive a bucket into debt, which
-//     refill repays; debt saturates at MinMillitokens instead of overflowing;
+//     refill repays; debt saturates at MinMillitokens instead of overflowing,
+//     and a stored state below it is read as MinMillitokens;
+//   - waits are never too early: TryConsume(n) at nowMs + RetryAfter(n)
+//     succeeds for any n up to the capacity, and TimeToFull is exact; waits
+//     longer than any time.Duration saturate at the largest Duration;
 //   - no intermediate product overflows: products are taken in 128 bits, so any
 //     period up to a year (and beyond) and any rate up to MaxMillitokens is exact.
 //
