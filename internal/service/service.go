@@ -35,7 +35,6 @@ const (
 // DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
 const DefaultNearLimitRatio = 0.8
 
-
 // Reasons for InvalidArgument, used as the reason label of
 // ratelimit_invalid_requests_total.
 const (
@@ -581,31 +580,18 @@ func (s *Service) unavailable(items []item, blocked bool) {
 // respond builds the response from the settled items.
 func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided bool) *pb.RateLimitResponse {
 	n := len(items)
-	limited := 0
-	for i := range items {
-		if items[i].applies() {
-			limited++
-		}
-	}
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
 	if over {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
-	statuses := make([]pb.RateLimitResponse_DescriptorStatus, n)
+	// One allocation holds every status with its limit and reset.
+	slots := make([]respSlot, n)
 	resp.Statuses = make([]*pb.RateLimitResponse_DescriptorStatus, n)
-	var (
-		limits    []pb.RateLimitResponse_RateLimit
-		durations []durationpb.Duration
-	)
-	if limited > 0 {
-		limits = make([]pb.RateLimitResponse_RateLimit, limited)
-		durations = make([]durationpb.Duration, limited)
-	}
 	best := -1 // the most restrictive descriptor, for headers
-	li := 0
 	for i := range items {
 		it := &items[i]
-		st := &statuses[i]
+		slot := &slots[i]
+		st := &slot.status
 		resp.Statuses[i] = st
 		st.Code = pb.RateLimitResponse_OK
 		if it.unlimited && !it.replaced {
@@ -616,7 +602,7 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 			continue
 		}
 		l := &it.limits[it.worst]
-		cl := &limits[li]
+		cl := &slot.limit
 		cl.Name = l.Name
 		cl.RequestsPerUnit = uint32(min(l.RequestsPerUnit, math.MaxUint32))
 		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(l.Unit)
@@ -629,12 +615,11 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		}
 		st.LimitRemaining = uint32(min(it.remain, math.MaxUint32))
 		if decided {
-			d := &durations[li]
+			d := &slot.reset
 			d.Seconds = int64(it.reset / time.Second)
 			d.Nanos = int32(it.reset % time.Second)
 			st.DurationUntilReset = d
 		}
-		li++
 		if decided && s.headers && s.restricts(items, i, best) {
 			best = i
 		}
@@ -646,6 +631,13 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		resp.DynamicMetadata = metadata(req, items)
 	}
 	return resp
+}
+
+// respSlot holds one descriptor's status and what it points to.
+type respSlot struct {
+	status pb.RateLimitResponse_DescriptorStatus
+	limit  pb.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
 }
 
 // restricts reports whether item i is more restrictive than item best for
