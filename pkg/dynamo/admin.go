@@ -1,0 +1,305 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Entity is a stored entity record: an id with an optional parent, and
+// whether debits of the entity cascade to its parents.
+type Entity struct {
+	Namespace string
+	ID        string
+	Parent    string
+	Cascade   bool
+}
+
+type cachedEntity struct {
+	at  time.Time
+	ent Entity
+	ok  bool
+}
+
+// PutEntity creates or replaces an entity record and writes an audit record.
+func (s *Store) PutEntity(ctx context.Context, e Entity) error {
+	if e.ID == "" {
+		return errors.New("dynamo: entity: empty id")
+	}
+	if e.Parent == e.ID {
+		return fmt.Errorf("dynamo: entity %q: an entity cannot be its own parent", e.ID)
+	}
+	ns := s.nsOr(e.Namespace)
+	e.Namespace = ns
+	before, err := s.Entity(ctx, ns, e.ID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	item := itemKey(entityPK(ns, e.ID), skMeta)
+	item["id"] = strAV(e.ID)
+	item[attrNamespace] = strAV(ns)
+	item[attrCascade] = boolAV(e.Cascade)
+	if e.Parent != "" {
+		item[attrParent] = strAV(e.Parent)
+		item[attrGSI1PK] = strAV(nsPart(ns) + "/PARENT#" + esc(e.Parent))
+		item[attrGSI1SK] = strAV("ENTITY#" + esc(e.ID))
+	}
+	item[attrGSI4PK] = strAV(nsPart(ns))
+	item[attrGSI4SK] = strAV(entityPK(ns, e.ID) + skMeta)
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
+		return classify("put entity", err)
+	}
+	s.mu.Lock()
+	delete(s.ents, entityPK(ns, e.ID))
+	s.mu.Unlock()
+	return s.audit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
+}
+
+func entityString(e Entity) string {
+	if e.ID == "" {
+		return ""
+	}
+	return fmt.Sprintf("id=%q parent=%q cascade=%t", e.ID, e.Parent, e.Cascade)
+}
+
+// Entity returns the entity record (ErrNotFound when none), from the
+// per-replica cache while it is younger than ConfigCacheTTL.
+func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
+	ns = s.nsOr(ns)
+	pk := entityPK(ns, id)
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.ents[pk]
+	s.mu.Unlock()
+	if !ok || expired(c.at, now, s.cfg.ConfigCacheTTL) {
+		item, err := s.getItem(ctx, pk, skMeta)
+		if err != nil {
+			return Entity{}, err
+		}
+		c = cachedEntity{at: now, ok: len(item) > 0}
+		if c.ok {
+			c.ent = Entity{Namespace: ns, ID: getS(item, "id"), Parent: getS(item, attrParent), Cascade: getBool(item, attrCascade)}
+		}
+		s.mu.Lock()
+		if len(s.ents) >= maxImages {
+			evict(s.ents, maxImages/100+1)
+		}
+		s.ents[pk] = c
+		s.mu.Unlock()
+	}
+	if !c.ok {
+		return Entity{}, fmt.Errorf("dynamo: entity %q: %w", id, ErrNotFound)
+	}
+	return c.ent, nil
+}
+
+// cachedEntityRecord returns the entity record if the cache holds it.
+func (s *Store) cachedEntityRecord(ns, id string) (Entity, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.ents[entityPK(ns, id)]
+	return c.ent, ok && c.ok
+}
+
+// Children returns the ids of the entities whose parent is id (GSI1).
+func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
+	ns = s.nsOr(ns)
+	var out []string
+	var start map[string]types.AttributeValue
+	for {
+		cctx, cancel := s.adminCall(ctx)
+		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
+			TableName: aws.String(s.cfg.Table), IndexName: aws.String("GSI1"),
+			KeyConditionExpression:    aws.String("#p = :p"),
+			ExpressionAttributeNames:  map[string]string{"#p": attrGSI1PK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(nsPart(ns) + "/PARENT#" + esc(id))},
+			ExclusiveStartKey:         start,
+		})
+		cancel()
+		if err != nil {
+			return nil, classify("query children", err)
+		}
+		for _, it := range res.Items {
+			out = append(out, getS(it, "id"))
+		}
+		if start = res.LastEvaluatedKey; len(start) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// AuditRecord is one config change.
+type AuditRecord struct {
+	ID     string // ULID: sorts by time
+	At     time.Time
+	Action string
+	Scope  string
+	Before string
+	After  string
+}
+
+// audit writes one audit record under the entity it concerns (or "_system"
+// and "_resource" for scopes without an entity).
+func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, after string) error {
+	now := s.now()
+	id := newULID(now)
+	item := itemKey(auditPK(ns, auditEntity(sc)), auditSK(id))
+	item["action"] = strAV(action)
+	item["scope"] = strAV(sc.String())
+	item["at"] = numAV(now.UnixMilli())
+	item["before"] = strAV(before)
+	item["after"] = strAV(after)
+	item[attrNamespace] = strAV(ns)
+	item[attrGSI4PK] = strAV(nsPart(ns))
+	item[attrGSI4SK] = strAV(auditPK(ns, auditEntity(sc)) + auditSK(id))
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
+		return classify("put audit", err)
+	}
+	return nil
+}
+
+func auditEntity(sc Scope) string {
+	switch {
+	case sc.Entity != "":
+		return sc.Entity
+	case sc.System:
+		return "\x00system"
+	default:
+		return "\x00resource/" + sc.Resource
+	}
+}
+
+// Audit returns the audit records of an entity, oldest first. Pass
+// Scope{System: true} or Scope{Resource: r} for config changes without an
+// entity.
+func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
+	ns := s.nsOr(sc.Namespace)
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	res, err := s.api.Query(cctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+		ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(auditPK(ns, auditEntity(sc))), ":s": strAV("#AUDIT#")},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, classify("query audit", err)
+	}
+	out := make([]AuditRecord, 0, len(res.Items))
+	for _, it := range res.Items {
+		out = append(out, AuditRecord{
+			ID: strings.TrimPrefix(getS(it, attrSK), "#AUDIT#"), At: time.UnixMilli(getN(it, "at")),
+			Action: getS(it, "action"), Scope: getS(it, "scope"), Before: getS(it, "before"), After: getS(it, "after"),
+		})
+	}
+	return out, nil
+}
+
+// newULID returns a ULID: 48 bits of unix ms and 80 random bits in
+// Crockford base32, so ids sort by time.
+func newULID(t time.Time) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	// 128 bits → 26 base32 characters.
+	var out [26]byte
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}
+
+// Namespace is a registered namespace.
+type Namespace struct {
+	Name string
+	ID   string
+}
+
+// RegisterNamespace registers name (idempotent) and returns its record.
+func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, error) {
+	if name == "" {
+		return Namespace{}, errors.New("dynamo: namespace: empty name")
+	}
+	item, err := s.getItem(ctx, versionPK, namespaceSK(name))
+	if err != nil {
+		return Namespace{}, err
+	}
+	if len(item) > 0 {
+		return Namespace{Name: name, ID: getS(item, "id")}, nil
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	id := hex.EncodeToString(rb[:])
+	byName := itemKey(versionPK, namespaceSK(name))
+	byName["name"], byName["id"] = strAV(name), strAV(id)
+	byID := itemKey(versionPK, namespaceIDSK(id))
+	byID["name"], byID["id"] = strAV(name), strAV(id)
+	cond := aws.String("attribute_not_exists(#pk)")
+	names := map[string]string{"#pk": attrPK}
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: byName, ConditionExpression: cond, ExpressionAttributeNames: names}},
+		{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: byID, ConditionExpression: cond, ExpressionAttributeNames: names}},
+	}})
+	if err != nil {
+		if cerr := classify("register namespace", err); errors.Is(cerr, errCondition) {
+			return s.RegisterNamespace(ctx, name) // registered concurrently
+		} else {
+			return Namespace{}, cerr
+		}
+	}
+	if err := s.audit(ctx, name, Scope{System: true}, "namespace.register", "", "name="+name+" id="+id); err != nil {
+		return Namespace{}, err
+	}
+	return Namespace{Name: name, ID: id}, nil
+}
+
+// Namespaces lists registered namespaces by name.
+func (s *Store) Namespaces(ctx context.Context) ([]Namespace, error) {
+	var out []Namespace
+	var start map[string]types.AttributeValue
+	for {
+		cctx, cancel := s.adminCall(ctx)
+		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.cfg.Table),
+			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+			ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(versionPK), ":s": strAV("#NAMESPACE#")},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		cancel()
+		if err != nil {
+			return nil, classify("list namespaces", err)
+		}
+		for _, it := range res.Items {
+			out = append(out, Namespace{Name: getS(it, "name"), ID: getS(it, "id")})
+		}
+		if start = res.LastEvaluatedKey; len(start) == 0 {
+			return out, nil
+		}
+	}
+}

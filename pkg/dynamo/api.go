@@ -1,0 +1,151 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// API is the subset of *dynamodb.Client that the store uses. A hand-written
+// fake or an instrumenting wrapper can stand in for the client.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Sentinel errors callers branch on. Every error the store returns from a
+// DynamoDB call wraps exactly one of them.
+var (
+	// ErrUnavailable: DynamoDB did not answer in time, refused the
+	// connection, answered with a server error, or the table is missing.
+	ErrUnavailable = errors.New("dynamo: unavailable")
+	// ErrThrottled: DynamoDB throttled the call (throughput or request limits).
+	ErrThrottled = errors.New("dynamo: throttled")
+	// ErrConflict: a conditional write kept losing races (or a transaction
+	// conflicted) beyond the retry budget.
+	ErrConflict = errors.New("dynamo: conflict")
+	// ErrNotFound: an admin record (entity, namespace, limits) does not exist.
+	ErrNotFound = errors.New("dynamo: not found")
+	// ErrSchema: the table's schema version record is missing or unknown.
+	ErrSchema = errors.New("dynamo: schema version mismatch")
+)
+
+// errCondition marks a failed condition: a decision input, never returned.
+var errCondition = errors.New("dynamo: condition failed")
+
+// classify maps an error from the SDK to a sentinel, once, where it enters.
+// Conditional-check failures become errCondition.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("dynamo: %s: %w", op, errCondition)
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return fmt.Errorf("dynamo: %s: %w", op, errCondition)
+			}
+		}
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+				return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+			}
+		}
+		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrConflict, err)
+	}
+	var tcf *types.TransactionConflictException
+	if errors.As(err, &tcf) {
+		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrConflict, err)
+	}
+	var pte *types.ProvisionedThroughputExceededException
+	var rle *types.RequestLimitExceeded
+	if errors.As(err, &pte) || errors.As(err, &rle) {
+		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ThrottlingException", "Throttling", "TooManyRequestsException":
+			return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+		}
+	}
+	return fmt.Errorf("dynamo: %s: %w: %v", op, ErrUnavailable, err)
+}
+
+// NewClient returns a DynamoDB client for region, talking to endpoint when it
+// is not empty (DynamoDB Local, or a VPC endpoint). The client makes one
+// attempt per call (the store's deadlines bound every call, and a retry is the
+// store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
+// it uses fixed local credentials and skips response-checksum validation:
+// DynamoDB Local's error responses carry no x-amz-crc32.
+func NewClient(ctx context.Context, endpoint, region string) (*dynamodb.Client, error) {
+	if region == "" {
+		region = "us-east-1"
+	}
+	local := isLocalEndpoint(endpoint)
+	opts := []func(*config.LoadOptions) error{
+		config.WithRegion(region),
+		config.WithRetryMaxAttempts(1),
+		config.WithHTTPClient(awshttp.NewBuildableClient().
+			WithDialerOptions(func(d *net.Dialer) { d.Timeout = 2 * time.Second }).
+			WithTransportOptions(func(tr *http.Transport) {
+				tr.MaxIdleConns = 256
+				tr.MaxIdleConnsPerHost = 256
+			})),
+	}
+	if local {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: load aws config: %w", err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		if local {
+			o.DisableValidateResponseChecksum = true
+		}
+	}), nil
+}
+
+func isLocalEndpoint(endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	return !strings.HasSuffix(host, ".amazonaws.com") && !strings.HasSuffix(host, ".amazonaws.com.cn")
+}

@@ -1,0 +1,134 @@
+package dynamo
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Key layout (DESIGN §6). Every user-supplied component (namespace, entity,
+// resource, limit name) goes through esc, which leaves only [A-Za-z0-9._-]
+// and writes every other byte as %XX, so no component can contain a
+// separator (#, /) or forge the escape itself. A component whose escaped
+// form exceeds maxComponent bytes is stored as "~" + hex(SHA-256(raw)): "~"
+// never survives esc, so hashed and plain components cannot collide, and
+// keys stay below DynamoDB's 2048-byte partition-key limit.
+const (
+	attrPK = "PK"
+	attrSK = "SK"
+
+	skState   = "#STATE"
+	skMeta    = "#META"
+	skConfig  = "#CONFIG"
+	skVersion = "#VERSION"
+
+	systemNS = "_" // the table's own records; user namespaces start with "n"
+
+	maxComponent = 400
+)
+
+// esc escapes one key component.
+func esc(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		const hexd = "0123456789ABCDEF"
+		b.WriteByte('%')
+		b.WriteByte(hexd[c>>4])
+		b.WriteByte(hexd[c&15])
+	}
+	out := b.String()
+	if len(out) > maxComponent {
+		sum := sha256.Sum256([]byte(s))
+		return "~" + hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// nsPart is the escaped namespace prefix. The empty namespace is "default".
+// User namespaces are prefixed with "n" so that none can equal the system
+// prefix "_".
+func nsPart(ns string) string {
+	if ns == "" {
+		ns = "default"
+	}
+	return "n" + esc(ns)
+}
+
+func bucketPK(ns, entity, resource string, shard int) string {
+	return nsPart(ns) + "/BUCKET#" + esc(entity) + "#" + esc(resource) + "#" + strconv.Itoa(shard)
+}
+
+func entityPK(ns, id string) string { return nsPart(ns) + "/ENTITY#" + esc(id) }
+
+func entityConfigSK(resource string) string { return skConfig + "#" + esc(resource) }
+
+// entityDefaultSK is the entity's default config (all resources): "#CONFIG"
+// alone, which no escaped resource can produce ("#CONFIG#" + esc(r) always
+// has the second '#').
+const entityDefaultSK = skConfig
+
+func resourcePK(ns, resource string) string { return nsPart(ns) + "/RESOURCE#" + esc(resource) }
+
+func systemPK(ns string) string { return nsPart(ns) + "/SYSTEM#" }
+
+func auditPK(ns, entity string) string { return nsPart(ns) + "/AUDIT#" + esc(entity) }
+
+func auditSK(id string) string { return "#AUDIT#" + id }
+
+// versionPK and the namespace registry live under the system prefix.
+const versionPK = systemNS + "/SYSTEM#"
+
+func namespaceSK(name string) string { return "#NAMESPACE#" + esc(name) }
+
+func namespaceIDSK(id string) string { return "#NSID#" + esc(id) }
+
+// Bucket attribute names. Limit attributes are "b_" + esc(limit) + "_" +
+// field; the hidden write-capacity limit uses the "wcu_" prefix, which no
+// escaped limit attribute can start with.
+const (
+	attrRF         = "rf"
+	attrShardCount = "shard_count"
+	attrCascade    = "cascade"
+	attrParent     = "parent_id"
+	attrTTL        = "ttl"
+	attrEntity     = "entity"
+	attrResource   = "resource"
+	attrNamespace  = "ns"
+	attrShard      = "shard"
+
+	fieldTokens   = "tk"
+	fieldCapacity = "cp"
+	fieldAmount   = "ra"
+	fieldPeriod   = "rp"
+	fieldConsumed = "tc"
+	fieldRefilled = "lr" // per-limit last refill (unix ms), see doc.go
+
+	wcuLimit = "\x00wcu" // internal name; never a valid escaped limit
+)
+
+// limitAttr returns the attribute name of field f of limit.
+func limitAttr(limit, f string) string {
+	if limit == wcuLimit {
+		return "wcu_" + f
+	}
+	return "b_" + esc(limit) + "_" + f
+}
+
+// GSI attribute names.
+const (
+	attrGSI1PK = "GSI1PK" // parent → children
+	attrGSI1SK = "GSI1SK"
+	attrGSI2PK = "GSI2PK" // resource aggregation
+	attrGSI2SK = "GSI2SK"
+	attrGSI3PK = "GSI3PK" // entity configs and bucket discovery (KEYS_ONLY)
+	attrGSI3SK = "GSI3SK"
+	attrGSI4PK = "GSI4PK" // everything in a namespace (KEYS_ONLY)
+	attrGSI4SK = "GSI4SK"
+)

@@ -1,0 +1,169 @@
+package dynamo
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// sym follows one limit of a bucket item through a decision the way
+// tokenbucket and cascade.Decide do, with the stored token count tk as an
+// unknown: the item may have changed since the image the store holds
+// (another replica consumed). It computes the decision on a guess of tk and
+// records, as bounds lo ≤ tk ≤ hi, every comparison that decided a branch.
+// A conditional write on those bounds is then correct for any tk the item
+// holds when the write lands: the decision and the stored result are those of
+// cascade.Decide on that tk.
+//
+// While relative, the limit holds tk + off; once a branch fixes it (refill
+// or a refund reaching capacity), it holds tok regardless of tk.
+type sym struct {
+	fixed  bool
+	off    int64 // relative: tokens = tk + off; fixed: tokens = off
+	last   int64 // last refill, unix ms
+	lo, hi int64 // bounds on tk
+	guess  int64
+	used   int64 // consumed minus refunded, for tc
+}
+
+func newSym(l limitImage, present bool, shape tokenbucket.Limit, nowMs int64) sym {
+	if !present {
+		f := shape.Full(nowMs)
+		return sym{fixed: true, off: int64(f.Tokens), last: f.LastRefill, lo: math.MinInt64, hi: math.MaxInt64}
+	}
+	return sym{last: l.LastRefill, lo: math.MinInt64, hi: math.MaxInt64, guess: l.Tokens}
+}
+
+func (s *sym) val() int64 {
+	if s.fixed {
+		return s.off
+	}
+	return s.guess + s.off
+}
+
+// geq decides tokens ≥ x on the guess and records the bound it implies.
+func (s *sym) geq(x int64) bool {
+	if s.fixed {
+		return s.off >= x
+	}
+	t := subClamp(x, s.off)
+	if s.guess+s.off >= x {
+		s.lo = max(s.lo, t)
+		return true
+	}
+	if t != math.MinInt64 {
+		s.hi = min(s.hi, t-1)
+	} else {
+		s.hi = math.MinInt64 // impossible branch; the guess cannot take it
+	}
+	return false
+}
+
+func (s *sym) fix(tokens, last int64) { s.fixed, s.off, s.last = true, tokens, last }
+
+// refill mirrors tokenbucket.Limit.Refill.
+func (s *sym) refill(l tokenbucket.Limit, nowMs int64) {
+	cp := int64(l.Capacity)
+	if s.geq(cp) {
+		s.fix(cp, max(s.last, nowMs))
+		return
+	}
+	if nowMs <= s.last {
+		return
+	}
+	p := int64(l.RefillPeriod.Milliseconds())
+	add := mulDiv(nowMs-s.last, int64(l.RefillAmount), p)
+	if s.geq(subClamp(cp, add)) {
+		s.fix(cp, nowMs)
+		return
+	}
+	if add == 0 {
+		return
+	}
+	s.off += add
+	s.last += ceilMulDiv(add, p, int64(l.RefillAmount))
+}
+
+// step mirrors cascade's step for debit d; judge false ignores the outcome.
+func (s *sym) step(d *cascade.Debit, nowMs int64, judge bool) bool {
+	n := max(int64(d.Amount), 0)
+	switch d.Op {
+	case cascade.Consume:
+		s.refill(d.Bucket, nowMs)
+		if !s.geq(n) {
+			return false
+		}
+		s.off -= n
+		s.used += n
+		return true
+	case cascade.Check:
+		s.refill(d.Bucket, nowMs)
+		return s.geq(1)
+	case cascade.Charge:
+		s.refill(d.Bucket, nowMs)
+		ok := !judge || s.geq(1)
+		s.refill(d.Bucket, nowMs) // ForceConsume refills again
+		if s.fixed {
+			s.off = int64(tokenbucket.Millitokens(s.off) - tokenbucket.Millitokens(n))
+			s.off = max(s.off, int64(tokenbucket.MinMillitokens))
+		} else {
+			s.off -= n
+		}
+		s.used += n
+		return ok
+	case cascade.Refund:
+		s.refill(d.Bucket, nowMs)
+		cp := int64(d.Bucket.Capacity)
+		if s.geq(subClamp(cp, n)) {
+			s.used -= cp - s.val()
+			s.fix(cp, max(s.last, nowMs))
+			return true
+		}
+		s.off += n
+		s.used -= n
+		return true
+	}
+	return false
+}
+
+func subClamp(a, b int64) int64 {
+	r := a - b
+	if (b > 0 && r > a) || (b < 0 && r < a) {
+		if b > 0 {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	return r
+}
+
+// mulDiv returns ⌊a·b/c⌋ for a, b ≥ 0, c > 0, saturating at MaxInt64.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// ceilMulDiv returns ⌈a·b/c⌉ for a, b ≥ 0, c > 0, saturating at MaxInt64.
+func ceilMulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
