@@ -106,7 +106,9 @@ func clone(item map[string]types.AttributeValue) map[string]types.AttributeValue
 	return out
 }
 
-func wcu(n float64) *types.ConsumedCapacity { return &types.ConsumedCapacity{CapacityUnits: aws.Float64(n)} }
+func wcu(n float64) *types.ConsumedCapacity {
+	return &types.ConsumedCapacity{CapacityUnits: aws.Float64(n)}
+}
 
 // CreateTable implements API.
 func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {

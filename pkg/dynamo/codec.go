@@ -118,7 +118,9 @@ func number(av types.AttributeValue) (int64, bool) {
 	return v, err == nil
 }
 
-func numAV(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func numAV(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 
 func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 

@@ -416,11 +416,11 @@ func (s *Store) retryOtherShard(q *cascade.Plan, dec cascade.Decision, items []*
 
 // write is one conditional update of one item.
 type write struct {
-	item    int
-	exists  bool
-	limits  []limitWrite
-	refill  bool // some limit's last refill moves
-	revert  bool // compensable
+	item   int
+	exists bool
+	limits []limitWrite
+	refill bool // some limit's last refill moves
+	revert bool // compensable
 }
 
 // buildWrites turns the guess into one conditional write per item that the

@@ -206,4 +206,3 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 	s.learnShards(it.base, n)
 	return nil
 }
-
