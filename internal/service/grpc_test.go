@@ -88,7 +88,7 @@ func BenchmarkGRPC(b *testing.B) {
 		srv  pb.RateLimitServiceServer
 	}{
 		{"trivial", trivialServer{}},
-		{"service", New(newFakeStore(), func() *descriptors.Config { return cfg })},
+		{"service", New(admitStore{}, func() *descriptors.Config { return cfg })},
 	}
 	req := rlReq("api", desc("ip", "10.0.0.1"), desc("free", "x"))
 	for _, s := range servers {

@@ -195,7 +195,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 // decide answers req and reports whether the store failed and the policy
 // blocked the request.
 func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, bool, error) {
-	start := s.now()
+	var start time.Time
+	if s.metrics != nil {
+		start = s.now()
+	}
 	items, reason, msg := s.parse(req)
 	if reason != "" {
 		s.metrics.InvalidRequest(reason)
@@ -467,6 +470,9 @@ func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
 		for li := range it.limits {
 			l := &it.limits[li]
 			if l.Deny {
+				if it.negative {
+					continue // a refund to a deny limit changes nothing
+				}
 				switch it.role {
 				case cascade.Enforce:
 					enforceDeny = true
@@ -538,7 +544,7 @@ func (s *Service) settle(items []item, p *cascade.Plan, dec *cascade.Decision) {
 				retry, reset time.Duration
 			)
 			if l.Deny {
-				refused = true
+				refused = !it.negative
 			} else {
 				st := &dec.Statuses[k]
 				k++
@@ -566,7 +572,7 @@ func (s *Service) unavailable(items []item, blocked bool) {
 		}
 		it.worst = 0
 		for li := range it.limits {
-			if it.limits[li].Deny {
+			if it.limits[li].Deny && !it.negative {
 				it.worst = li
 				it.refused = true
 				break

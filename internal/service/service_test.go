@@ -202,6 +202,8 @@ func TestShouldRateLimit(t *testing.T) {
 			steps: []step{
 				{req: rlReq("api", desc("free", "f")), want: fmt.Sprintf("OK [OK/%d/-]", maxU32)},
 				{req: rlReq("api", desc("blocked", "b")), want: "OVER [OVER/0/0]"},
+				{req: rlReq("api", withHits(desc("blocked", "b"), 0)), want: "OVER [OVER/0/0]"},
+				{req: rlReq("api", negative(desc("blocked", "b"), 1)), want: "OK [OK/0/0]"},
 			},
 			check: func(t *testing.T, st *fakeStore) {
 				if n := st.callCount(); n != 0 {
