@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -62,6 +63,27 @@ type Service struct {
 	resetHeader     string
 	dynamicMetadata bool
 	block           bool
+
+	// failLog throttles store-failure logs: an outage logs once a second
+	// with the count of failures it did not log, not once per request.
+	failLog throttle
+}
+
+// throttle lets one event through per interval and counts the rest.
+type throttle struct {
+	last       atomic.Int64 // unix nanoseconds of the last event let through
+	suppressed atomic.Int64
+}
+
+// allow reports whether an event at now may be logged, and how many events
+// were suppressed since the last one that was.
+func (t *throttle) allow(now time.Time, every time.Duration) (bool, int64) {
+	last := t.last.Load()
+	if now.UnixNano()-last < int64(every) || !t.last.CompareAndSwap(last, now.UnixNano()) {
+		t.suppressed.Add(1)
+		return false, 0
+	}
+	return true, t.suppressed.Swap(0)
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
@@ -241,12 +263,15 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		}
 		blocked = s.block && enforced && !s.shadow
 		s.metrics.OnUnavailable(blocked)
-		s.log.WithError(storeErr).WithFields(logrus.Fields{
-			"domain":         domainLabel(known, domain),
-			"descriptors":    len(items),
-			"debits":         len(plan.Debits),
-			"on_unavailable": policyName(s.block),
-		}).Warn("store failed; decided by on_unavailable")
+		if ok, suppressed := s.failLog.allow(s.now(), time.Second); ok {
+			s.log.WithError(storeErr).WithFields(logrus.Fields{
+				"domain":         domainLabel(known, domain),
+				"descriptors":    len(items),
+				"debits":         len(plan.Debits),
+				"on_unavailable": policyName(s.block),
+				"suppressed":     suppressed,
+			}).Warn("store failed; decided by on_unavailable")
+		}
 		over = forced || blocked
 		s.unavailable(items, blocked)
 	} else {

@@ -703,3 +703,26 @@ ratelimit_rule_within_limit_hits_total{key="api.user_detail_secret"} 1
 		t.Errorf("store latency series = %d, %v, want 3", n, err)
 	}
 }
+
+func TestThrottleLetsOneEventPerInterval(t *testing.T) {
+	var th throttle
+	t0 := time.Unix(1_700_000_000, 0)
+	steps := []struct {
+		at             time.Duration
+		ok             bool
+		wantSuppressed int64
+	}{
+		{0, true, 0},
+		{10 * time.Millisecond, false, 0},
+		{900 * time.Millisecond, false, 0},
+		{time.Second, true, 2},
+		{time.Second + time.Millisecond, false, 0},
+		{3 * time.Second, true, 1},
+	}
+	for _, st := range steps {
+		ok, suppressed := th.allow(t0.Add(st.at), time.Second)
+		if ok != st.ok || (ok && suppressed != st.wantSuppressed) {
+			t.Errorf("allow(+%v) = %v, %d, want %v, %d", st.at, ok, suppressed, st.ok, st.wantSuppressed)
+		}
+	}
+}
