@@ -65,7 +65,10 @@ func (f *Fake) Items(table string) []map[string]types.AttributeValue {
 	return out
 }
 
-func (f *Fake) enter(op string) error {
+func (f *Fake) enter(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	f.calls[op]++
 	fail := f.Fail
@@ -112,7 +115,7 @@ func wcu(n float64) *types.ConsumedCapacity {
 
 // CreateTable implements API.
 func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	if err := f.enter("CreateTable"); err != nil {
+	if err := f.enter(ctx, "CreateTable"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -126,7 +129,7 @@ func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _
 
 // DescribeTable implements API.
 func (f *Fake) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	if err := f.enter("DescribeTable"); err != nil {
+	if err := f.enter(ctx, "DescribeTable"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -139,7 +142,7 @@ func (f *Fake) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInpu
 
 // UpdateTimeToLive implements API.
 func (f *Fake) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	if err := f.enter("UpdateTimeToLive"); err != nil {
+	if err := f.enter(ctx, "UpdateTimeToLive"); err != nil {
 		return nil, err
 	}
 	return &dynamodb.UpdateTimeToLiveOutput{}, nil
@@ -147,7 +150,7 @@ func (f *Fake) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLi
 
 // GetItem implements API.
 func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := f.enter("GetItem"); err != nil {
+	if err := f.enter(ctx, "GetItem"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -161,7 +164,7 @@ func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func
 
 // BatchGetItem implements API.
 func (f *Fake) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := f.enter("BatchGetItem"); err != nil {
+	if err := f.enter(ctx, "BatchGetItem"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -184,7 +187,7 @@ func (f *Fake) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput,
 
 // PutItem implements API.
 func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := f.enter("PutItem"); err != nil {
+	if err := f.enter(ctx, "PutItem"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -207,7 +210,7 @@ func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func
 
 // DeleteItem implements API.
 func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := f.enter("DeleteItem"); err != nil {
+	if err := f.enter(ctx, "DeleteItem"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -222,7 +225,7 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 
 // UpdateItem implements API.
 func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := f.enter("UpdateItem"); err != nil {
+	if err := f.enter(ctx, "UpdateItem"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -258,7 +261,7 @@ func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ .
 
 // TransactWriteItems implements API (Update, Put and ConditionCheck).
 func (f *Fake) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if err := f.enter("TransactWriteItems"); err != nil {
+	if err := f.enter(ctx, "TransactWriteItems"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -335,7 +338,7 @@ func (f *Fake) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWrit
 // Query implements API: the table by PK (with an optional begins_with on
 // SK), or GSI1 by GSI1PK.
 func (f *Fake) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := f.enter("Query"); err != nil {
+	if err := f.enter(ctx, "Query"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()

@@ -76,28 +76,28 @@ func classify(op string, err error) error {
 		for _, r := range tce.CancellationReasons {
 			switch aws.ToString(r.Code) {
 			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-				return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+				return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
 			}
 		}
-		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrConflict, err)
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrConflict, err)
 	}
 	var tcf *types.TransactionConflictException
 	if errors.As(err, &tcf) {
-		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrConflict, err)
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrConflict, err)
 	}
 	var pte *types.ProvisionedThroughputExceededException
 	var rle *types.RequestLimitExceeded
 	if errors.As(err, &pte) || errors.As(err, &rle) {
-		return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
 		case "ThrottlingException", "Throttling", "TooManyRequestsException":
-			return fmt.Errorf("dynamo: %s: %w: %v", op, ErrThrottled, err)
+			return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
 		}
 	}
-	return fmt.Errorf("dynamo: %s: %w: %v", op, ErrUnavailable, err)
+	return fmt.Errorf("dynamo: %s: %w: %w", op, ErrUnavailable, err)
 }
 
 // NewClient returns a DynamoDB client for region, talking to endpoint when it

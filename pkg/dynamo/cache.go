@@ -71,6 +71,10 @@ func (s *Store) learnShards(base string, n int) {
 	}
 }
 
+// maxRejection bounds how long a refusal is answered locally: refunds,
+// adjustments and compensations can return tokens before a long retry-after.
+const maxRejection = time.Second
+
 // rememberRefusal records, for every item that refused an enforced debit of
 // a plan decided on fresh images, how long it cannot admit again.
 func (s *Store) rememberRefusal(q *cascade.Plan, dec cascade.Decision, items []*item, byKey map[cascade.Key]int, nowMs int64) {
@@ -85,7 +89,7 @@ func (s *Store) rememberRefusal(q *cascade.Plan, dec cascade.Decision, items []*
 			continue
 		}
 		it := items[byKey[q.Debits[i].Key]]
-		until := nowMs + st.RetryAfter.Milliseconds()
+		until := nowMs + min(st.RetryAfter, maxRejection).Milliseconds()
 		if r, ok := s.rejects[it.base]; ok && r.untilMs >= until && r.shard == it.shard {
 			continue
 		}
@@ -103,13 +107,21 @@ func (s *Store) rememberRefusal(q *cascade.Plan, dec cascade.Decision, items []*
 	}
 }
 
-// fromRejectionCache answers a plan without DynamoDB when one of its items
-// refused recently and deciding on the images this replica saw still
-// refuses: tokens only leave a bucket between refills (refunds aside), so the
-// last image is an upper bound until the refusal's retry-after.
+// fromRejectionCache answers a plan that consumes without DynamoDB when one
+// of its items refused recently and deciding on the images this replica saw
+// still refuses: tokens only leave a bucket between refills (refunds aside),
+// so the last image is an upper bound until the refusal's retry-after (at
+// most maxRejection).
 func (s *Store) fromRejectionCache(p *cascade.Plan, items []*item, byKey map[cascade.Key]int) (cascade.Decision, bool) {
-	if hasCost(p) {
+	if hasCost(p) || s.cfg.RejectionCacheSize < 0 {
 		return cascade.Decision{}, false
+	}
+	consumes := false
+	for i := range p.Debits {
+		consumes = consumes || (p.Debits[i].Op == cascade.Consume && p.Debits[i].Amount > 0)
+	}
+	if !consumes {
+		return cascade.Decision{}, false // checks always ask the table
 	}
 	now := s.nowMs()
 	hit := false

@@ -23,6 +23,7 @@ type limitImage struct {
 // does not exist.
 type image struct {
 	exists     bool
+	empty      bool // shard created by doubling: absent limits start empty
 	shardCount int
 	rf         int64
 	limits     map[string]limitImage // by attribute prefix ("b_"+esc(name), or "wcu")
@@ -50,7 +51,9 @@ func limitPrefix(limit string) string {
 
 // wcuShape is the hidden per-item write-capacity limit: 1000 writes per
 // second, one token per write.
-var wcuShape = tokenbucket.Limit{Capacity: 1000 * tokenbucket.PerToken, RefillAmount: 1000 * tokenbucket.PerToken, RefillPeriod: time.Second}
+// It holds 10 s of writes, as DynamoDB partitions bank unused capacity for
+// bursts: shards double under sustained load, not under a short burst.
+var wcuShape = tokenbucket.Limit{Capacity: 10000 * tokenbucket.PerToken, RefillAmount: 1000 * tokenbucket.PerToken, RefillPeriod: time.Second}
 
 // wcuCost is what one write takes from wcu.
 const wcuCost = tokenbucket.PerToken
@@ -67,6 +70,9 @@ func decodeImage(item map[string]types.AttributeValue) *image {
 			if ok && n >= 1 {
 				im.shardCount = int(n)
 			}
+			continue
+		case name == attrEmpty:
+			im.empty = true
 			continue
 		case name == attrRF:
 			im.rf = n

@@ -330,6 +330,7 @@ func (s *Store) double(ctx context.Context, it *item) error {
 	for sh := 0; sh < n; sh++ {
 		e := newExpr()
 		s.setMeta(e, it, sh, 2*n)
+		e.setAttr(attrEmpty, boolAV(true))
 		e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
 		tx[sh] = types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(s.cfg.Table), Key: itemKey(bucketPK(it.ns, it.key.Entity, it.key.Resource, sh), skState),

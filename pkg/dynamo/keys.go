@@ -102,6 +102,7 @@ const (
 	attrResource   = "resource"
 	attrNamespace  = "ns"
 	attrShard      = "shard"
+	attrEmpty      = "empty_start"
 
 	fieldTokens   = "tk"
 	fieldCapacity = "cp"

@@ -26,7 +26,8 @@ const (
 	// every existing shard, at most 100 items).
 	MaxShards = 64
 
-	maxAttempts  = 10
+	maxAttempts  = 64
+	maxRaces     = 12
 	maxImages    = 100000
 	bucketTTL    = 7 * 24 * time.Hour
 	startTimeout = 5 * time.Second
@@ -201,6 +202,9 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if s.closed.Load() {
 		return cascade.Decision{}, errClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return cascade.Decision{}, fmt.Errorf("dynamo: acquire: %w", err)
+	}
 	if plan == nil || len(plan.Debits) == 0 {
 		return cascade.Decision{Admitted: true, Statuses: []cascade.Status{}}, nil
 	}
@@ -286,10 +290,11 @@ func states(q *cascade.Plan, idx []int, slots []slot, items []*item, nowMs int64
 			continue
 		}
 		done[j] = true
-		if l, ok := items[slots[j].item].img.has(slots[j].prefix); ok {
+		im := items[slots[j].item].img
+		if l, ok := im.has(slots[j].prefix); ok {
 			st[j] = l.state()
 		} else {
-			st[j] = q.Debits[i].Bucket.Full(nowMs)
+			st[j] = startState(im, q.Debits[i].Bucket, nowMs)
 		}
 	}
 	return st
@@ -311,6 +316,16 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKe
 	cost := hasCost(p)
 	txn := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt >= 3 {
+			// Lost several races: step aside for a random moment.
+			t := time.NewTimer(time.Duration(rand.IntN(attempt*500)) * time.Microsecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return cascade.Decision{}, fmt.Errorf("dynamo: acquire: %w: %w", ErrUnavailable, ctx.Err())
+			case <-t.C:
+			}
+		}
 		// Items this replica has never seen are read first, all in one call.
 		if err := s.readCold(ctx, items); err != nil {
 			return cascade.Decision{}, err
@@ -320,6 +335,11 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKe
 		idx, slots := slotsOf(q, byKey)
 		guess := cascade.Decide(q, idx, states(q, idx, slots, items, now), now)
 
+		if guess.Admitted && attempt >= maxRaces && !cost {
+			// Lost maxRaces races for tokens the winners took: refuse
+			// rather than wait (never admits more than exact).
+			return contended(scaleStatuses(guess, q, items, byKey), q), nil
+		}
 		if !guess.Admitted {
 			stale := false
 			for _, it := range items {
@@ -342,7 +362,10 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKe
 			txn = txn || len(items) > 1
 		}
 
-		ws, double := buildWrites(q, idx, slots, items, guess.Admitted, now)
+		ws, double, ok := buildWrites(q, idx, slots, items, guess, now, attempt >= 2)
+		if !ok {
+			ws, double, _ = buildWrites(q, idx, slots, items, guess, now, false)
+		}
 		if double != nil {
 			if err := s.double(ctx, double); err != nil {
 				return cascade.Decision{}, err
@@ -382,6 +405,19 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKe
 		}
 	}
 	return cascade.Decision{}, fmt.Errorf("dynamo: acquire: %d attempts lost the race: %w", maxAttempts, ErrConflict)
+}
+
+// contended turns an admitted guess into a refusal after too many lost races:
+// every consuming enforced debit refused, retry after a millisecond.
+func contended(dec cascade.Decision, q *cascade.Plan) cascade.Decision {
+	dec.Admitted = false
+	for i := range dec.Statuses {
+		if d := q.Debits[i]; d.Role != cascade.Advisory && d.Op != cascade.Refund {
+			dec.Statuses[i].OK = false
+			dec.Statuses[i].RetryAfter = time.Millisecond
+		}
+	}
+	return dec
 }
 
 // scaleStatuses reports remaining tokens of a sharded bucket as the whole
@@ -425,8 +461,13 @@ type write struct {
 
 // buildWrites turns the guess into one conditional write per item that the
 // decision changes. It returns the item to shard further instead when that
-// item's hidden wcu limit is exhausted.
-func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, admitted bool, now int64) ([]write, *item) {
+// item's hidden wcu limit is exhausted. With lazy, an admitted decision
+// consumes without crediting refill when that gives the same outcome (no
+// lock on lr: concurrent consumers do not conflict); it reports false when
+// it cannot.
+func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, guess cascade.Decision, now int64, lazy bool) ([]write, *item, bool) {
+	admitted := guess.Admitted
+	lazy = lazy && admitted
 	syms := make([]sym, len(slots))
 	shapes := make([]tokenbucket.Limit, len(slots))
 	present := make([]bool, len(slots))
@@ -439,24 +480,33 @@ func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, admitt
 		}
 		init[j] = true
 		shapes[j] = q.Debits[i].Bucket
-		imgs[j], present[j] = items[slots[j].item].img.has(slots[j].prefix)
-		syms[j] = newSym(imgs[j], present[j], shapes[j], now)
+		im := items[slots[j].item].img
+		imgs[j], present[j] = im.has(slots[j].prefix)
+		syms[j] = newSym(im, slots[j].prefix, shapes[j], now)
+		syms[j].lazy = lazy
 	}
 	// Pass 1: every debit judged, as Decide does.
 	refilled := make([]int64, len(slots))
 	for j := range syms {
 		r := syms[j]
+		r.lazy = false
 		r.refill(shapes[j], now)
 		refilled[j] = r.val()
+		if lazy {
+			refilled[j] = syms[j].val()
+		}
 	}
 	for i := range q.Debits {
-		syms[idx[i]].step(&q.Debits[i], now, true)
+		ok := syms[idx[i]].step(&q.Debits[i], now, true)
+		if lazy && (ok != guess.Statuses[i].OK || syms[idx[i]].spoiled) {
+			return nil, nil, false
+		}
 	}
 	touched := make([]bool, len(items))
 	if !admitted {
 		// Pass 2: refill, then charges and refunds only; pass-1 bounds stay.
 		for j := range syms {
-			s2 := newSym(imgs[j], present[j], shapes[j], now)
+			s2 := newSym(items[slots[j].item].img, slots[j].prefix, shapes[j], now)
 			s2.lo, s2.hi = syms[j].lo, syms[j].hi
 			syms[j] = s2
 		}
@@ -490,12 +540,17 @@ func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, admitt
 			}
 			w.limits = append(w.limits, lw)
 		}
-		// The hidden write-capacity limit: one token per write.
+		// The hidden write-capacity limit: one token per write, taken
+		// without crediting refill when it can (no lock on its lr).
 		wimg, wok := it.img.has("wcu")
-		wc := newSym(wimg, wok, wcuShape, now)
 		wd := cascade.Debit{Bucket: wcuShape, Amount: wcuCost, Op: cascade.Charge}
-		if !wc.step(&wd, now, true) && admitted && it.n < MaxShards {
-			return nil, it
+		wc := newSym(it.img, "wcu", wcuShape, now)
+		wc.lazy = wok
+		if ok := wc.step(&wd, now, true); !ok || wc.spoiled {
+			wc = newSym(it.img, "wcu", wcuShape, now)
+			if !wc.step(&wd, now, true) && admitted && it.n < MaxShards {
+				return nil, it, true
+			}
 		}
 		if wc.last != wimg.LastRefill {
 			w.refill = true
@@ -503,5 +558,5 @@ func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, admitt
 		w.limits = append(w.limits, limitWrite{prefix: "wcu", shape: wcuShape, present: wok, img: wimg, s: wc})
 		ws = append(ws, w)
 	}
-	return ws, nil
+	return ws, nil, true
 }

@@ -26,14 +26,30 @@ type sym struct {
 	lo, hi int64 // bounds on tk
 	guess  int64
 	used   int64 // consumed minus refunded, for tc
+
+	// lazy skips crediting refill: the write consumes from tk as stored and
+	// leaves lr alone, so it never conflicts with other consumers on lr.
+	// Valid only while refill would not reach capacity (bounded below) and
+	// every outcome is the one refill gives; spoiled records when not.
+	lazy, spoiled bool
 }
 
-func newSym(l limitImage, present bool, shape tokenbucket.Limit, nowMs int64) sym {
+func newSym(im *image, prefix string, shape tokenbucket.Limit, nowMs int64) sym {
+	l, present := im.has(prefix)
 	if !present {
-		f := shape.Full(nowMs)
+		f := startState(im, shape, nowMs)
 		return sym{fixed: true, off: int64(f.Tokens), last: f.LastRefill, lo: math.MinInt64, hi: math.MaxInt64}
 	}
 	return sym{last: l.LastRefill, lo: math.MinInt64, hi: math.MaxInt64, guess: l.Tokens}
+}
+
+// startState is the state of a limit the item does not hold yet: full, or
+// empty on a shard created by doubling (its share was already handed out).
+func startState(im *image, shape tokenbucket.Limit, nowMs int64) tokenbucket.State {
+	if im != nil && im.exists && im.empty {
+		return tokenbucket.State{Tokens: 0, LastRefill: nowMs}
+	}
+	return shape.Full(nowMs)
 }
 
 func (s *sym) val() int64 {
@@ -66,6 +82,17 @@ func (s *sym) fix(tokens, last int64) { s.fixed, s.off, s.last = true, tokens, l
 // refill mirrors tokenbucket.Limit.Refill.
 func (s *sym) refill(l tokenbucket.Limit, nowMs int64) {
 	cp := int64(l.Capacity)
+	if s.lazy {
+		if s.fixed || s.geq(cp) {
+			s.spoiled = true
+		} else if nowMs > s.last {
+			add := mulDiv(nowMs-s.last, int64(l.RefillAmount), int64(l.RefillPeriod.Milliseconds()))
+			if s.geq(subClamp(cp, add)) {
+				s.spoiled = true
+			}
+		}
+		return
+	}
 	if s.geq(cp) {
 		s.fix(cp, max(s.last, nowMs))
 		return
@@ -114,6 +141,9 @@ func (s *sym) step(d *cascade.Debit, nowMs int64, judge bool) bool {
 		s.used += n
 		return ok
 	case cascade.Refund:
+		if s.lazy {
+			s.spoiled = true // capping at capacity depends on the refill
+		}
 		s.refill(d.Bucket, nowMs)
 		cp := int64(d.Bucket.Capacity)
 		if s.geq(subClamp(cp, n)) {

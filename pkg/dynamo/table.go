@@ -156,7 +156,7 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 	res := make(map[string]cascade.Status, len(limits))
 	for name, full := range limits {
 		l := perShard(full, n)
-		st := l.Full(now)
+		st := startState(img, l, now)
 		if li, ok := img.has(limitPrefix(name)); ok {
 			st = li.state()
 		}

@@ -1,0 +1,60 @@
+package dynamo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/storetest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+func conformanceStore(t *testing.T, api dynamo.API, table string, now func() time.Time) *dynamo.Store {
+	t.Helper()
+	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: table, Timeout: 5 * time.Second}, dynamo.WithClock(now))
+	if err != nil {
+		t.Fatalf("NewStore(%s) = %v", table, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformanceFake(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatalf("CreateTable(fake) = %v", err)
+		}
+		return conformanceStore(t, f, "t", clock.Now)
+	})
+}
+
+func TestConformanceLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
+		name := dynamotest.TableName(t)
+		l.CreateTable(context.Background(), t, name)
+		return conformanceStore(t, l.Client(t), name, clock.Now)
+	})
+}
+
+func TestConcurrencyFake(t *testing.T) {
+	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatalf("CreateTable(fake) = %v", err)
+		}
+		return []storetest.Store{conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now)}
+	})
+}
+
+func TestConcurrencyLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
+		name := dynamotest.TableName(t)
+		l.CreateTable(context.Background(), t, name)
+		api := l.Client(t)
+		return []storetest.Store{conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now)}
+	})
+}
