@@ -22,8 +22,10 @@
 #   GHZ=path           ghz binary (default: $(go env GOPATH)/bin/ghz, installed
 #                      at GHZ_VERSION when missing)
 #   OURS=ratelimit     set OURS=trivial for an A/A run of the harness itself
-#   PROFILE=SECONDS    also take a CPU profile of ours during the hot run and
-#                      print `go tool pprof -top` of it (0 = off)
+#   PROFILE=SECONDS    also take a CPU profile of ours during the first measured
+#                      run of PROFILE_SCENARIO and print `go tool pprof -top`
+#                      of it (0 = off)
+#   PROFILE_SCENARIO=hot  or distinct
 #   BENCH_OUT=DIR      keep ghz reports, server logs and the profile in DIR
 #
 # Traffic goes to loopback only; every process started here is stopped on
@@ -37,6 +39,7 @@ KEYS=${KEYS:-10000}
 ROUNDS=${ROUNDS:-1}
 OURS=${OURS:-ratelimit}
 PROFILE=${PROFILE:-0}
+PROFILE_SCENARIO=${PROFILE_SCENARIO:-hot}
 GHZ_VERSION=v0.121.0
 GO=${GO:-go}
 CALL=envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
@@ -50,6 +53,7 @@ cd "$(dirname "$0")/../.."
 [[ $CONCURRENCY =~ ^[0-9]+$ && $CONCURRENCY -ge 1 ]] || die "CONCURRENCY must be a positive integer"
 [[ $PROFILE =~ ^[0-9]+$ ]] || die "PROFILE must be a number of seconds"
 case $OURS in ratelimit | trivial) ;; *) die "OURS must be ratelimit or trivial, got $OURS" ;; esac
+case $PROFILE_SCENARIO in hot | distinct) ;; *) die "PROFILE_SCENARIO must be hot or distinct, got $PROFILE_SCENARIO" ;; esac
 
 # dur_seconds 15s|1m|500ms -> seconds as a decimal.
 dur_seconds() {
@@ -250,14 +254,14 @@ median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) 
 profile_top=""
 
 # measure NAME PID PORT SCENARIO ROUND: warm up, then one measured run; sets
-# the globals RPS P50 P99 ERRS CPU_US OTHER (cores busy with processes other
+# the globals RPS P50 P99 ERRS CPU_US GHZ_US OTHER (cores busy with processes other
 # than the server under test and ghz: other load on the machine, which makes a
 # run noisy; near 0 is a clean run).
 measure() {
 	local name=$1 pid=$2 port=$3 scen=$4 round=$5 out t0 t1 b0 b1 c0 c1 count ok prof_pid=""
 	out="$TMP/$scen-$name-$round.json"
 	ghz_run "$port" "$TMP/$scen.json" "$WARMUP" "$out.warmup"
-	if [[ $PROFILE -gt 0 && $name == ours && $scen == hot && $OURS == ratelimit && $round == 1 ]]; then
+	if [[ $PROFILE -gt 0 && $name == ours && $scen == "$PROFILE_SCENARIO" && $OURS == ratelimit && $round == 1 ]]; then
 		curl -fsS --max-time $((PROFILE + 10)) -o "$TMP/cpu.pprof" \
 			"http://127.0.0.1:$OURS_DEBUG/debug/pprof/profile?seconds=$PROFILE" &
 		prof_pid=$!
@@ -287,7 +291,9 @@ measure() {
 		'BEGIN { if (n > 0) printf "%.1f", d / hz / n * 1e6; else print "n/a" }')
 	OTHER=$(awk -v b="$((b1 - b0))" -v c="$((c1 - c0))" -v t="$((t1 - t0))" -v hz="$CLK_TCK" -v s="$MEASURE_S" \
 		'BEGIN { o = (b - c - t) / hz / s; if (o < 0) o = 0; printf "%.2f", o }')
-	ROWS+=("| $round | $scen | $name | $RPS | $P50 | $P99 | $ERRS | $CPU_US | $OTHER |")
+	GHZ_US=$(awk -v d="$((c1 - c0))" -v hz="$CLK_TCK" -v n="$count" \
+		'BEGIN { if (n > 0) printf "%.1f", d / hz / n * 1e6; else print "n/a" }')
+	ROWS+=("| $round | $scen | $name | $RPS | $P50 | $P99 | $ERRS | $CPU_US | $GHZ_US | $OTHER |")
 }
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -307,8 +313,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo
-echo "| round | scenario | server | decisions/s | p50 ms | p99 ms | errors | server CPU µs/decision | other load, cores |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| round | scenario | server | decisions/s | p50 ms | p99 ms | errors | server CPU µs/decision | ghz CPU µs/call | other load, cores |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "| round | scenario | ours/trivial throughput (≥ 0.80) | ours/trivial p99 (≤ 1.5) | targets |"
@@ -333,6 +339,6 @@ if [[ $OURS == ratelimit ]]; then
 fi
 if [[ -n $profile_top ]]; then
 	echo
-	echo "CPU profile of ours during the hot run (${PROFILE}s):"
+	echo "CPU profile of ours during the first $PROFILE_SCENARIO run (${PROFILE}s):"
 	echo "$profile_top"
 fi
