@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,7 @@ const (
 	MaxShards = 64
 
 	maxAttempts  = 64
-	maxRaces     = 12
+	maxRaces     = 24
 	maxImages    = 100000
 	bucketTTL    = 7 * 24 * time.Hour
 	startTimeout = 5 * time.Second
@@ -94,6 +95,12 @@ type Store struct {
 	rejects map[string]rejected // bucket PK → refusal until
 	configs map[string]cachedConfig
 	ents    map[string]cachedEntity
+
+	// stripes serialise, per replica, the decisions on one bucket item
+	// (striped by key hash): one write in flight per item and replica, the
+	// next decision guessing from its ALL_NEW. A decision waits at most
+	// Timeout for its stripes, then goes ahead unserialised.
+	stripes [256]chan struct{}
 }
 
 type rejected struct {
@@ -128,6 +135,9 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 		api: api, cfg: cfg, now: time.Now, obs: nopObserver{},
 		images: map[string]*image{}, shards: map[string]int{}, rejects: map[string]rejected{},
 		configs: map[string]cachedConfig{}, ents: map[string]cachedEntity{},
+	}
+	for i := range s.stripes {
+		s.stripes[i] = make(chan struct{}, 1)
 	}
 	for _, o := range opts {
 		o(s)
@@ -232,7 +242,75 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		s.obs.RejectionCacheHit()
 		return dec, nil
 	}
+	release, err := s.lockItems(ctx, items)
+	if err != nil {
+		return cascade.Decision{}, err
+	}
+	defer release()
+	for _, it := range items {
+		if it.img == nil || !it.fresh {
+			it.img = s.cachedImage(it.pk) // the write before ours may have left a newer one
+		}
+	}
+	if dec, ok := s.fromRejectionCache(p, items, byKey); ok {
+		s.obs.RejectionCacheHit()
+		return dec, nil
+	}
 	return s.decide(ctx, p, items, byKey)
+}
+
+// lockItems takes the stripes of the plan's items in index order (no
+// deadlock), waiting at most Timeout for each; a stripe not free by then is
+// skipped. The returned func releases what was taken.
+func (s *Store) lockItems(ctx context.Context, items []*item) (func(), error) {
+	var idx []int
+	for _, it := range items {
+		idx = append(idx, int(fnv32(it.base)%uint32(len(s.stripes))))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	var held []int
+	release := func() {
+		for _, i := range held {
+			<-s.stripes[i]
+		}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for _, i := range idx {
+		select {
+		case s.stripes[i] <- struct{}{}:
+			held = append(held, i)
+			continue
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(s.cfg.Timeout)
+		}
+		select {
+		case s.stripes[i] <- struct{}{}:
+			held = append(held, i)
+		case <-timer.C:
+			return release, nil
+		case <-ctx.Done():
+			release()
+			return func() {}, fmt.Errorf("dynamo: acquire: %w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+	return release, nil
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
 }
 
 // pickShard returns a random shard below n.
