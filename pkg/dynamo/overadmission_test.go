@@ -1,0 +1,88 @@
+package dynamo_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// TestOverAdmissionLocal runs three store instances (replicas) × 30
+// goroutines on one bucket (capacity 100, refill 10/s) for 10 s against
+// DynamoDB Local, unsharded and pre-sharded to 4, and wants at most
+// 100 + 10·elapsed admitted, and at least 90% of that.
+func TestOverAdmissionLocal(t *testing.T) {
+	const (
+		replicas   = 3
+		goroutines = 30
+		duration   = 10 * time.Second
+	)
+	l := dynamotest.Shared(t)
+	bucket, err := tokenbucket.Rate(10, time.Second, 100)
+	if err != nil {
+		t.Fatalf("Rate() = %v", err)
+	}
+	for _, shards := range []int{1, 4} {
+		t.Run(map[int]string{1: "unsharded", 4: "sharded_4"}[shards], func(t *testing.T) {
+			name := dynamotest.TableName(t)
+			l.CreateTable(context.Background(), t, name)
+			api := l.Client(t)
+			key := cascade.Key{Namespace: "over", Entity: "tenant", Resource: "model"}
+			var stores []*dynamo.Store
+			for range replicas {
+				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 2 * time.Second})
+				if err != nil {
+					t.Fatalf("NewStore() = %v", err)
+				}
+				stores = append(stores, s)
+			}
+			if shards > 1 {
+				if err := stores[0].SetShards(context.Background(), key, shards, map[string]tokenbucket.Limit{"rps": bucket}); err != nil {
+					t.Fatalf("SetShards(%d) = %v", shards, err)
+				}
+			}
+			p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: bucket, Amount: tokenbucket.PerToken}}}
+			var admitted, calls, failures atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			stop := start.Add(duration)
+			for g := range replicas * goroutines {
+				s := stores[g%replicas]
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						dec, err := s.Acquire(context.Background(), p)
+						calls.Add(1)
+						if err != nil {
+							failures.Add(1)
+							continue
+						}
+						if dec.Admitted {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			most := 100 + 10*elapsed.Seconds()
+			got := float64(admitted.Load())
+			t.Logf("shards=%d: admitted %v of %d calls in %v (%d errors); bound %.0f, %.1f%% of it",
+				shards, got, calls.Load(), elapsed.Round(time.Millisecond), failures.Load(), most, 100*got/most)
+			if got > most {
+				t.Errorf("admitted %v, want at most %.0f (100 + 10/s × %v)", got, most, elapsed)
+			}
+			if got < 0.9*most {
+				t.Errorf("admitted %v, want at least %.0f (90%% of %.0f)", got, 0.9*most, most)
+			}
+			if failures.Load() > 0 {
+				t.Errorf("%d of %d calls failed, want none", failures.Load(), calls.Load())
+			}
+		})
+	}
+}
