@@ -1,0 +1,103 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dynalimit/dynalimit/internal/admin"
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
+
+func run(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := admin.Run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	return out.String(), err
+}
+
+func TestAdminAgainstLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	env := map[string]string{"DYNAMODB_TABLE": dynamotest.TableName(t), "DYNAMODB_ENDPOINT": l.Endpoint(), "NAMESPACE": "acme"}
+	steps := []struct {
+		args []string
+		want string // substring of stdout
+	}{
+		{[]string{"table", "create"}, "is ready"},
+		{[]string{"table", "create"}, "is ready"}, // idempotent
+		{[]string{"namespace", "register", "acme"}, "namespace acme id "},
+		{[]string{"namespace", "list"}, "acme\t"},
+		{[]string{"limits", "set", "-system", "rpm:600/min"}, "system: set rpm:600/min"},
+		{[]string{"limits", "set", "-resource", "gpt-4", "tpm:50000/min:80000"}, "set tpm:50000/min:80000"},
+		{[]string{"limits", "set", "-entity", "team#1/x", "-resource", "gpt-4", "rpm:10/sec", "tpd:1000000/day"}, "set rpm:10/sec tpd:1000000/day"},
+		{[]string{"limits", "get", "-entity", "team#1/x", "-resource", "gpt-4"}, "rpm:10/sec tpd:1000000/day"},
+		{[]string{"limits", "delete", "-entity", "team#1/x", "-resource", "gpt-4", "tpd"}, "deleted tpd"},
+		{[]string{"limits", "get", "-entity", "team#1/x", "-resource", "gpt-4"}, "rpm:10/sec"},
+		{[]string{"entity", "create", "tenant"}, `entity "tenant" parent "" cascade false`},
+		{[]string{"entity", "create", "key-1", "-parent", "tenant", "-cascade"}, `entity "key-1" parent "tenant" cascade true`},
+		{[]string{"entity", "show", "tenant"}, `child "key-1"`},
+		{[]string{"entity", "show", "key-1"}, `parent "tenant" cascade true`},
+	}
+	for _, st := range steps {
+		out, err := run(t, env, st.args...)
+		if err != nil {
+			t.Fatalf("Run(%q) error = %v", st.args, err)
+		}
+		if !strings.Contains(out, st.want) {
+			t.Fatalf("Run(%q) = %q, want it to contain %q", st.args, out, st.want)
+		}
+	}
+	out, err := run(t, env, "limits", "get", "-entity", "team#1/x", "-resource", "gpt-4")
+	if err != nil || strings.Contains(out, "tpd") {
+		t.Errorf("Run(limits get) = %q, %v, want tpd deleted", out, err)
+	}
+
+	// Every config change left an audit record.
+	client := l.Client(t)
+	s, err := dynamo.NewStore(context.Background(), client, dynamo.Config{Table: env["DYNAMODB_TABLE"], Namespace: "acme"})
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	recs, err := s.Audit(context.Background(), dynamo.Scope{Entity: "team#1/x"})
+	if err != nil || len(recs) != 2 || recs[0].Action != "limits.set" || recs[1].Action != "limits.delete" {
+		t.Errorf("Audit(team#1/x) = %+v, %v, want limits.set then limits.delete", recs, err)
+	}
+	if recs, err := s.Audit(context.Background(), dynamo.Scope{System: true}); err != nil || len(recs) < 2 {
+		t.Errorf("Audit(system) = %+v, %v, want the namespace registration and the system limits", recs, err)
+	}
+}
+
+func TestAdminUsageErrors(t *testing.T) {
+	env := map[string]string{"DYNAMODB_TABLE": "t", "DYNAMODB_ENDPOINT": "http://127.0.0.1:1"}
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"no command", nil},
+		{"unknown verb", []string{"table", "drop"}},
+		{"entity without id", []string{"entity", "show"}},
+		{"no scope", []string{"limits", "get"}},
+		{"system with entity", []string{"limits", "get", "-system", "-entity", "e"}},
+		{"bad spec", []string{"limits", "set", "-system", "rpm:ten/min"}},
+		{"bad unit", []string{"limits", "set", "-system", "rpm:10/week"}},
+		{"bad flag", []string{"limits", "get", "-nope"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Usage errors come before any DynamoDB call (the endpoint is a
+			// closed port).
+			if _, err := run(t, env, c.args...); !errors.Is(err, admin.ErrUsage) {
+				t.Errorf("Run(%q) = %v, want an error wrapping ErrUsage", c.args, err)
+			}
+		})
+	}
+	if _, err := run(t, map[string]string{}, "namespace", "list"); !errors.Is(err, admin.ErrUsage) {
+		t.Errorf("Run(namespace list) without a table = %v, want ErrUsage", err)
+	}
+}
