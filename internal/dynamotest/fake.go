@@ -25,14 +25,22 @@ type Fake struct {
 	mu     sync.Mutex
 	tables map[string]map[string]map[string]types.AttributeValue // table → PK\x00SK → item
 	calls  map[string]int
-	// Fail, when set, is asked before every call; a non-nil error is returned
-	// instead of running the call.
-	Fail func(op string) error
+	// Fail, when set, is asked before every call with the call's context; a
+	// non-nil error is returned instead of running the call (Fail may block
+	// until ctx is done to play a hung backend).
+	Fail func(ctx context.Context, op string) error
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
 	return &Fake{tables: map[string]map[string]map[string]types.AttributeValue{}, calls: map[string]int{}}
+}
+
+// SetFail replaces Fail while calls may be running.
+func (f *Fake) SetFail(fail func(ctx context.Context, op string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Fail = fail
 }
 
 // Calls returns the number of calls of op ("UpdateItem", "BatchGetItem", …).
@@ -74,7 +82,7 @@ func (f *Fake) enter(ctx context.Context, op string) error {
 	fail := f.Fail
 	f.mu.Unlock()
 	if fail != nil {
-		return fail(op)
+		return fail(ctx, op)
 	}
 	return nil
 }

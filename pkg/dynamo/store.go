@@ -99,7 +99,7 @@ type Store struct {
 	// stripes serialise, per replica, the decisions on one bucket item
 	// (striped by key hash): one write in flight per item and replica, the
 	// next decision guessing from its ALL_NEW. A decision waits at most
-	// Timeout for its stripes, then goes ahead unserialised.
+	// Timeout/3 for its stripes, then goes ahead unserialised.
 	stripes [256]chan struct{}
 }
 
@@ -218,6 +218,10 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if plan == nil || len(plan.Debits) == 0 {
 		return cascade.Decision{Admitted: true, Statuses: []cascade.Status{}}, nil
 	}
+	// One budget for the whole decision: every call below also has its own
+	// deadline of at most Timeout.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	p := &cascade.Plan{Debits: append([]cascade.Debit(nil), plan.Debits...)}
 
 	// Items, slots, and what is missing from the caches.
@@ -260,7 +264,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 }
 
 // lockItems takes the stripes of the plan's items in index order (no
-// deadlock), waiting at most Timeout for each; a stripe not free by then is
+// deadlock), waiting at most Timeout/3 in all; stripes not free by then are
 // skipped. The returned func releases what was taken.
 func (s *Store) lockItems(ctx context.Context, items []*item) (func(), error) {
 	var idx []int
@@ -289,7 +293,7 @@ func (s *Store) lockItems(ctx context.Context, items []*item) (func(), error) {
 		default:
 		}
 		if timer == nil {
-			timer = time.NewTimer(s.cfg.Timeout)
+			timer = time.NewTimer(s.cfg.Timeout / 3)
 		}
 		select {
 		case s.stripes[i] <- struct{}{}:
