@@ -1,0 +1,239 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+// DynamoDB call outcomes (the outcome label).
+const (
+	dynamoOK              = "ok"
+	dynamoConditionFailed = "condition_failed"
+	dynamoThrottled       = "throttled"
+	dynamoTimeout         = "timeout"
+	dynamoError           = "error"
+)
+
+// dynamoMetrics are the collectors of one instrumented DynamoDB client.
+type dynamoMetrics struct {
+	calls    *prometheus.CounterVec
+	units    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newDynamoMetrics(reg prometheus.Registerer) *dynamoMetrics {
+	return &dynamoMetrics{
+		calls: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_calls_total",
+			Help: "DynamoDB calls by operation and outcome (ok, condition_failed, throttled, timeout, error).",
+		}, []string{"operation", "outcome"})),
+		units: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_consumed_capacity_units_total",
+			Help: "Capacity units DynamoDB reported consumed (ReturnConsumedCapacity), by operation. Failed conditional writes report none but cost one write unit each (see calls_total).",
+		}, []string{"operation"})),
+		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratelimit_dynamodb_call_duration_seconds",
+			Help:    "Latency of DynamoDB calls, by operation.",
+			Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .03, .05, .1, .25, 1},
+		}, []string{"operation"})),
+	}
+}
+
+func (m *dynamoMetrics) observe(op string, start time.Time, err error, units float64) {
+	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	m.calls.WithLabelValues(op, dynamoOutcome(err)).Inc()
+	if units > 0 {
+		m.units.WithLabelValues(op).Add(units)
+	}
+}
+
+func dynamoOutcome(err error) string {
+	if err == nil {
+		return dynamoOK
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return dynamoConditionFailed
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return dynamoConditionFailed
+			}
+		}
+	}
+	var pte *types.ProvisionedThroughputExceededException
+	var rle *types.RequestLimitExceeded
+	if errors.As(err, &pte) || errors.As(err, &rle) {
+		return dynamoThrottled
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) && (api.ErrorCode() == "ThrottlingException" || api.ErrorCode() == "Throttling") {
+		return dynamoThrottled
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return dynamoTimeout
+	}
+	return dynamoError
+}
+
+func capacity(cc *types.ConsumedCapacity) float64 {
+	if cc == nil {
+		return 0
+	}
+	return aws.ToFloat64(cc.CapacityUnits)
+}
+
+func capacities(ccs []types.ConsumedCapacity) float64 {
+	var n float64
+	for i := range ccs {
+		n += capacity(&ccs[i])
+	}
+	return n
+}
+
+// InstrumentDynamo wraps api so that every call is counted by operation and
+// outcome, its latency observed, and the capacity DynamoDB reports consumed
+// added up. Collectors are registered with reg (nil: not registered); two
+// wrappers on one registry share them.
+func InstrumentDynamo(api dynamo.API, reg prometheus.Registerer) dynamo.API {
+	return &instrumentedDynamo{api: api, m: newDynamoMetrics(reg)}
+}
+
+type instrumentedDynamo struct {
+	api dynamo.API
+	m   *dynamoMetrics
+}
+
+var _ dynamo.API = (*instrumentedDynamo)(nil)
+
+func (d *instrumentedDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	start := time.Now()
+	out, err := d.api.GetItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacity(out.ConsumedCapacity)
+	}
+	d.m.observe("GetItem", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	start := time.Now()
+	out, err := d.api.PutItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacity(out.ConsumedCapacity)
+	}
+	d.m.observe("PutItem", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	start := time.Now()
+	out, err := d.api.UpdateItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacity(out.ConsumedCapacity)
+	}
+	d.m.observe("UpdateItem", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	start := time.Now()
+	out, err := d.api.DeleteItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacity(out.ConsumedCapacity)
+	}
+	d.m.observe("DeleteItem", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	start := time.Now()
+	out, err := d.api.BatchGetItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacities(out.ConsumedCapacity)
+	}
+	d.m.observe("BatchGetItem", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	start := time.Now()
+	out, err := d.api.TransactWriteItems(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacities(out.ConsumedCapacity)
+	}
+	d.m.observe("TransactWriteItems", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	start := time.Now()
+	out, err := d.api.Query(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = capacity(out.ConsumedCapacity)
+	}
+	d.m.observe("Query", start, err, u)
+	return out, err
+}
+
+func (d *instrumentedDynamo) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	start := time.Now()
+	out, err := d.api.CreateTable(ctx, in, o...)
+	d.m.observe("CreateTable", start, err, 0)
+	return out, err
+}
+
+func (d *instrumentedDynamo) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	start := time.Now()
+	out, err := d.api.DescribeTable(ctx, in, o...)
+	d.m.observe("DescribeTable", start, err, 0)
+	return out, err
+}
+
+func (d *instrumentedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	start := time.Now()
+	out, err := d.api.UpdateTimeToLive(ctx, in, o...)
+	d.m.observe("UpdateTimeToLive", start, err, 0)
+	return out, err
+}
+
+// DynamoObserver counts the DynamoDB store's own events: shard doublings
+// and decisions answered from the rejection cache. Pass it to
+// dynamo.WithObserver.
+func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
+	return &dynamoObserver{
+		doublings: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_shard_doublings_total",
+			Help: "Times the DynamoDB store doubled a hot bucket's shard count.",
+		})),
+		hits: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_rejection_cache_hits_total",
+			Help: "Decisions refused from the local rejection cache without a DynamoDB call.",
+		})),
+	}
+}
+
+type dynamoObserver struct {
+	doublings, hits prometheus.Counter
+}
+
+func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
+func (o *dynamoObserver) RejectionCacheHit() { o.hits.Inc() }

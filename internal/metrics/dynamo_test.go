@@ -1,0 +1,89 @@
+package metrics_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+func TestInstrumentDynamo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	fake := dynamotest.NewFake()
+	api := metrics.InstrumentDynamo(fake, reg)
+	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second},
+		dynamo.WithClock(func() time.Time { return now }), dynamo.WithObserver(metrics.DynamoObserver(reg)))
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	lim, _ := tokenbucket.Rate(1, time.Hour, 0)
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for range 3 { // admitted, refused (read), refused from the cache
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	}
+	want := `
+# HELP ratelimit_dynamodb_rejection_cache_hits_total Decisions refused from the local rejection cache without a DynamoDB call.
+# TYPE ratelimit_dynamodb_rejection_cache_hits_total counter
+ratelimit_dynamodb_rejection_cache_hits_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_dynamodb_rejection_cache_hits_total"); err != nil {
+		t.Errorf("rejection cache hits: %v", err)
+	}
+	cases := []struct {
+		op, outcome string
+		want        float64
+	}{
+		{"UpdateItem", "ok", 1},
+		{"BatchGetItem", "ok", 3}, // config, the new bucket, then the refusal confirmed on a fresh image
+		{"PutItem", "ok", 1},      // the schema version
+	}
+	for _, c := range cases {
+		n, err := gatherCount(reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome})
+		if err != nil || n != c.want {
+			t.Errorf("calls_total{operation=%q,outcome=%q} = %v, %v, want %v", c.op, c.outcome, n, err, c.want)
+		}
+	}
+	if n, err := gatherCount(reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "UpdateItem"}); err != nil || n != 1 {
+		t.Errorf("consumed_capacity_units_total{operation=UpdateItem} = %v, %v, want 1", n, err)
+	}
+	if c := testutil.CollectAndCount(reg, "ratelimit_dynamodb_call_duration_seconds"); c == 0 {
+		t.Errorf("call_duration_seconds has no series")
+	}
+}
+
+func gatherCount(reg *prometheus.Registry, name string, labels map[string]string) (float64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue(), nil
+		}
+	}
+	return 0, nil
+}
