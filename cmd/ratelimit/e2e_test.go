@@ -41,7 +41,7 @@ func buildBinary(t *testing.T) string {
 		binPath = filepath.Join(dir, "ratelimit")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -112,9 +112,9 @@ func startBinary(t *testing.T, configDir string, env ...string) *proc {
 	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
-		<-p.exited
+		err := <-p.exited
 		if t.Failed() {
-			t.Logf("binary output:\n%s", p.out.String())
+			t.Logf("binary exit: %v; output:\n%s", err, p.out.String())
 		}
 	})
 	deadline := time.Now().Add(15 * time.Second)

@@ -230,5 +230,7 @@ func TestNewFailsOnBusyPort(t *testing.T) {
 		t.Errorf("New(busy port) error = %v, want listen grpc error", err)
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
 }

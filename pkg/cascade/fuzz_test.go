@@ -173,8 +173,8 @@ func firstDebit(slot []int, k int) int {
 // debt floor; statuses carry the final state; a refused plan of enforced
 // consumes and checks is admitted on retry after the longest RetryAfter.
 func FuzzDecide(f *testing.F) {
-	f.Add(int64(t0), []byte{1, 0, 10, 0, 0, 0, 10, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, 255, 255, 255, 255, 96, 0, 255, 255, 255, 255})
-	f.Add(int64(t0), []byte{2, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 98, 0, 1, 1, 1, 1, 97, 1, 0, 0, 0, 8, 102, 1, 9, 9, 9, 9})
+	f.Add(t0, []byte{1, 0, 10, 0, 0, 0, 10, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, 255, 255, 255, 255, 96, 0, 255, 255, 255, 255})
+	f.Add(t0, []byte{2, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 98, 0, 1, 1, 1, 1, 97, 1, 0, 0, 0, 8, 102, 1, 9, 9, 9, 9})
 	f.Add(int64(0), []byte{11, 2, 255, 255, 255, 255, 3, 0, 0, 0, 9, 0, 0, 0, 7, 0, 2})
 	f.Add(int64(-5), []byte{0, 3, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 99, 0, 5, 0, 0, 0, 66, 0, 1, 0, 0, 0, 40, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, now int64, data []byte) { checkDecide(t, now, data) })

@@ -53,11 +53,11 @@ func (o Op) String() string {
 type Role uint8
 
 const (
-	// Enforce: a refusal refuses the whole plan.
+	// Enforce means a refusal refuses the whole plan.
 	Enforce Role = iota
-	// Advisory: reported only (shadow mode); never refuses the plan.
+	// Advisory debits are reported only (shadow mode) and never refuse the plan.
 	Advisory
-	// Quota: the plan is refused only when every Quota debit is refused.
+	// Quota debits refuse the plan only when every Quota debit is refused.
 	Quota
 )
 

@@ -80,6 +80,5 @@ func run(args []string) error {
 	timer := time.AfterFunc(stopTimeout, srv.Stop)
 	defer timer.Stop()
 	srv.GracefulStop()
-	<-served
-	return nil
+	return <-served
 }
