@@ -2,24 +2,43 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-// errNoDynamo is returned until the DynamoDB store is part of the binary.
-var errNoDynamo = errors.New("the DynamoDB store is not part of this build yet; use BACKEND_TYPE=memory")
-
-func openDynamo(context.Context, config.Settings, prometheus.Registerer, *logrus.Entry) (backend, error) {
-	return backend{}, errNoDynamo
+// openDynamo connects to the table and returns the DynamoDB store.
+func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, log *logrus.Entry) (backend, error) {
+	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
+	if err != nil {
+		return backend{}, fmt.Errorf("dynamodb client: %w", err)
+	}
+	st, err := dynamo.NewStore(ctx, metrics.InstrumentDynamo(client, reg), dynamo.Config{
+		Table:              s.DynamoDBTable,
+		Namespace:          s.Namespace,
+		Timeout:            s.BackendTimeout,
+		ConfigCacheTTL:     s.ConfigCacheTTL,
+		RejectionCacheSize: s.RejectionCacheSize,
+	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)))
+	if err != nil {
+		return backend{}, fmt.Errorf("dynamodb store on table %s: %w", s.DynamoDBTable, err)
+	}
+	log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint}).Info("dynamodb store")
+	return backend{store: st, close: func() { _ = st.Close() }}, nil
 }
 
-func adminCommand(_ context.Context, cmd string, _ []string, _ func(string) string, _, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "ratelimit %s: %v\n", cmd, errNoDynamo)
-	return 1
+// adminCommand runs a DynamoDB administration command.
+func adminCommand(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if err := admin.Run(ctx, append([]string{cmd}, args...), getenv, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "ratelimit %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
 }

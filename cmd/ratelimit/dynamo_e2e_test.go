@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
+
+// TestTwoBinariesShareDynamoDB runs two replicas of the binary on one
+// DynamoDB Local table: a 3-per-minute rule admits exactly 3 requests across
+// both.
+func TestTwoBinariesShareDynamoDB(t *testing.T) {
+	local := dynamotest.Shared(t)
+	table := dynamotest.TableName(t)
+	env := []string{
+		"BACKEND_TYPE=dynamodb",
+		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
+		"DYNAMODB_TABLE=" + table,
+		"AWS_REGION=us-east-1",
+		// DynamoDB Local serialises writes at ~3 ms each and this machine is
+		// shared with other tests: a generous deadline, and failures refuse.
+		"BACKEND_TIMEOUT=2s",
+		"ON_UNAVAILABLE=block",
+	}
+	getenv := func(k string) string {
+		for _, kv := range env {
+			if len(kv) > len(k) && kv[:len(k)] == k && kv[len(k)] == '=' {
+				return kv[len(k)+1:]
+			}
+		}
+		return ""
+	}
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
+		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
+	}
+
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	replicas := []*proc{startBinary(t, dir, env...), startBinary(t, dir, env...)}
+	clients := make([]pb.RateLimitServiceClient, len(replicas))
+	for i, p := range replicas {
+		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		clients[i] = pb.NewRateLimitServiceClient(cc)
+	}
+
+	admitted := 0
+	var codes []string
+	for i := range 8 {
+		resp, err := clients[i%2].ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+			Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "three")},
+		})
+		if err != nil {
+			t.Fatalf("call %d on replica %d: %v", i+1, i%2, err)
+		}
+		codes = append(codes, fmt.Sprintf("r%d:%v", i%2, resp.GetOverallCode()))
+		if resp.GetOverallCode() == pb.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Errorf("admitted %d of 8 across two replicas, want exactly 3: %v", admitted, codes)
+	}
+}
