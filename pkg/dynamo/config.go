@@ -111,9 +111,22 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, items []*item)
 	}
 	s.mu.Unlock()
 	if len(missing) > 0 {
-		got, err := s.batchGet(ctx, missing, false)
+		// Items this replica has never seen ride along (consistently read):
+		// a first decision on a new bucket costs one read call, not two.
+		var cold []*item
+		keys := missing
+		for _, it := range items {
+			if it.img == nil {
+				cold = append(cold, it)
+				keys = append(keys, itemKey(it.pk, skState))
+			}
+		}
+		got, err := s.batchGet(ctx, keys, len(cold) > 0)
 		if err != nil {
 			return err
+		}
+		for _, it := range cold {
+			s.setImage(it, decodeImage(got[it.pk+"\x00"+skState]), true)
 		}
 		s.mu.Lock()
 		if len(s.configs) >= maxImages {

@@ -1,0 +1,230 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// On-demand prices in US dollars per million request units (us-east-1).
+const (
+	usdPerMWrite = 0.625
+	usdPerMRead  = 0.125
+)
+
+// counter counts calls and the capacity DynamoDB reports consumed; a failed
+// conditional write reports none but is billed one write unit.
+type counter struct {
+	dynamo.API
+	mu             sync.Mutex
+	writes, reads  int
+	wunits, runits float64
+}
+
+func (c *counter) add(write bool, n int, units float64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ccf *types.ConditionalCheckFailedException
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &ccf) {
+		units = 1
+	} else if errors.As(err, &tce) {
+		units = float64(n)
+	}
+	if write {
+		c.writes++
+		c.wunits += units
+	} else {
+		c.reads++
+		c.runits += units
+	}
+}
+
+func (c *counter) reset() (w, r int, wu, ru float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, r, wu, ru = c.writes, c.reads, c.wunits, c.runits
+	c.writes, c.reads, c.wunits, c.runits = 0, 0, 0, 0
+	return
+}
+
+func units(cc *types.ConsumedCapacity) float64 {
+	if cc == nil {
+		return 0
+	}
+	return aws.ToFloat64(cc.CapacityUnits)
+}
+
+func (c *counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.API.UpdateItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = units(out.ConsumedCapacity)
+	}
+	c.add(true, 1, u, err)
+	return out, err
+}
+
+func (c *counter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := c.API.TransactWriteItems(ctx, in, o...)
+	var u float64
+	if out != nil {
+		for _, cc := range out.ConsumedCapacity {
+			u += units(&cc)
+		}
+	}
+	c.add(true, 2*len(in.TransactItems), u, err)
+	return out, err
+}
+
+func (c *counter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := c.API.BatchGetItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		for _, cc := range out.ConsumedCapacity {
+			u += units(&cc)
+		}
+	}
+	if u == 0 && err == nil {
+		// DynamoDB Local reports no capacity for BatchGetItem: bill as
+		// DynamoDB does, per requested item up to 4 KB (strongly
+		// consistent 1 unit, eventually consistent 0.5).
+		for _, ka := range in.RequestItems {
+			per := 0.5
+			if aws.ToBool(ka.ConsistentRead) {
+				per = 1
+			}
+			u += per * float64(len(ka.Keys))
+		}
+	}
+	c.add(false, 1, u, err)
+	return out, err
+}
+
+func (c *counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := c.API.GetItem(ctx, in, o...)
+	var u float64
+	if out != nil {
+		u = units(out.ConsumedCapacity)
+	}
+	c.add(false, 1, u, err)
+	return out, err
+}
+
+// BenchmarkDecisionCost counts DynamoDB calls and consumed capacity units
+// per decision on DynamoDB Local (not timed: Local serialises writes). Run:
+//
+//	go test ./pkg/dynamo -run '^$' -bench DecisionCost -benchtime 200x
+func BenchmarkDecisionCost(b *testing.B) {
+	l := dynamotest.Shared(b)
+	name := dynamotest.TableName(b)
+	l.CreateTable(context.Background(), b, name)
+	big := mustLimit(b, 1_000_000, time.Second, 0)
+	one := mustLimit(b, 1, time.Hour, 0)
+	newS := func(b *testing.B) (*dynamo.Store, *counter) {
+		c := &counter{API: l.Client(b)}
+		s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second})
+		if err != nil {
+			b.Fatalf("NewStore() = %v", err)
+		}
+		return s, c
+	}
+	debit := func(k cascade.Key, lim tokenbucket.Limit) cascade.Debit {
+		return cascade.Debit{Key: k, Limit: "rpm", Bucket: lim, Amount: tokenbucket.PerToken}
+	}
+	report := func(b *testing.B, c *counter, decisions int) {
+		w, r, wu, ru := c.reset()
+		n := float64(decisions)
+		b.ReportMetric(float64(w)/n, "writes/op")
+		b.ReportMetric(float64(r)/n, "reads/op")
+		b.ReportMetric(wu/n, "WCU/op")
+		b.ReportMetric(ru/n, "RCU/op")
+		b.ReportMetric((wu*usdPerMWrite+ru*usdPerMRead)/n, "USD/Mdecisions")
+		b.ReportMetric(0, "ns/op")
+	}
+	acquire := func(b *testing.B, s *dynamo.Store, p *cascade.Plan, wantAdmit bool) {
+		dec, err := s.Acquire(context.Background(), p)
+		if err != nil || dec.Admitted != wantAdmit {
+			b.Fatalf("Acquire() = %+v, %v, want admitted %t", dec, err, wantAdmit)
+		}
+	}
+	b.Run("steady_admitted", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "steady", Resource: "r"}, big)}}
+		acquire(b, s, p, true) // warm: config and first image
+		c.reset()
+		for b.Loop() {
+			acquire(b, s, p, true)
+		}
+		report(b, c, b.N)
+	})
+	b.Run("repeated_refusals", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "refused", Resource: "r"}, one)}}
+		acquire(b, s, p, true)
+		acquire(b, s, p, false) // the refusal that primes the cache
+		c.reset()
+		for b.Loop() {
+			acquire(b, s, p, false)
+		}
+		report(b, c, b.N)
+	})
+	b.Run("first_decision_new_bucket", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		acquire(b, s, &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "warm", Resource: "r"}, big)}}, true)
+		c.reset()
+		i := 0
+		for b.Loop() {
+			i++
+			acquire(b, s, &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: fmt.Sprintf("new-%d", i), Resource: "r"}, big)}}, true)
+		}
+		report(b, c, b.N)
+	})
+	b.Run("two_descriptors", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "two-a", Resource: "r"}, big), debit(cascade.Key{Entity: "two-b", Resource: "r"}, big)}}
+		acquire(b, s, p, true)
+		c.reset()
+		for b.Loop() {
+			acquire(b, s, p, true)
+		}
+		report(b, c, b.N)
+	})
+	b.Run("hot_bucket_50_callers", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "hot", Resource: "r"}, big)}}
+		acquire(b, s, p, true)
+		c.reset()
+		var wg sync.WaitGroup
+		per := max(b.N/50, 1)
+		for range 50 {
+			wg.Go(func() {
+				for range per {
+					if _, err := s.Acquire(context.Background(), p); err != nil {
+						b.Errorf("Acquire() = %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		report(b, c, per*50)
+	})
+}
