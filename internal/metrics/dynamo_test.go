@@ -49,7 +49,7 @@ ratelimit_dynamodb_rejection_cache_hits_total 1
 		want        float64
 	}{
 		{"UpdateItem", "ok", 1},
-		{"BatchGetItem", "ok", 3}, // config, the new bucket, then the refusal confirmed on a fresh image
+		{"BatchGetItem", "ok", 2}, // config with the new bucket, then the refusal confirmed on a fresh image
 		{"PutItem", "ok", 1},      // the schema version
 	}
 	for _, c := range cases {
