@@ -323,15 +323,21 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 
 // double doubles the shard count of it's bucket: one transaction sets
 // shard_count on every existing shard (creating stubs for shards never
-// used), so that no replica keeps writing a shard with the old share.
+// used), so that no replica keeps writing a shard with the old share, and
+// creates the new shards empty (their share was handed out already; they
+// fill by refill).
 func (s *Store) double(ctx context.Context, it *item) error {
 	n := it.n
-	tx := make([]types.TransactWriteItem, n)
-	for sh := 0; sh < n; sh++ {
+	tx := make([]types.TransactWriteItem, 2*n)
+	for sh := 0; sh < 2*n; sh++ {
 		e := newExpr()
 		s.setMeta(e, it, sh, 2*n)
-		e.setAttr(attrEmpty, boolAV(true))
-		e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		if sh < n {
+			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		} else {
+			e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+			e.setAttr(attrEmpty, boolAV(true))
+		}
 		tx[sh] = types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(s.cfg.Table), Key: itemKey(bucketPK(it.ns, it.key.Entity, it.key.Resource, sh), skState),
 			UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),

@@ -24,8 +24,8 @@ const (
 	DefaultRejectionCacheSize = 10000
 
 	// MaxShards bounds shard doubling (a doubling is one transaction over
-	// every existing shard, at most 100 items).
-	MaxShards = 64
+	// every old and new shard, at most 100 items).
+	MaxShards = 32
 
 	maxAttempts  = 64
 	maxRaces     = 24
@@ -396,7 +396,7 @@ func hasCost(p *cascade.Plan) bool {
 // decide again.
 func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKey map[cascade.Key]int) (cascade.Decision, error) {
 	cost := hasCost(p)
-	txn := false
+	txn, doubled := false, false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt >= 3 {
 			// Lost several races: step aside for a random moment.
@@ -444,14 +444,15 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, items []*item, byKe
 			txn = txn || len(items) > 1
 		}
 
-		ws, double, ok := buildWrites(q, idx, slots, items, guess, now, attempt >= 2)
+		ws, double, ok := buildWrites(q, idx, slots, items, guess, now, attempt >= 2, !doubled)
 		if !ok {
-			ws, double, _ = buildWrites(q, idx, slots, items, guess, now, false)
+			ws, double, _ = buildWrites(q, idx, slots, items, guess, now, false, !doubled)
 		}
 		if double != nil {
 			if err := s.double(ctx, double); err != nil {
 				return cascade.Decision{}, err
 			}
+			doubled = true // once per decision: wcu is a soft limit
 			continue
 		}
 		if len(ws) == 0 {
@@ -547,7 +548,7 @@ type write struct {
 // consumes without crediting refill when that gives the same outcome (no
 // lock on lr: concurrent consumers do not conflict); it reports false when
 // it cannot.
-func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, guess cascade.Decision, now int64, lazy bool) ([]write, *item, bool) {
+func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, guess cascade.Decision, now int64, lazy, mayDouble bool) ([]write, *item, bool) {
 	admitted := guess.Admitted
 	lazy = lazy && admitted
 	syms := make([]sym, len(slots))
@@ -630,7 +631,7 @@ func buildWrites(q *cascade.Plan, idx []int, slots []slot, items []*item, guess 
 		wc.lazy = wok
 		if ok := wc.step(&wd, now, true); !ok || wc.spoiled {
 			wc = newSym(it.img, "wcu", wcuShape, now)
-			if !wc.step(&wd, now, true) && admitted && it.n < MaxShards {
+			if !wc.step(&wd, now, true) && admitted && mayDouble && it.n < MaxShards {
 				return nil, it, true
 			}
 		}
