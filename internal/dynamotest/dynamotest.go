@@ -267,7 +267,7 @@ func ensureJar() (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("dynamotest: lock the cache: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }() // closing the file releases it too
 
 	unpacked := filepath.Join(cache, Version)
 	if dir, err := findJarDir(unpacked); err == nil {

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"math"
-	"math/bits"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -86,7 +85,7 @@ func (s *sym) refill(l tokenbucket.Limit, nowMs int64) {
 		if s.fixed || s.geq(cp) {
 			s.spoiled = true
 		} else if nowMs > s.last {
-			add := mulDiv(nowMs-s.last, int64(l.RefillAmount), int64(l.RefillPeriod.Milliseconds()))
+			add := int64(l.Credit(s.last, nowMs))
 			if s.geq(subClamp(cp, add)) {
 				s.spoiled = true
 			}
@@ -100,8 +99,7 @@ func (s *sym) refill(l tokenbucket.Limit, nowMs int64) {
 	if nowMs <= s.last {
 		return
 	}
-	p := int64(l.RefillPeriod.Milliseconds())
-	add := mulDiv(nowMs-s.last, int64(l.RefillAmount), p)
+	add := int64(l.Credit(s.last, nowMs))
 	if s.geq(subClamp(cp, add)) {
 		s.fix(cp, nowMs)
 		return
@@ -110,7 +108,7 @@ func (s *sym) refill(l tokenbucket.Limit, nowMs int64) {
 		return
 	}
 	s.off += add
-	s.last += ceilMulDiv(add, p, int64(l.RefillAmount))
+	s.last += l.CreditTime(tokenbucket.Millitokens(add))
 }
 
 // step mirrors cascade's step for debit d; judge false ignores the outcome.
@@ -167,33 +165,4 @@ func subClamp(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return r
-}
-
-// mulDiv returns ⌊a·b/c⌋ for a, b ≥ 0, c > 0, saturating at MaxInt64.
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
-}
-
-// ceilMulDiv returns ⌈a·b/c⌉ for a, b ≥ 0, c > 0, saturating at MaxInt64.
-func ceilMulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
 }

@@ -60,7 +60,7 @@ func CreateTable(ctx context.Context, api API, table string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("dynamo: create table %s: %w: %v", table, ErrUnavailable, ctx.Err())
+			return fmt.Errorf("dynamo: create table %s: %w: %w", table, ErrUnavailable, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

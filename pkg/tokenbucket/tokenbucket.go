@@ -97,16 +97,15 @@ func (l Limit) Refill(s State, nowMs int64) State {
 	if nowMs <= s.LastRefill {
 		return s // the clock went backwards or stood still: nothing elapsed
 	}
-	elapsed := nowMs - s.LastRefill
 	missing := int64(l.Capacity - s.Tokens)
-	add := mulDiv(elapsed, int64(l.RefillAmount), l.periodMs())
+	add := int64(l.Credit(s.LastRefill, nowMs))
 	if add >= missing {
 		return State{Tokens: l.Capacity, LastRefill: nowMs}
 	}
 	if add == 0 {
 		return s
 	}
-	used := ceilMulDiv(add, l.periodMs(), int64(l.RefillAmount))
+	used := l.CreditTime(Millitokens(add))
 	return State{Tokens: s.Tokens + Millitokens(add), LastRefill: s.LastRefill + used}
 }
 
@@ -197,13 +196,39 @@ func (l Limit) TimeToFull(s State, nowMs int64) time.Duration {
 	return durationMs(int64(min(uint64(fullAt)-uint64(nowMs), math.MaxInt64)))
 }
 
+// Credit returns what refill buys from fromMs to toMs:
+// ⌊(toMs−fromMs)·RefillAmount/RefillPeriod⌋ millitokens, zero when toMs ≤
+// fromMs, saturating at MaxInt64. The span is taken exactly even when it
+// exceeds MaxInt64 milliseconds. Refill credits this, up to capacity.
+func (l Limit) Credit(fromMs, toMs int64) Millitokens {
+	if toMs <= fromMs {
+		return 0
+	}
+	return Millitokens(mulDivU(uint64(toMs)-uint64(fromMs), uint64(l.RefillAmount), uint64(l.periodMs())))
+}
+
+// CreditTime returns the least time in milliseconds that buys n millitokens:
+// ⌈n·RefillPeriod/RefillAmount⌉, saturating at MaxInt64 and zero for n ≤ 0.
+// Refill advances LastRefill by this much, never more than elapsed.
+func (l Limit) CreditTime(n Millitokens) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return ceilMulDiv(int64(n), l.periodMs(), int64(l.RefillAmount))
+}
+
 // mulDiv returns ⌊a·b/c⌋ for a, b ≥ 0 and c > 0, saturating at MaxInt64.
 func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
+	return mulDivU(uint64(a), uint64(b), uint64(c))
+}
+
+// mulDivU returns ⌊a·b/c⌋ for c > 0, saturating at MaxInt64.
+func mulDivU(a, b, c uint64) int64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
 		return math.MaxInt64
 	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
+	q, _ := bits.Div64(hi, lo, c)
 	if q > math.MaxInt64 {
 		return math.MaxInt64
 	}

@@ -713,3 +713,33 @@ func TestExtremeInstants(t *testing.T) {
 		t.Errorf("10-year Refill over all of int64 = %+v, want tokens %d", got, want)
 	}
 }
+
+func TestCreditAndCreditTime(t *testing.T) {
+	l, err := tokenbucket.Rate(3, time.Minute, 0) // 3000 millitokens per 60000 ms: 1 per 20 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		from, to int64
+		credit   Millitokens
+		took     int64
+	}{
+		{100, 95, 0, 0},
+		{100, 100, 0, 0},
+		{100, 119, 0, 0},
+		{100, 120, 1, 20},
+		{100, 139, 1, 20},
+		{0, 60_000, 3000, 60_000},
+		{0, math.MaxInt64, Millitokens(math.MaxInt64 / 20), math.MaxInt64 / 20 * 20},
+		// A span longer than MaxInt64 ms is taken exactly, then saturates.
+		{math.MinInt64, math.MaxInt64, Millitokens(math.MaxUint64 / 20), math.MaxInt64},
+	}
+	for _, tt := range tests {
+		if got := l.Credit(tt.from, tt.to); got != tt.credit {
+			t.Errorf("Credit(%d, %d) = %d, want %d", tt.from, tt.to, got, tt.credit)
+		}
+		if got := l.CreditTime(tt.credit); got != tt.took {
+			t.Errorf("CreditTime(%d) = %d, want %d", tt.credit, got, tt.took)
+		}
+	}
+}
