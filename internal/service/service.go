@@ -198,7 +198,8 @@ type item struct {
 	remain   int64
 	retry    time.Duration
 	reset    time.Duration
-	violated bool // some limit refused (before shadow)
+	bucket   tokenbucket.Limit // the limit the store applied to worst
+	violated bool              // some limit refused (before shadow)
 }
 
 // applies reports whether the item's limits take part in the decision.
@@ -567,6 +568,7 @@ func (s *Service) settle(items []item, p *cascade.Plan, dec *cascade.Decision) {
 				refused      bool
 				remain       int64
 				retry, reset time.Duration
+				bucket       tokenbucket.Limit
 			)
 			if l.Deny {
 				refused = !it.negative
@@ -577,11 +579,11 @@ func (s *Service) settle(items []item, p *cascade.Plan, dec *cascade.Decision) {
 				if !refused {
 					remain = max(int64(st.Remaining/tokenbucket.PerToken), 0)
 				}
-				retry, reset = st.RetryAfter, st.ResetAfter
+				retry, reset, bucket = st.RetryAfter, st.ResetAfter, st.Bucket
 			}
 			it.violated = it.violated || refused
 			if it.worst < 0 || (refused && !it.refused) || (refused == it.refused && remain < it.remain) {
-				it.worst, it.refused, it.remain, it.retry, it.reset = li, refused, remain, retry, reset
+				it.worst, it.refused, it.remain, it.retry, it.reset, it.bucket = li, refused, remain, retry, reset, bucket
 			}
 		}
 	}
@@ -635,10 +637,14 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		l := &it.limits[it.worst]
 		cl := &slot.limit
 		cl.Name = l.Name
-		cl.RequestsPerUnit = uint32(min(l.RequestsPerUnit, math.MaxUint32))
-		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(l.Unit)
-		if l.UnitMultiplier > 1 {
-			cl.UnitMultiplier = wrapperspb.UInt32(l.UnitMultiplier)
+		rpu, unit, mult := l.RequestsPerUnit, l.Unit, l.UnitMultiplier
+		if it.bucket != (tokenbucket.Limit{}) && it.bucket != l.Bucket {
+			rpu, unit, mult = describe(it.bucket) // the store applied a stored override
+		}
+		cl.RequestsPerUnit = uint32(min(rpu, math.MaxUint32))
+		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(unit)
+		if mult > 1 {
+			cl.UnitMultiplier = wrapperspb.UInt32(mult)
 		}
 		st.CurrentLimit = cl
 		if it.refused && !(it.shadow && !it.override) {
@@ -757,4 +763,22 @@ func (it *item) metricKey(domain string) string {
 		b.WriteString(e.Key)
 	}
 	return b.String()
+}
+
+// describeUnits are the units describe tries, largest first.
+var describeUnits = [...]descriptors.Unit{descriptors.Year, descriptors.Month, descriptors.Week, descriptors.Day, descriptors.Hour, descriptors.Minute, descriptors.Second}
+
+// describe expresses a bucket limit as Envoy's rate limit: whole requests
+// (rounded up) per the largest unit that divides its refill period, with a
+// multiplier; a sub-second or odd period is described per second.
+func describe(b tokenbucket.Limit) (rpu uint64, unit descriptors.Unit, mult uint32) {
+	perPeriod := uint64((b.RefillAmount + tokenbucket.PerToken - 1) / tokenbucket.PerToken)
+	for _, u := range describeUnits {
+		d := u.Duration()
+		if b.RefillPeriod >= d && b.RefillPeriod%d == 0 && b.RefillPeriod/d <= math.MaxUint32 {
+			return perPeriod, u, uint32(b.RefillPeriod / d)
+		}
+	}
+	perSecond := (float64(b.RefillAmount) / float64(tokenbucket.PerToken)) * float64(time.Second) / float64(b.RefillPeriod)
+	return uint64(math.Ceil(perSecond)), descriptors.Second, 1
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // statusString renders a descriptor status as "CODE/remaining/rpu", or
@@ -724,5 +725,71 @@ func TestThrottleLetsOneEventPerInterval(t *testing.T) {
 		if ok != st.ok || (ok && suppressed != st.wantSuppressed) {
 			t.Errorf("allow(+%v) = %v, %d, want %v, %d", st.at, ok, suppressed, st.ok, st.wantSuppressed)
 		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name     string
+		requests uint64
+		period   time.Duration
+		wantRPU  uint64
+		wantUnit descriptors.Unit
+		wantMult uint32
+	}{
+		{"per minute", 5, time.Minute, 5, descriptors.Minute, 1},
+		{"per hour", 1000, time.Hour, 1000, descriptors.Hour, 1},
+		{"per day", 10, 24 * time.Hour, 10, descriptors.Day, 1},
+		{"two weeks", 3, 14 * 24 * time.Hour, 3, descriptors.Week, 2},
+		{"ninety seconds", 7, 90 * time.Second, 7, descriptors.Second, 90},
+		{"half a second", 5, 500 * time.Millisecond, 10, descriptors.Second, 1},
+		{"odd period", 3, 1500 * time.Millisecond, 2, descriptors.Second, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tokenbucket.Rate(tt.requests, tt.period, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rpu, unit, mult := describe(b)
+			if rpu != tt.wantRPU || unit != tt.wantUnit || mult != tt.wantMult {
+				t.Errorf("describe(%d per %v) = %d, %v, %d, want %d, %v, %d", tt.requests, tt.period, rpu, unit, mult, tt.wantRPU, tt.wantUnit, tt.wantMult)
+			}
+		})
+	}
+}
+
+// overridingStore decides on a limit of its own in place of the plan's, as
+// the DynamoDB store does with a stored per-entity override.
+type overridingStore struct {
+	inner  *fakeStore
+	bucket tokenbucket.Limit
+}
+
+func (o overridingStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)}
+	for i := range q.Debits {
+		q.Debits[i].Bucket = o.bucket
+	}
+	return o.inner.Acquire(ctx, q)
+}
+
+func TestCurrentLimitReportsTheAppliedLimit(t *testing.T) {
+	cfg := mustConfig(t, testConfig)
+	five, err := tokenbucket.Rate(5, time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := New(overridingStore{inner: newFakeStore(), bucket: five}, func() *descriptors.Config { return cfg })
+	resp, err := svc.ShouldRateLimit(context.Background(), rlReq("api", desc("user", "alice")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := resp.GetStatuses()[0]
+	if got := st.GetCurrentLimit(); got.GetRequestsPerUnit() != 5 || got.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
+		t.Errorf("current_limit = %v, want the applied 5 per HOUR, not the rule's 3 per MINUTE", got)
+	}
+	if got := st.GetLimitRemaining(); got != 4 {
+		t.Errorf("limit_remaining = %d, want 4", got)
 	}
 }

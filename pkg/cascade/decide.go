@@ -47,6 +47,7 @@ func Decide(p *Plan, slot []int, states []tokenbucket.State, nowMs int64) Decisi
 		s := states[slot[i]]
 		st.Remaining = s.Tokens
 		st.ResetAfter = d.Bucket.TimeToFull(s, nowMs)
+		st.Bucket = d.Bucket
 		if st.OK {
 			continue
 		}

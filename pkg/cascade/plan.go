@@ -93,6 +93,11 @@ type Status struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
+	// Bucket is the limit the store applied: the debit's own, or one the
+	// store resolved in its place (a stored per-entity or per-resource
+	// override in the DynamoDB store), so that answers describe the limit
+	// that decided.
+	Bucket tokenbucket.Limit
 }
 
 // Decision is the outcome of a plan: whether it was admitted, and one Status

@@ -100,6 +100,9 @@ func TestConfigResolution(t *testing.T) {
 		if got := int64(dec.Statuses[0].Remaining/tokenbucket.PerToken) + 1; got != cs.want {
 			t.Errorf("%s: Acquire(%q) capacity = %d tokens, want %d", cs.name, cs.key, got, cs.want)
 		}
+		if got := dec.Statuses[0].Bucket.Capacity / tokenbucket.PerToken; int64(got) != cs.want {
+			t.Errorf("%s: Acquire(%q) reports the applied limit's capacity as %d tokens, want %d", cs.name, cs.key, got, cs.want)
+		}
 	}
 	// A change is seen once the cache entry expires.
 	set(dynamo.Scope{Entity: "e4", Resource: "r"}, 9)

@@ -244,7 +244,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	}
 	if dec, ok := s.fromRejectionCache(p, items, byKey); ok {
 		s.obs.RejectionCacheHit()
-		return dec, nil
+		return applied(p, dec), nil
 	}
 	release, err := s.lockItems(ctx, items)
 	if err != nil {
@@ -258,9 +258,23 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	}
 	if dec, ok := s.fromRejectionCache(p, items, byKey); ok {
 		s.obs.RejectionCacheHit()
-		return dec, nil
+		return applied(p, dec), nil
 	}
-	return s.decide(ctx, p, items, byKey)
+	dec, err := s.decide(ctx, p, items, byKey)
+	if err != nil {
+		return dec, err
+	}
+	return applied(p, dec), nil
+}
+
+// applied reports in each status the limit that decided it: the plan's, or
+// the stored override resolved into p, for the whole bucket (not one shard's
+// share of it).
+func applied(p *cascade.Plan, dec cascade.Decision) cascade.Decision {
+	for i := range dec.Statuses {
+		dec.Statuses[i].Bucket = p.Debits[i].Bucket
+	}
+	return dec
 }
 
 // lockItems takes the stripes of the plan's items in index order (no
