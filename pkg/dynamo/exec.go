@@ -322,7 +322,7 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 }
 
 // double doubles the shard count of it's bucket: one transaction sets
-// shard_count on every existing shard (creating stubs for shards never
+// shard_count on every existing shard (creating empty items for shards never
 // used), so that no replica keeps writing a shard with the old share, and
 // creates the new shards empty (their share was handed out already; they
 // fill by refill).
