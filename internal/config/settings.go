@@ -150,7 +150,7 @@ func bindings(s *Settings) []binding {
 	return []binding{
 		{"HOST", "HTTP listener address (/healthcheck, /json).", (*stringValue)(&s.Host)},
 		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
-		{"GRPC_HOST", "gRPC listener address (rate limit, access log, health).", (*stringValue)(&s.GRPCHost)},
+		{"GRPC_HOST", "gRPC listener address (rate limit, health, reflection).", (*stringValue)(&s.GRPCHost)},
 		{"GRPC_PORT", "gRPC listener port.", (*intValue)(&s.GRPCPort)},
 		{"DEBUG_HOST", "Debug listener address (/metrics, pprof).", (*stringValue)(&s.DebugHost)},
 		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
