@@ -191,7 +191,7 @@ func bindings(s *Settings) []binding {
 		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
 
 		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
-		{"BACKEND_TIMEOUT", "Deadline of one store call; keep it below Envoy's filter timeout.", (*durationValue)(&s.BackendTimeout)},
+		{"BACKEND_TIMEOUT", "Budget of one store decision, every DynamoDB call within it; keep it below Envoy's 20 ms filter timeout.", (*durationValue)(&s.BackendTimeout)},
 
 		{"DYNAMODB_TABLE", "DynamoDB table name.", (*stringValue)(&s.DynamoDBTable)},
 		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
