@@ -14,43 +14,6 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// model is a store that never forgets a bucket: one map and
-// cascade.Decide. The embedded store must agree with it whatever it evicts.
-type model struct {
-	now func() time.Time
-	m   map[bucketKey]tokenbucket.State
-}
-
-func (md *model) acquire(p *cascade.Plan) cascade.Decision {
-	nowMs := md.now().UnixMilli()
-	slot := make([]int, len(p.Debits))
-	var keys []bucketKey
-	var states []tokenbucket.State
-	for i, d := range p.Debits {
-		k := bucketKey{d.Key, d.Limit}
-		slot[i] = -1
-		for j := range keys {
-			if keys[j] == k {
-				slot[i] = j
-			}
-		}
-		if slot[i] < 0 {
-			st, ok := md.m[k]
-			if !ok {
-				st = d.Bucket.Full(nowMs)
-			}
-			slot[i] = len(keys)
-			keys = append(keys, k)
-			states = append(states, st)
-		}
-	}
-	dec := cascade.Decide(p, slot, states, nowMs)
-	for j, k := range keys {
-		md.m[k] = states[j]
-	}
-	return dec
-}
-
 // TestEvictionLosesNothing runs random plans, clock moves, sweeps and
 // at-bound evictions, and checks every decision against a store that never
 // forgets. Plans refused with ErrFull must leave no trace. The clock only
@@ -67,7 +30,7 @@ func TestEvictionLosesNothing(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 42))
 			clock := storetest.NewClock(storetest.Epoch)
 			s := New(WithClock(clock.Now), WithShards(2), WithMaxBuckets(8))
-			md := &model{now: clock.Now, m: make(map[bucketKey]tokenbucket.State)}
+			md := storetest.NewReference(clock.Now) // never forgets a bucket
 			full := 0
 			for step := range 3000 {
 				switch r := rng.IntN(100); {
@@ -96,7 +59,7 @@ func TestEvictionLosesNothing(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: Acquire() error = %v", step, err)
 				}
-				if want := md.acquire(p); !reflect.DeepEqual(got, want) {
+				if want, _ := md.Acquire(context.Background(), p); !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d at +%v: Acquire(%+v) = %+v, want %+v", step, clock.Now().Sub(storetest.Epoch), p.Debits, got, want)
 				}
 			}

@@ -2,89 +2,35 @@ package storetest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
-	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// refStore is the simplest correct store: one mutex, one map, and
-// cascade.Decide. The suite must pass against it.
-type refStore struct {
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[refKey]tokenbucket.State
-}
-
-type refKey struct {
-	k     cascade.Key
-	limit string
-}
-
-func newRefStore(now func() time.Time) *refStore {
-	return &refStore{now: now, m: make(map[refKey]tokenbucket.State)}
-}
-
-func (s *refStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return cascade.Decision{}, err
-	}
-	nowMs := s.now().UnixMilli()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	slot := make([]int, len(p.Debits))
-	var keys []refKey
-	var states []tokenbucket.State
-	for i, d := range p.Debits {
-		k := refKey{d.Key, d.Limit}
-		slot[i] = -1
-		for j := range keys {
-			if keys[j] == k {
-				slot[i] = j
-			}
-		}
-		if slot[i] < 0 {
-			st, ok := s.m[k]
-			if !ok {
-				st = d.Bucket.Full(nowMs)
-			}
-			slot[i] = len(keys)
-			keys = append(keys, k)
-			states = append(states, st)
-		}
-	}
-	dec := cascade.Decide(p, slot, states, nowMs)
-	for j, k := range keys {
-		s.m[k] = states[j]
-	}
-	return dec, nil
-}
-
 func TestRunRef(t *testing.T) {
-	Run(t, func(t *testing.T, c *Clock) Store { return newRefStore(c.Now) })
+	Run(t, func(t *testing.T, c *Clock) Store { return NewReference(c.Now) })
 }
 
 func TestRunConcurrencyRef(t *testing.T) {
-	RunConcurrency(t, func(t *testing.T) []Store { return []Store{newRefStore(time.Now)} })
+	RunConcurrency(t, func(t *testing.T) []Store { return []Store{NewReference(time.Now)} })
 }
 
 // forgetful drops every bucket after each call.
 type forgetful struct{ now func() time.Time }
 
 func (f forgetful) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
-	return newRefStore(f.now).Acquire(ctx, p)
+	return NewReference(f.now).Acquire(ctx, p)
 }
 
 // collapsing keys buckets by entity alone.
-type collapsing struct{ s *refStore }
+type collapsing struct{ s *Reference }
 
 func (c collapsing) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)}
@@ -96,7 +42,7 @@ func (c collapsing) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 }
 
 // greedy debits every admitted debit even when the plan is refused.
-type greedy struct{ s *refStore }
+type greedy struct{ s *Reference }
 
 func (g greedy) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	dec, err := g.s.Acquire(ctx, p)
@@ -130,8 +76,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		behaviour string
 	}{
 		{"forgetful", func(c *Clock) Store { return forgetful{c.Now} }, "consume_to_empty_then_refused"},
-		{"collapsing/named", func(c *Clock) Store { return collapsing{newRefStore(c.Now)} }, "named_limits_share_item"},
-		{"greedy", func(c *Clock) Store { return greedy{newRefStore(c.Now)} }, "all_or_nothing"},
+		{"collapsing/named", func(c *Clock) Store { return collapsing{NewReference(c.Now)} }, "named_limits_share_item"},
+		{"greedy", func(c *Clock) Store { return greedy{NewReference(c.Now)} }, "all_or_nothing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +88,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		})
 	}
 	c := NewClock(Epoch)
-	if err := checkDistinctKeys(collapsing{newRefStore(c.Now)}); err == nil {
+	if err := checkDistinctKeys(collapsing{NewReference(c.Now)}); err == nil {
 		t.Errorf("checkDistinctKeys(collapsing) = nil, want a failure")
 	}
 }
