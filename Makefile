@@ -20,9 +20,12 @@ run: ## run the service on the embedded store with the example config
 	$(GO) run ./cmd/ratelimit serve -config_dir examples/config
 
 .PHONY: test
+# Test binaries run one at a time (-p 1): several of them start their own
+# DynamoDB Local, and the timing-sensitive tests (over-admission, outages)
+# must not share two cores with other JVMs.
 test: ## run the whole test suite (starts DynamoDB Local itself)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
 .PHONY: bench
 bench: ## run the Go benchmarks
