@@ -6,46 +6,51 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// maxInline is the number of bucket states Decide keeps on the stack.
+// maxInline is the number of bucket levels Decide keeps on the stack.
 const maxInline = 8
 
-// Decide decides plan p against the current states of its buckets at nowMs.
+// Decide decides plan p at nowMs on the levels of its buckets.
 //
-// states holds one state per distinct bucket limit of the plan, and slot[i] is
-// the index in states of debit i's bucket limit (several debits may share a
-// slot; they are then decided in order, each seeing the one before). On return
-// states holds what the store must persist: refilled, debited if the plan was
-// admitted, charged and refunded in any case. The caller must hold whatever
+// levels holds one level per distinct bucket limit of the plan (see
+// tokenbucket.Stored and tokenbucket.New), and slot[i] is the index in levels
+// of debit i's bucket limit (several debits may share a slot; they are then
+// decided in order, each seeing the one before). On return each level holds
+// what the store must persist: debited if the plan was admitted, charged and
+// refunded in any case, and the range of stored levels for which this is
+// the decision (a store with conditional writes makes that range its
+// condition; a store under a lock ignores it). The caller must hold whatever
 // lock or condition makes the load, Decide and the write atomic.
-func Decide(p *Plan, slot []int, states []tokenbucket.State, nowMs int64) Decision {
+func Decide(p *Plan, slot []int, levels []tokenbucket.Level, nowMs int64) Decision {
 	dec := Decision{Statuses: make([]Status, len(p.Debits))}
-	var inline [maxInline]tokenbucket.State
-	work := append(inline[:0], states...)
+	var inline [maxInline]tokenbucket.Level
+	work := append(inline[:0], levels...)
 	for i := range p.Debits {
-		d := &p.Debits[i]
-		s := &work[slot[i]]
-		dec.Statuses[i].OK = step(d, s, nowMs, true)
+		dec.Statuses[i].OK = step(&p.Debits[i], &work[slot[i]], nowMs)
 	}
 	dec.Admitted = Admit(p.Debits, dec.Statuses)
 	if dec.Admitted {
-		copy(states, work)
+		copy(levels, work)
 	} else {
-		// Refused: keep only what is applied regardless (charges, refunds) on
-		// top of the refilled states.
+		// Refused: only what is applied regardless (charges, refunds) stays,
+		// on the levels as they were, under the conditions that refused.
+		for j := range levels {
+			levels[j] = work[j].Restart(levels[j])
+		}
 		for i := range p.Debits {
 			d := &p.Debits[i]
-			s := &states[slot[i]]
-			*s = d.Bucket.Refill(*s, nowMs)
-			if d.Op == Charge || d.Op == Refund {
-				step(d, s, nowMs, false)
+			switch d.Op {
+			case Charge:
+				d.Bucket.ChargeBlind(&levels[slot[i]], d.Amount, nowMs)
+			case Refund:
+				d.Bucket.Refund(&levels[slot[i]], d.Amount, nowMs)
 			}
 		}
 	}
 	for i := range p.Debits {
 		d := &p.Debits[i]
 		st := &dec.Statuses[i]
-		s := states[slot[i]]
-		st.Remaining = s.Tokens
+		s := levels[slot[i]].State()
+		st.Remaining = d.Bucket.Tokens(s, nowMs)
 		st.ResetAfter = d.Bucket.TimeToFull(s, nowMs)
 		st.Bucket = d.Bucket
 		if st.OK {
@@ -87,24 +92,17 @@ func addSat(a, b tokenbucket.Millitokens) tokenbucket.Millitokens {
 	return a + b
 }
 
-// step applies debit d to *s (refilling first) and reports whether the
-// bucket admitted it. With judge false the outcome is ignored.
-func step(d *Debit, s *tokenbucket.State, nowMs int64, judge bool) bool {
+// step applies debit d to *v and reports whether the bucket admitted it.
+func step(d *Debit, v *tokenbucket.Level, nowMs int64) bool {
 	switch d.Op {
 	case Consume:
-		ns, ok := d.Bucket.TryConsume(*s, d.Amount, nowMs)
-		*s = ns
-		return ok
+		return d.Bucket.TryConsume(v, d.Amount, nowMs)
 	case Check:
-		*s = d.Bucket.Refill(*s, nowMs)
-		return s.Tokens > 0
+		return d.Bucket.Check(v, nowMs)
 	case Charge:
-		*s = d.Bucket.Refill(*s, nowMs)
-		ok := !judge || s.Tokens > 0
-		*s = d.Bucket.ForceConsume(*s, d.Amount, nowMs)
-		return ok
+		return d.Bucket.Charge(v, d.Amount, nowMs)
 	case Refund:
-		*s = d.Bucket.Refund(*s, d.Amount, nowMs)
+		d.Bucket.Refund(v, d.Amount, nowMs)
 		return true
 	}
 	return false
