@@ -1,10 +1,16 @@
 package cascade
 
 import (
+	"errors"
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
+
+// ErrInvalid marks a plan that no store can decide as asked: a limit
+// outside tokenbucket's range, or a key a store cannot hold. Stores wrap it;
+// the service answers such a request InvalidArgument, never ON_UNAVAILABLE.
+var ErrInvalid = errors.New("cascade: invalid plan")
 
 // Key names one bucket item: the bucket of an entity for a resource in a
 // namespace. A bucket item holds one or more named limits. The fields are

@@ -7,49 +7,65 @@ package tokenbucket
 //
 //   - the write: the new level as a function of the stored one, either
 //     stored + Delta (an ADD, which commutes with other writers' ADDs) or a
-//     constant (a SET, once a clamp to capacity made the value independent
+//     constant (a SET, when a clamp to capacity made the value independent
 //     of what was stored);
 //   - the range of stored levels for which every comparison the decision
-//     made comes out the same.
+//     made comes out the same and the write keeps its form.
 //
 // A conditional write "if Lo ≤ X ≤ Hi then apply the write" is therefore
 // exactly the decision the operations would take on whatever X the store
 // holds when the write lands: a refusal of the condition is the only
-// conflict, and it happens only when the outcome would differ.
+// conflict, and it happens only when the outcome or the form of the write
+// would differ. The range is tight: just outside it, one of them does.
+//
+// Internally the level is kept as the function max(X + delta, floor) of the
+// stored level X (floor only once a clamp happened), which is exact for any
+// sequence of operations: comparisons then bound X alone, and the choice
+// between ADD and SET is made once, at the end, for the write.
 //
 // A store under a lock uses the value alone (Stored, then State).
 type Level struct {
-	x      Int128 // the level the decision computes
-	set    bool   // x no longer depends on the stored level
-	delta  Int128 // when !set: x = stored + delta
-	lo, hi Int128 // stored levels for which every comparison holds
-	dirty  bool   // an operation changed the level
+	x0      Int128 // the stored level the decision believes
+	x       Int128 // the level the decision computes: max(x0+delta, floor)
+	delta   Int128 // what the operations added
+	floor   Int128 // the clamp, shifted by later additions (when floored)
+	floored bool   // a clamp applies
+	konst   bool   // the level does not depend on a stored one (New)
+	lo, hi  Int128 // stored levels for which every comparison holds
+	dirty   bool   // an operation added to the level
 }
 
 // Stored returns the level of a bucket whose stored state is believed to be
 // s: its decisions are conditional on s's range.
 func Stored(s State) Level {
-	return Level{x: s.X, lo: MinInt128, hi: MaxInt128}
+	return Level{x0: s.X, x: s.X, lo: MinInt128, hi: MaxInt128}
 }
 
 // New returns the level of a bucket the store does not hold yet, starting
 // at s (Full, or Empty for a shard that starts empty): its write is a SET
-// whatever it does, and it makes no conditions on a stored level.
+// whatever it does, and it makes no conditions on a stored level. Like any
+// level, it is Changed only once an operation debits or credits it.
 func New(s State) Level {
-	return Level{x: s.X, set: true, lo: MinInt128, hi: MaxInt128, dirty: true}
+	return Level{x0: s.X, x: s.X, konst: true, lo: MinInt128, hi: MaxInt128, dirty: true}
 }
 
-// State returns the level the decision computed.
-func (v *Level) State() State { return State{X: v.x} }
+// set reports whether the write is a SET of x.
+func (v *Level) set() bool {
+	return v.konst || (v.dirty && v.floored && v.x0.Add(v.delta).Less(v.floor))
+}
+
+// State returns the level the decision computed: what the write leaves
+// when the stored level is the one believed.
+func (v *Level) State() State { return State{X: v.Apply(v.x0)} }
 
 // Changed reports whether the decision changes the stored level (a store
 // writes nothing for a level that did not change).
-func (v *Level) Changed() bool { return v.dirty && (v.set || !v.delta.IsZero()) }
+func (v *Level) Changed() bool { return v.dirty && (v.set() || !v.delta.IsZero()) }
 
 // Write returns the write: (true, the new level) for a SET, or (false, the
 // delta) for an ADD.
 func (v *Level) Write() (set bool, value Int128) {
-	if v.set {
+	if v.set() {
 		return true, v.x
 	}
 	return false, v.delta
@@ -57,22 +73,37 @@ func (v *Level) Write() (set bool, value Int128) {
 
 // Bounds returns the range of stored levels, inclusive, for which the
 // decision holds; MinInt128 and MaxInt128 mean unbounded.
-func (v *Level) Bounds() (lo, hi Int128) { return v.lo, v.hi }
+func (v *Level) Bounds() (lo, hi Int128) {
+	lo, hi = v.lo, v.hi
+	if v.konst || !v.dirty || !v.floored {
+		return lo, hi
+	}
+	// x = max(X + delta, floor): a SET of floor below the edge, an ADD of
+	// delta from it on.
+	edge := v.floor.Sub(v.delta)
+	if v.x0.Less(edge) {
+		return lo, Min(hi, edge.Sub(I128(1)))
+	}
+	return Max(lo, edge), hi
+}
 
 // Holds reports whether a stored level x lies within Bounds.
-func (v *Level) Holds(x Int128) bool { return !x.Less(v.lo) && !v.hi.Less(x) }
+func (v *Level) Holds(x Int128) bool {
+	lo, hi := v.Bounds()
+	return !x.Less(lo) && !hi.Less(x)
+}
 
 // Apply returns the level the write leaves when the stored level was x.
 func (v *Level) Apply(x Int128) Int128 {
-	if v.set {
+	if v.set() {
 		return v.x
 	}
 	return x.Add(v.delta)
 }
 
-// Restart returns the level as it was before any operation (believed stored
-// value s), keeping v's bounds: a decision that discards its operations
-// (a refused plan) still depends on the comparisons that refused it.
+// Restart returns start (the level as it was before any operation), keeping
+// the bounds of v's comparisons: a decision that discards its operations (a
+// refused plan) still depends on the comparisons that refused it.
 func (v *Level) Restart(start Level) Level {
 	start.lo, start.hi = Max(start.lo, v.lo), Min(start.hi, v.hi)
 	return start
@@ -82,10 +113,13 @@ func (v *Level) Restart(start Level) Level {
 // the same way.
 func (v *Level) le(t Int128) bool {
 	ok := !t.Less(v.x)
-	if v.set {
+	if v.konst {
 		return ok
 	}
-	// x = X + delta ≤ t  ⇔  X ≤ t − delta
+	if v.floored && t.Less(v.floor) {
+		return false // x ≥ floor > t, whatever the stored level
+	}
+	// max(X + delta, floor) ≤ t  ⇔  X ≤ t − delta, as floor ≤ t.
 	edge := t.Sub(v.delta)
 	if ok {
 		v.hi = Min(v.hi, edge)
@@ -96,14 +130,15 @@ func (v *Level) le(t Int128) bool {
 }
 
 // clamp lifts a level below b (a bucket fuller than its capacity, which is
-// how a full bucket ages) to b. A level that reaches b is a SET from then on.
+// how a full bucket ages) to b. It records no condition: whether the write
+// becomes a SET is decided once, for the write (see Bounds).
 func (v *Level) clamp(b Int128) {
-	if v.set {
-		v.x = Max(v.x, b)
+	v.x = Max(v.x, b)
+	if v.konst {
 		return
 	}
-	if v.le(b.Sub(I128(1))) { // x < b: full, whatever the exact stored level
-		v.set, v.x = true, b
+	if !v.floored || v.floor.Less(b) {
+		v.floor, v.floored = b, true
 	}
 }
 
@@ -112,54 +147,70 @@ func (v *Level) add(k Int128) {
 		return
 	}
 	v.x = v.x.Add(k)
-	if !v.set {
-		v.delta = v.delta.Add(k)
-	}
 	v.dirty = true
+	if v.konst {
+		return
+	}
+	v.delta = v.delta.Add(k)
+	if v.floored {
+		v.floor = v.floor.Add(k)
+	}
 }
 
 // TryConsume debits n millitokens if the bucket holds at least n at nowMs
 // and reports whether it did; otherwise the level is unchanged. A negative n
-// is treated as zero.
+// is treated as zero; more than the capacity never fits.
 func (l Limit) TryConsume(v *Level, n Millitokens, nowMs int64) bool {
 	n = max(n, 0)
-	v.clamp(l.base(nowMs))
+	if n > l.Capacity {
+		return false // whatever the stored level
+	}
+	// The bucket holds max(x, base) ≤ at − n·rp; as base ≤ at − n·rp for
+	// n ≤ Capacity, that is x ≤ at − n·rp.
 	if !v.le(l.at(nowMs).Sub(l.span(n))) {
 		return false
 	}
-	v.add(l.span(n))
+	if n > 0 {
+		v.clamp(l.base(nowMs))
+		v.add(l.span(n))
+	}
 	return true
 }
 
-// Check reports whether the bucket holds more than zero at nowMs (the answer
-// to a request with zero hits). It debits nothing.
+// Check reports whether the bucket holds at least one millitoken at nowMs
+// (the answer to a request with zero hits: not exhausted, not in debt). It
+// debits nothing.
 func (l Limit) Check(v *Level, nowMs int64) bool {
-	v.clamp(l.base(nowMs))
-	return v.le(l.at(nowMs).Sub(I128(1)))
+	return v.le(l.at(nowMs).Sub(l.span(1)))
 }
 
 // Charge debits n millitokens even past zero: cost already spent, which
-// refill repays. It reports whether the bucket held more than zero before
-// the charge (the admission of a post-hoc charge). A negative n is treated
-// as zero.
+// refill repays. It reports whether the bucket held at least one millitoken
+// before the charge (the admission of a post-hoc charge). A negative n is
+// treated as zero.
 func (l Limit) Charge(v *Level, n Millitokens, nowMs int64) bool {
 	ok := l.Check(v, nowMs)
-	v.add(l.span(max(n, 0)))
+	l.ChargeBlind(v, n, nowMs)
 	return ok
 }
 
 // ChargeBlind debits n millitokens even past zero without judging the
 // bucket: a charge applied whatever the decision (no condition recorded).
+// A negative n is treated as zero.
 func (l Limit) ChargeBlind(v *Level, n Millitokens, nowMs int64) {
+	if n <= 0 {
+		return
+	}
 	v.clamp(l.base(nowMs))
-	v.add(l.span(max(n, 0)))
+	v.add(l.span(n))
 }
 
 // Refund credits n millitokens, never above capacity. A negative n is
 // treated as zero.
 func (l Limit) Refund(v *Level, n Millitokens, nowMs int64) {
-	b := l.base(nowMs)
-	v.clamp(b)
-	v.add(l.span(max(n, 0)).Neg())
-	v.clamp(b)
+	if n <= 0 {
+		return
+	}
+	v.add(l.span(n).Neg())
+	v.clamp(l.base(nowMs))
 }
