@@ -131,12 +131,12 @@ func (l Limit) Available(s State, nowMs int64) int64 {
 // zero. A wait longer than any time.Duration saturates.
 func (l Limit) RetryAfter(s State, n Millitokens, nowMs int64) time.Duration {
 	n = min(max(n, 0), MaxMillitokens)
-	// The bucket holds n from the first t with t·ra ≥ X + n·rp (a full
-	// bucket holds Capacity ≥ n, so the clamp never delays it).
-	x := s.X
-	if n <= l.Capacity {
-		x = Max(x, l.base(nowMs))
-	}
+	// The bucket holds n from the first t with t·ra ≥ X + n·rp, X clamped
+	// to a full bucket now: a level below Full(nowMs) means "full", however
+	// long ago, so the wait for more than the capacity starts from full now
+	// (without the clamp it would count idle time lost to the capacity, and
+	// a refused request would be told to retry at once).
+	x := Max(s.X, l.base(nowMs))
 	return l.until(x.Add(l.span(n)), nowMs)
 }
 
