@@ -34,6 +34,6 @@ func Example() {
 	// Output:
 	// true 1 0s
 	// true 0 0s
-	// false 0 501ms
+	// false 0 500ms
 	// 1
 }

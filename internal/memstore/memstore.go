@@ -188,14 +188,14 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	}
 	var (
 		slotArr  [inline]int
-		stateArr [inline]tokenbucket.State
+		levelArr [inline]tokenbucket.Level
 		refArr   [inline]ref
 		lockArr  [inline]int
 	)
-	slot, states, refs, locks := slotArr[:0], stateArr[:0], refArr[:0], lockArr[:0]
+	slot, levels, refs, locks := slotArr[:0], levelArr[:0], refArr[:0], lockArr[:0]
 	if n > inline {
 		slot = make([]int, 0, n)
-		states = make([]tokenbucket.State, 0, n)
+		levels = make([]tokenbucket.Level, 0, n)
 		refs = make([]ref, 0, n)
 		locks = make([]int, 0, n)
 	}
@@ -242,19 +242,22 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		r := &refs[j]
 		f := &p.Debits[r.first]
 		r.e = s.shards[r.hash&s.mask].m[bucketKey{f.Key, f.Limit}]
-		if r.e != nil {
-			states = append(states, r.e.state)
-		} else {
-			states = append(states, f.Bucket.Full(nowMs))
+		switch {
+		case r.e == nil:
+			levels = append(levels, tokenbucket.New(r.limit.Full(nowMs)))
+		case r.e.limit != r.limit:
+			levels = append(levels, tokenbucket.New(restate(r.e.state, r.e.limit, r.limit, nowMs)))
+		default:
+			levels = append(levels, tokenbucket.Stored(r.e.state))
 		}
 	}
-	dec := cascade.Decide(p, slot, states, nowMs)
+	dec := cascade.Decide(p, slot, levels, nowMs)
 
 	// Make room for the new buckets that hold something, or refuse to decide.
 	for _, si := range locks {
 		need := 0
 		for j := range refs {
-			if r := &refs[j]; r.e == nil && int(r.hash&s.mask) == si && (states[j].Tokens < r.limit.Capacity || states[j].LastRefill > nowMs) {
+			if r := &refs[j]; r.e == nil && int(r.hash&s.mask) == si && !full(r.limit, levels[j].State(), nowMs) {
 				need++
 			}
 		}
@@ -266,16 +269,18 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	for j := range refs {
 		r := &refs[j]
 		if r.e != nil {
-			r.e.state, r.e.limit = states[j], r.limit
+			if levels[j].Changed() {
+				r.e.state, r.e.limit = levels[j].State(), r.limit
+			}
 			continue
 		}
-		if states[j].Tokens >= r.limit.Capacity && states[j].LastRefill <= nowMs {
+		if full(r.limit, levels[j].State(), nowMs) {
 			continue // exactly a new bucket: nothing to remember
 		}
 		f := &p.Debits[r.first]
 		k := cloneKey(f.Key, f.Limit)
 		sh := &s.shards[r.hash&s.mask]
-		sh.m[k] = &entry{state: states[j], limit: r.limit}
+		sh.m[k] = &entry{state: levels[j].State(), limit: r.limit}
 		sh.bytes += entryBytes(&k)
 	}
 	return dec, nil
@@ -352,9 +357,16 @@ func inPlan(e *entry, refs []ref) bool {
 // not ahead of nowMs: it is then exactly a new bucket (Limit.Full(nowMs)),
 // and dropping it changes no decision. A full bucket whose last refill is
 // later than nowMs (the clock went backwards) is kept until time catches up.
-func isFull(e *entry, nowMs int64) bool {
-	s := e.limit.Refill(e.state, nowMs)
-	return s.Tokens >= e.limit.Capacity && s.LastRefill <= nowMs
+func isFull(e *entry, nowMs int64) bool { return full(e.limit, e.state, nowMs) }
+
+// full reports whether a bucket of limit l at level s is full at nowMs.
+func full(l tokenbucket.Limit, s tokenbucket.State, nowMs int64) bool { return l.FullAt(s) <= nowMs }
+
+// restate returns the level under limit to that holds at nowMs what s holds
+// under limit from (whole millitokens, rounded down), as storetest.Restate.
+func restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
+	held := from.Tokens(s, nowMs)
+	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}
 }
 
 // cloneKey copies the key strings into one allocation, so that a stored key

@@ -5,13 +5,14 @@
 //
 // Run holds a store to every behaviour on a fixed, settable Clock: new
 // buckets start full; exhaustion and refusal with exact RetryAfter
-// ((⌊deficit·RefillPeriod/RefillAmount⌋+1) ms) and ResetAfter; refill to the
-// millitoken, never twice in one millisecond, and not at all while the clock
-// goes backwards; all-or-nothing plans; the same bucket limit twice in one
-// plan; several named limits on one bucket item; checks, charges (debt),
-// refunds (capped at capacity); advisory and quota roles; keys that differ in
-// one field only, whatever bytes they hold; a limit whose capacity changes;
-// statuses one per debit, in order. RunConcurrency runs the same store on the
+// (deficit·RefillPeriod/RefillAmount, rounded up to the millisecond) and
+// ResetAfter; refill without rounding (fractions of a millitoken are kept
+// however often a bucket is read) and nothing credited when the clock goes
+// backwards; all-or-nothing plans; the same bucket limit twice in one plan;
+// several named limits on one bucket item; checks, charges (debt), refunds
+// (capped at capacity); advisory and quota roles; keys that differ in one
+// field only, whatever bytes they hold; a limit whose capacity or rate
+// changes (the bucket keeps its tokens); statuses one per debit, in order. RunConcurrency runs the same store on the
 // real clock under many goroutines, across one or several instances that
 // share state, and checks that no more is admitted than the bucket refills
 // and that multi-bucket plans neither deadlock nor lose a millitoken.

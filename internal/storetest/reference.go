@@ -13,10 +13,15 @@ import (
 // forgets a bucket, and cascade.Decide. The suite passes against it, and
 // other stores' randomised tests compare their decisions with it. It is safe
 // for concurrent use.
+//
+// Each bucket limit keeps its level and the Limit it was last written with.
+// A debit that names the bucket with a different Limit (a reloaded config)
+// first restates the level in the new limit's terms, keeping what the bucket
+// holds (see Restate); a bucket never seen starts full.
 type Reference struct {
 	now func() time.Time
 	mu  sync.Mutex
-	m   map[refKey]tokenbucket.State
+	m   map[refKey]refEntry
 }
 
 type refKey struct {
@@ -24,13 +29,18 @@ type refKey struct {
 	limit string
 }
 
-// NewReference returns an empty reference store reading time from now.
-func NewReference(now func() time.Time) *Reference {
-	return &Reference{now: now, m: make(map[refKey]tokenbucket.State)}
+type refEntry struct {
+	state tokenbucket.State
+	limit tokenbucket.Limit
 }
 
-// Acquire decides p with cascade.Decide over the stored states; a bucket
-// never seen starts full.
+// NewReference returns an empty reference store reading time from now.
+func NewReference(now func() time.Time) *Reference {
+	return &Reference{now: now, m: make(map[refKey]refEntry)}
+}
+
+// Acquire decides p with cascade.Decide over the stored levels and stores
+// every level the decision changed.
 func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return cascade.Decision{}, err
@@ -39,29 +49,49 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot := make([]int, len(p.Debits))
-	var keys []refKey
-	var states []tokenbucket.State
+	index := make(map[refKey]int)
+	var (
+		keys   []refKey
+		limits []tokenbucket.Limit
+		levels []tokenbucket.Level
+	)
 	for i, d := range p.Debits {
 		k := refKey{d.Key, d.Limit}
-		slot[i] = -1
-		for j := range keys {
-			if keys[j] == k {
-				slot[i] = j
-			}
-		}
-		if slot[i] < 0 {
-			st, ok := s.m[k]
-			if !ok {
-				st = d.Bucket.Full(nowMs)
-			}
-			slot[i] = len(keys)
+		j, ok := index[k]
+		if !ok {
+			j = len(keys)
+			index[k] = j
 			keys = append(keys, k)
-			states = append(states, st)
+			limits = append(limits, d.Bucket)
+			if e, ok := s.m[k]; !ok {
+				levels = append(levels, tokenbucket.New(d.Bucket.Full(nowMs)))
+			} else if e.limit != d.Bucket {
+				levels = append(levels, tokenbucket.New(Restate(e.state, e.limit, d.Bucket, nowMs)))
+			} else {
+				levels = append(levels, tokenbucket.Stored(e.state))
+			}
 		}
+		limits[j] = d.Bucket // the last debit's limit is the one stored
+		slot[i] = j
 	}
-	dec := cascade.Decide(p, slot, states, nowMs)
+	dec := cascade.Decide(p, slot, levels, nowMs)
 	for j, k := range keys {
-		s.m[k] = states[j]
+		if levels[j].Changed() {
+			s.m[k] = refEntry{state: levels[j].State(), limit: limits[j]}
+		}
 	}
 	return dec, nil
+}
+
+// Restate returns the level under limit to that holds at nowMs what state s
+// holds under limit from (whole millitokens, rounded down; debt included):
+// a level means nothing without the refill rate it was written with, so a
+// bucket whose limit changes keeps its tokens, not its level. The result
+// may exceed to's capacity; the next operation clamps it.
+func Restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
+	if from == to {
+		return s
+	}
+	held := from.Tokens(s, nowMs)
+	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}
 }
