@@ -215,14 +215,12 @@ func behaviours() []behaviour {
 			{at: 2 * time.Second, plan: plan(check("a", l3)), want: admitted(ok(3000, 0))},
 			// a third of a millitoken per ms: reported in whole millitokens
 			// (rounded down), the fractions kept, however often the bucket
-			// is read. A check admits while the bucket holds more than zero
-			// (a third of a millitoken is enough); its wait, from empty, is
-			// the time to one whole millitoken (loose: at most that).
+			// is read. A check admits once the bucket holds one millitoken.
 			{at: 0, plan: plan(consume("b", lThird, tok)), want: admitted(ok(0, 3000*ms))},
-			{at: 0, plan: plan(check("b", lThird)), want: refused(no(0, 1*ms, 3000*ms)), loose: true},
-			{at: 1 * ms, plan: plan(check("b", lThird)), want: admitted(ok(0, 2999*ms))},
-			{at: 2 * ms, plan: plan(check("b", lThird)), want: admitted(ok(0, 2998*ms))},
-			{at: 2 * ms, plan: plan(check("b", lThird)), want: admitted(ok(0, 2998*ms))},
+			{at: 0, plan: plan(check("b", lThird)), want: refused(no(0, 3*ms, 3000*ms))},
+			{at: 1 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 2*ms, 2999*ms))},
+			{at: 2 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 1*ms, 2998*ms))},
+			{at: 2 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 1*ms, 2998*ms))},
 			{at: 3 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2997*ms))},
 			{at: 3 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2997*ms))},
 			{at: 4 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2996*ms))},
