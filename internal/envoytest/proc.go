@@ -1,0 +1,147 @@
+package envoytest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RepoRoot returns the directory holding go.mod, walking up from the working
+// directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("envoytest: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("envoytest: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("envoytest: find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// process is a child process with its output kept in memory.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *capped
+	exited chan struct{}
+	err    error // set before exited is closed
+}
+
+// startProcess starts name (for messages) as cmd with its output captured.
+// The process is killed if the test binary dies.
+func startProcess(name string, cmd *exec.Cmd) (*process, error) {
+	p := &process{name: name, cmd: cmd, out: &capped{max: 1 << 20}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("envoytest: start %s: %w", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// running reports whether the process has not exited.
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig, waits up to grace, then kills the process and waits.
+func (p *process) stop(sig os.Signal, grace time.Duration) error {
+	if !p.running() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("envoytest: %s (pid %d) did not exit", p.name, p.cmd.Process.Pid)
+	}
+}
+
+// capped keeps the last max bytes written to it.
+type capped struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(b)
+	if over := c.buf.Len() - c.max; over > 0 {
+		c.buf.Next(over)
+	}
+	return len(b), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// Eventually calls cond every 20 ms until it returns true or timeout passes,
+// and reports whether it did.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
