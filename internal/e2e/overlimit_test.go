@@ -76,9 +76,9 @@ func TestOverLimit(t *testing.T) {
 // status) and the service's RateLimit-*, which must say the same.
 func checkHeaders(t *testing.T, resp envoytest.Response, limit, remaining int) {
 	t.Helper()
-	// "5, 5;w=60, 600;w=60": the most restrictive limit, then every limit
+	// "5, 5;w=60, 6000;w=60": the most restrictive limit, then every limit
 	// of the request with its window.
-	if got, want := resp.Header.Get("x-ratelimit-limit"), "5, 5;w=60, 600;w=60"; got != want {
+	if got, want := resp.Header.Get("x-ratelimit-limit"), "5, 5;w=60, 6000;w=60"; got != want {
 		t.Errorf("x-ratelimit-limit = %q, want %q", got, want)
 	}
 	if got := headerInt(t, resp, "x-ratelimit-remaining"); got != remaining {
