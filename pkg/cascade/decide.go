@@ -46,6 +46,10 @@ func Decide(p *Plan, slot []int, levels []tokenbucket.Level, nowMs int64) Decisi
 			}
 		}
 	}
+	var demands []tokenbucket.Millitokens
+	if !dec.Admitted {
+		demands = demand(p, slot, len(levels))
+	}
 	for i := range p.Debits {
 		d := &p.Debits[i]
 		st := &dec.Statuses[i]
@@ -60,26 +64,29 @@ func Decide(p *Plan, slot []int, levels []tokenbucket.Level, nowMs int64) Decisi
 		if !dec.Admitted {
 			// Nothing was consumed, so the plan's other consumes of this
 			// bucket are still ahead of the retry.
-			n = demand(p, slot, slot[i])
+			n = demands[slot[i]]
 		}
 		st.RetryAfter = d.Bucket.RetryAfter(s, n, nowMs)
 	}
 	return dec
 }
 
-// demand is what bucket k must hold for a retry of the refused plan p to
-// pass every debit p makes of it: the most that any of its debits needs on
-// top of the consumes and charges of k that come before it in the plan.
-func demand(p *Plan, slot []int, k int) tokenbucket.Millitokens {
-	var before, most tokenbucket.Millitokens
+// demand returns, for each of the n slots, what its bucket must hold for a
+// retry of the refused plan p to pass every debit p makes of it: the most
+// that any of its debits needs on top of the consumes and charges of that
+// bucket that come before it in the plan. One pass over the plan.
+func demand(p *Plan, slot []int, n int) []tokenbucket.Millitokens {
+	before := make([]tokenbucket.Millitokens, n)
+	most := make([]tokenbucket.Millitokens, n)
 	for j := range p.Debits {
 		d := &p.Debits[j]
-		if slot[j] != k || d.Op == Refund {
+		k := slot[j]
+		if d.Op == Refund {
 			continue
 		}
-		most = max(most, addSat(before, need(d)))
+		most[k] = max(most[k], addSat(before[k], need(d)))
 		if d.Op == Consume || d.Op == Charge {
-			before = addSat(before, max(d.Amount, 0))
+			before[k] = addSat(before[k], max(d.Amount, 0))
 		}
 	}
 	return most
