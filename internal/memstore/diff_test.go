@@ -37,7 +37,7 @@ func TestEvictionLosesNothing(t *testing.T) {
 				case r < 10:
 					clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
 				case r < 15:
-					s.sweep()
+					s.sweep(nil)
 				}
 				p := &cascade.Plan{}
 				for range 1 + rng.IntN(3) {

@@ -7,8 +7,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"runtime"
-	"strings"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -16,28 +15,19 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// ErrFull is returned by Acquire when a plan needs a new bucket in a shard
-// that is at its bound and holds no bucket that could be dropped.
-var ErrFull = errors.New("memstore: bucket limit reached")
+// ErrFull is returned by Acquire when a plan needs to store a new bucket in
+// a shard that is at its bound (buckets or bytes) and whose oldest buckets
+// could not be dropped (see doc.go).
+var ErrFull = errors.New("memstore: memory bound reached")
 
 // Defaults.
 const (
 	// DefaultMaxBuckets bounds the number of bucket limits held.
 	DefaultMaxBuckets = 1_000_000
+	// DefaultMaxBytes bounds the memory the bucket limits hold (1 GiB).
+	DefaultMaxBytes = 1 << 30
 	// DefaultSweepInterval is how often Run drops buckets that are full again.
 	DefaultSweepInterval = 10 * time.Second
-)
-
-// entryOverhead estimates the bytes one bucket limit costs besides its key
-// strings: the map slot (four string headers, a pointer, control bytes and
-// load-factor slack) and the entry allocation (state and limit).
-const entryOverhead = 4*16 + 8 + 16 + 48
-
-// inline is the plan size handled without heap allocations; plans larger
-// than largePlan find repeated bucket limits with a map.
-const (
-	inline    = 8
-	largePlan = 32
 )
 
 // Option configures a Store.
@@ -47,6 +37,7 @@ type config struct {
 	now           func() time.Time
 	shards        int
 	maxBuckets    int
+	maxBytes      int64
 	sweepInterval time.Duration
 }
 
@@ -76,6 +67,18 @@ func WithMaxBuckets(n int) Option {
 	}
 }
 
+// WithMaxBytes bounds the memory the bucket limits hold, by Stats.Bytes'
+// accounting (default DefaultMaxBytes); n ≤ 0 keeps the default. Each shard
+// holds at most ⌊n/shards⌋ bytes, so a bucket whose key takes more than
+// that is never stored.
+func WithMaxBytes(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxBytes = n
+		}
+	}
+}
+
 // WithSweepInterval sets how often Run drops buckets that are full again
 // (default DefaultSweepInterval); d ≤ 0 keeps the default.
 func WithSweepInterval(d time.Duration) Option {
@@ -90,7 +93,8 @@ func WithSweepInterval(d time.Duration) Option {
 type Stats struct {
 	// Buckets is the number of bucket limits held.
 	Buckets int
-	// Bytes estimates the memory they hold.
+	// Bytes is the memory they hold, by the store's accounting: key bytes
+	// plus entryOverhead per bucket limit.
 	Bytes int64
 	// Evictions counts buckets dropped because they were full again.
 	Evictions uint64
@@ -106,31 +110,11 @@ type Store struct {
 	shards        []shard
 	mask          uint64
 	perShard      int
+	perShardBytes int64
 	sweepInterval time.Duration
+	seq           atomic.Uint64 // last entry sequence number (the lock order)
 	evictions     atomic.Uint64
 	rejected      atomic.Uint64
-}
-
-type bucketKey struct {
-	key   cascade.Key
-	limit string
-}
-
-type entry struct {
-	state tokenbucket.State
-	limit tokenbucket.Limit
-}
-
-// shard is one lock and the buckets behind it. Fields other than mu are
-// guarded by mu.
-type shard struct {
-	mu    sync.Mutex
-	m     map[bucketKey]*entry
-	bytes int64
-	// futileMs is the millisecond of the last at-bound scan that found
-	// nothing to drop, +1 (0: none); no rescan happens within it.
-	futileMs int64
-	_        [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 // New returns an empty store.
@@ -139,6 +123,7 @@ func New(opts ...Option) *Store {
 		now:           time.Now,
 		shards:        4 * runtime.GOMAXPROCS(0),
 		maxBuckets:    DefaultMaxBuckets,
+		maxBytes:      DefaultMaxBytes,
 		sweepInterval: DefaultSweepInterval,
 	}
 	for _, o := range opts {
@@ -154,13 +139,24 @@ func New(opts ...Option) *Store {
 		shards:        make([]shard, n),
 		mask:          uint64(n - 1),
 		perShard:      (c.maxBuckets + n - 1) / n,
+		perShardBytes: c.maxBytes / int64(n),
 		sweepInterval: c.sweepInterval,
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[bucketKey]*entry)
+		s.shards[i].init()
 	}
 	return s
 }
+
+// inline is the plan size handled without heap allocations; plans larger
+// than largePlan find repeated bucket limits with a map.
+const (
+	inline    = 8
+	largePlan = 32
+	// maxRetries bounds how often a plan starts again because a bucket it
+	// looked up was dropped, or created by another plan, meanwhile.
+	maxRetries = 64
+)
 
 // ref is one distinct bucket limit of the plan being decided.
 type ref struct {
@@ -172,7 +168,13 @@ type ref struct {
 
 // Acquire decides p all-or-nothing at the store's current time and persists
 // the result. It returns an error only when the store cannot decide: ctx is
-// already done, a debit's limit is invalid, or ErrFull.
+// already done, a debit's limit is invalid (wrapping cascade.ErrInvalid), or
+// ErrFull.
+//
+// The work is linear in the plan's size (with a sort of its distinct
+// buckets): each distinct bucket limit is looked up once, holding its shard's
+// lock for that lookup only; the plan then holds the locks of its own
+// buckets, and of no other, while cascade.Decide runs.
 func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return cascade.Decision{}, fmt.Errorf("memstore: acquire: %w", err)
@@ -182,26 +184,24 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	}
 	n := len(p.Debits)
 	for i := range p.Debits {
-		if l := &p.Debits[i].Bucket; l.Capacity < 1 || l.RefillAmount < 1 || l.RefillPeriod < time.Millisecond {
-			return cascade.Decision{}, fmt.Errorf("memstore: debit %d of %s: invalid limit %+v", i, p.Debits[i].Limit, *l)
+		if err := p.Debits[i].Bucket.Validate(); err != nil {
+			return cascade.Decision{}, fmt.Errorf("memstore: debit %d of %s: %w: %w", i, p.Debits[i].Limit, cascade.ErrInvalid, err)
 		}
 	}
 	var (
 		slotArr  [inline]int
 		levelArr [inline]tokenbucket.Level
 		refArr   [inline]ref
-		lockArr  [inline]int
+		orderArr [inline]int
 	)
-	slot, levels, refs, locks := slotArr[:0], levelArr[:0], refArr[:0], lockArr[:0]
+	slot, levels, refs, order := slotArr[:0], levelArr[:0], refArr[:0], orderArr[:0]
 	if n > inline {
 		slot = make([]int, 0, n)
-		levels = make([]tokenbucket.Level, 0, n)
 		refs = make([]ref, 0, n)
-		locks = make([]int, 0, n)
 	}
 
-	// Name the distinct bucket limits and the shards they live in. Small
-	// plans compare with the buckets seen so far; large ones use a map.
+	// Name the distinct bucket limits. Small plans compare with the buckets
+	// seen so far; large ones use a map.
 	var seen map[bucketKey]int
 	if n > largePlan {
 		seen = make(map[bucketKey]int, n)
@@ -226,70 +226,201 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		}
 		if j == len(refs) {
 			refs = append(refs, ref{hash: h, first: i})
-			locks = insertSorted(locks, int(h&s.mask))
 		}
 		refs[j].limit = d.Bucket
 		slot = append(slot, j)
 	}
-
-	for _, si := range locks {
-		s.shards[si].mu.Lock()
+	if len(refs) > inline {
+		levels = make([]tokenbucket.Level, 0, len(refs))
+		order = make([]int, 0, len(refs))
 	}
-	defer s.unlock(locks)
 
-	nowMs := s.now().UnixMilli()
-	for j := range refs {
-		r := &refs[j]
-		f := &p.Debits[r.first]
-		r.e = s.shards[r.hash&s.mask].m[bucketKey{f.Key, f.Limit}]
-		switch {
-		case r.e == nil:
-			levels = append(levels, tokenbucket.New(r.limit.Full(nowMs)))
-		case r.e.limit != r.limit:
-			levels = append(levels, tokenbucket.New(restate(r.e.state, r.e.limit, r.limit, nowMs)))
-		default:
-			levels = append(levels, tokenbucket.Stored(r.e.state))
-		}
-	}
-	dec := cascade.Decide(p, slot, levels, nowMs)
-
-	// Make room for the new buckets that hold something, or refuse to decide.
-	for _, si := range locks {
-		need := 0
+	for range maxRetries {
+		order = s.lockAll(p, refs, order[:0])
+		nowMs := s.now().UnixMilli()
+		levels = levels[:0]
 		for j := range refs {
-			if r := &refs[j]; r.e == nil && int(r.hash&s.mask) == si && !full(r.limit, levels[j].State(), nowMs) {
-				need++
+			levels = append(levels, refs[j].e.level(refs[j].limit, nowMs))
+		}
+		dec := cascade.Decide(p, slot, levels, nowMs)
+
+		// A bucket the shard had no room for can be decided on, but not
+		// stored; and another plan may have created it meanwhile.
+		full := false
+		again := false
+		for j := range refs {
+			e := refs[j].e
+			if !e.transient {
+				continue
+			}
+			if s.exists(&refs[j]) {
+				again = true
+				break
+			}
+			if !isFull(refs[j].limit, levels[j].State(), nowMs) {
+				full = true
 			}
 		}
-		if need > 0 && !s.makeRoom(&s.shards[si], need, nowMs, refs) {
-			s.rejected.Add(1)
-			return cascade.Decision{}, ErrFull
-		}
-	}
-	for j := range refs {
-		r := &refs[j]
-		if r.e != nil {
-			if levels[j].Changed() {
-				r.e.state, r.e.limit = levels[j].State(), r.limit
+		if again {
+			s.unlockAll(refs, order)
+			for j := range refs {
+				if refs[j].e.transient {
+					refs[j].e = nil
+				}
 			}
 			continue
 		}
-		if full(r.limit, levels[j].State(), nowMs) {
-			continue // exactly a new bucket: nothing to remember
+		if full {
+			s.unlockAll(refs, order)
+			s.rejected.Add(1)
+			return cascade.Decision{}, ErrFull
 		}
-		f := &p.Debits[r.first]
-		k := cloneKey(f.Key, f.Limit)
-		sh := &s.shards[r.hash&s.mask]
-		sh.m[k] = &entry{state: levels[j].State(), limit: r.limit}
-		sh.bytes += entryBytes(&k)
+		for j := range refs {
+			r := &refs[j]
+			if r.e.transient {
+				continue
+			}
+			v := &levels[j]
+			st := v.State()
+			switch {
+			case !r.e.stored && isFull(r.limit, st, nowMs):
+				// Exactly a new bucket: nothing to remember (unlockAll drops it).
+			case !r.e.stored || v.Changed():
+				r.e.state, r.e.limit, r.e.stored = st, r.limit, true
+			}
+		}
+		s.unlockAll(refs, order)
+		return dec, nil
 	}
-	return dec, nil
+	s.rejected.Add(1)
+	return cascade.Decision{}, fmt.Errorf("memstore: acquire: %d retries: %w", maxRetries, ErrFull)
 }
 
-func (s *Store) unlock(locks []int) {
-	for _, si := range locks {
-		s.shards[si].mu.Unlock()
+// lockAll looks up (or creates) the entries of refs that have none, then
+// locks them in sequence order, starting again for any entry dropped before
+// its lock was taken. It returns the lock order (indexes into refs). No
+// shard lock is held on return.
+func (s *Store) lockAll(p *cascade.Plan, refs []ref, order []int) []int {
+	for {
+		for j := range refs {
+			if refs[j].e == nil {
+				refs[j].e = s.get(&refs[j], &p.Debits[refs[j].first])
+			}
+		}
+		order = order[:0]
+		for j := range refs {
+			if !refs[j].e.transient {
+				order = append(order, j)
+			}
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			sa, sb := refs[a].e.seq, refs[b].e.seq
+			switch {
+			case sa < sb:
+				return -1
+			case sa > sb:
+				return 1
+			}
+			return 0
+		})
+		dead := false
+		for _, j := range order {
+			refs[j].e.mu.Lock()
+			dead = dead || refs[j].e.dead
+		}
+		if !dead {
+			return order
+		}
+		for _, j := range order {
+			e := refs[j].e
+			if e.dead {
+				refs[j].e = nil
+			}
+			e.mu.Unlock()
+		}
 	}
+}
+
+// unlockAll drops the entries of refs that were created for this plan and
+// hold nothing (a bucket still full), then unlocks them.
+func (s *Store) unlockAll(refs []ref, order []int) {
+	for _, j := range order {
+		e := refs[j].e
+		if !e.stored && !e.dead {
+			sh := &s.shards[refs[j].hash&s.mask]
+			sh.mu.Lock()
+			sh.remove(e)
+			sh.mu.Unlock()
+		}
+		e.mu.Unlock()
+	}
+}
+
+// get returns r's entry, creating it if its shard has room; otherwise it
+// returns a transient entry that no other plan sees.
+func (s *Store) get(r *ref, d *cascade.Debit) *entry {
+	sh := &s.shards[r.hash&s.mask]
+	k := bucketKey{d.Key, d.Limit}
+	size := entryBytes(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[k]; e != nil {
+		return e
+	}
+	if !s.room(sh, size) {
+		return &entry{key: k, size: size, transient: true}
+	}
+	e := &entry{key: cloneKey(d.Key, d.Limit), size: size, seq: s.seq.Add(1)}
+	sh.insert(e)
+	return e
+}
+
+// exists reports whether r's shard holds r's bucket limit.
+func (s *Store) exists(r *ref) bool {
+	sh := &s.shards[r.hash&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.m[r.e.key]
+	return ok
+}
+
+// evictScan is how many of a shard's oldest entries one insert examines at
+// most: the cost of an insert at the bound is O(1).
+const evictScan = 8
+
+// room reports whether sh can take an entry of size bytes, first dropping
+// up to evictScan of its oldest entries that are full again. An entry that
+// is locked (in use) or holds less than full is moved to the newest end
+// instead (a second chance), so successive inserts examine different
+// entries. sh.mu must be held.
+func (s *Store) room(sh *shard, size int64) bool {
+	if size > s.perShardBytes {
+		return false
+	}
+	fits := func() bool { return sh.n < s.perShard && sh.bytes+size <= s.perShardBytes }
+	if fits() {
+		return true
+	}
+	nowMs := s.now().UnixMilli()
+	for range evictScan {
+		e := sh.ring.next
+		if e == &sh.ring || fits() {
+			break
+		}
+		if e.mu.TryLock() {
+			drop := e.stored && isFull(e.limit, e.state, nowMs)
+			if drop {
+				sh.remove(e)
+				s.evictions.Add(1)
+			}
+			e.mu.Unlock()
+			if drop {
+				continue
+			}
+		}
+		sh.moveToBack(e)
+	}
+	return fits()
 }
 
 // hash spreads bucket limits over shards. Equal keys hash equally; the
@@ -304,128 +435,70 @@ func (s *Store) hash(d *cascade.Debit) uint64 {
 	return h ^ h>>29
 }
 
-// insertSorted adds v to the ascending list xs unless present.
-func insertSorted(xs []int, v int) []int {
-	i := 0
-	for i < len(xs) && xs[i] < v {
-		i++
-	}
-	if i < len(xs) && xs[i] == v {
-		return xs
-	}
-	xs = append(xs, 0)
-	copy(xs[i+1:], xs[i:])
-	xs[i] = v
-	return xs
-}
+// isFull reports whether a bucket of limit l at level st is full at nowMs:
+// it is then exactly a new bucket (Limit.Full(nowMs)), and dropping it
+// changes no decision at nowMs or later.
+func isFull(l tokenbucket.Limit, st tokenbucket.State, nowMs int64) bool { return l.FullAt(st) <= nowMs }
 
-// makeRoom ensures sh can take need more buckets, dropping its full buckets
-// (other than those of the plan being decided) if it is at its bound.
-// sh.mu must be held.
-func (s *Store) makeRoom(sh *shard, need int, nowMs int64, refs []ref) bool {
-	if len(sh.m)+need <= s.perShard {
-		return true
-	}
-	if sh.futileMs == nowMs+1 {
-		return false
-	}
-	for k, e := range sh.m {
-		if !isFull(e, nowMs) || inPlan(e, refs) {
-			continue
-		}
-		delete(sh.m, k)
-		sh.bytes -= entryBytes(&k)
-		s.evictions.Add(1)
-	}
-	if len(sh.m)+need <= s.perShard {
-		return true
-	}
-	sh.futileMs = nowMs + 1
-	return false
-}
-
-func inPlan(e *entry, refs []ref) bool {
-	for i := range refs {
-		if refs[i].e == e {
-			return true
-		}
-	}
-	return false
-}
-
-// isFull reports whether the bucket would be full at nowMs with its clock
-// not ahead of nowMs: it is then exactly a new bucket (Limit.Full(nowMs)),
-// and dropping it changes no decision. A full bucket whose last refill is
-// later than nowMs (the clock went backwards) is kept until time catches up.
-func isFull(e *entry, nowMs int64) bool { return full(e.limit, e.state, nowMs) }
-
-// full reports whether a bucket of limit l at level s is full at nowMs.
-func full(l tokenbucket.Limit, s tokenbucket.State, nowMs int64) bool { return l.FullAt(s) <= nowMs }
-
-// restate returns the level under limit to that holds at nowMs what s holds
-// under limit from (whole millitokens, rounded down), as storetest.Restate.
-func restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
-	held := from.Tokens(s, nowMs)
+// restate returns the level under limit to that holds at nowMs what st
+// holds under limit from (whole millitokens, rounded down), as
+// storetest.Restate: a level means nothing without its limit's rate.
+func restate(st tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
+	held := from.Tokens(st, nowMs)
 	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}
 }
 
-// cloneKey copies the key strings into one allocation, so that a stored key
-// never pins the caller's (possibly much larger) buffers.
-func cloneKey(k cascade.Key, limit string) bucketKey {
-	var b strings.Builder
-	b.Grow(len(k.Namespace) + len(k.Entity) + len(k.Resource) + len(limit))
-	b.WriteString(k.Namespace)
-	b.WriteString(k.Entity)
-	b.WriteString(k.Resource)
-	b.WriteString(limit)
-	all := b.String()
-	i := 0
-	next := func(n int) string { s := all[i : i+n]; i += n; return s }
-	return bucketKey{
-		key: cascade.Key{
-			Namespace: next(len(k.Namespace)),
-			Entity:    next(len(k.Entity)),
-			Resource:  next(len(k.Resource)),
-		},
-		limit: next(len(limit)),
-	}
-}
-
-func entryBytes(k *bucketKey) int64 {
-	return int64(entryOverhead + len(k.key.Namespace) + len(k.key.Entity) + len(k.key.Resource) + len(k.limit))
-}
-
-// Run sweeps the store every sweep interval, dropping the buckets that would
-// be full again, until ctx ends; then it returns nil. It starts no other
+// Run sweeps the store every sweep interval, dropping the buckets that are
+// full again, until ctx ends; then it returns nil. It starts no other
 // goroutine.
 func (s *Store) Run(ctx context.Context) error {
 	t := time.NewTicker(s.sweepInterval)
 	defer t.Stop()
+	var buf []*entry
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			s.sweep()
+			buf = s.sweep(buf)
 		}
 	}
 }
 
-// sweep drops every bucket that would be full now, one shard at a time.
-func (s *Store) sweep() {
+// sweepBatch is how many entries the sweeper examines per hold of a shard
+// lock.
+const sweepBatch = 256
+
+// sweep drops every bucket that is full now, a batch at a time, so that no
+// shard lock is held for long. It returns buf for reuse.
+func (s *Store) sweep(buf []*entry) []*entry {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		nowMs := s.now().UnixMilli()
-		for k, e := range sh.m {
-			if isFull(e, nowMs) {
-				delete(sh.m, k)
-				sh.bytes -= entryBytes(&k)
-				s.evictions.Add(1)
-			}
+		buf = buf[:0]
+		for e := sh.ring.next; e != &sh.ring; e = e.next {
+			buf = append(buf, e)
 		}
 		sh.mu.Unlock()
+		for start := 0; start < len(buf); start += sweepBatch {
+			batch := buf[start:min(start+sweepBatch, len(buf))]
+			sh.mu.Lock()
+			nowMs := s.now().UnixMilli()
+			for _, e := range batch {
+				if !e.mu.TryLock() {
+					continue // in use
+				}
+				if !e.dead && e.stored && isFull(e.limit, e.state, nowMs) {
+					sh.remove(e)
+					s.evictions.Add(1)
+				}
+				e.mu.Unlock()
+			}
+			sh.mu.Unlock()
+		}
+		clear(buf) // let dropped entries go
 	}
+	return buf[:0]
 }
 
 // Stats returns the store's size and counters. It locks each shard briefly.
@@ -434,7 +507,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Buckets += len(sh.m)
+		st.Buckets += sh.n
 		st.Bytes += sh.bytes
 		sh.mu.Unlock()
 	}

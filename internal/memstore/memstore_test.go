@@ -145,7 +145,7 @@ func TestStatsBytes(t *testing.T) {
 		t.Fatalf("Stats() = %+v, want %+v", got, want)
 	}
 	c.Advance(time.Second)
-	s.sweep()
+	s.sweep(nil)
 	want = Stats{Evictions: 2}
 	if got := s.Stats(); got != want {
 		t.Fatalf("after a sweep with both full again, Stats() = %+v, want %+v", got, want)
