@@ -25,12 +25,16 @@ type backend struct {
 func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg prometheus.Registerer, log *logrus.Entry) (backend, error) {
 	switch s.BackendType {
 	case config.BackendMemory:
-		st := memstore.New(memstore.WithMaxBuckets(s.MemoryMaxBuckets), memstore.WithSweepInterval(s.MemorySweepInterval))
+		st := memstore.New(
+			memstore.WithMaxBuckets(s.MemoryMaxBuckets),
+			memstore.WithMaxBytes(int64(s.MemoryMaxBytes)),
+			memstore.WithSweepInterval(s.MemorySweepInterval),
+		)
 		m.RegisterStoreStats(func() (int, int64) {
 			stats := st.Stats()
 			return stats.Buckets, stats.Bytes
 		})
-		log.WithField("max_buckets", s.MemoryMaxBuckets).Info("embedded store")
+		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
 		return backend{store: st, run: st.Run, close: func() {}}, nil
 	case config.BackendDynamoDB:
 		return openDynamo(ctx, s, reg, log)

@@ -71,6 +71,7 @@ type Settings struct {
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: GracefulStop deadline, then Stop
 
 	MemoryMaxBuckets    int           // MEMORY_MAX_BUCKETS: bucket count bound of the memory store
+	MemoryMaxBytes      int           // MEMORY_MAX_BYTES: memory bound of the memory store, in bytes
 	MemorySweepInterval time.Duration // MEMORY_SWEEP_INTERVAL: how often the memory store drops full buckets
 
 	OnUnavailable  string        // ON_UNAVAILABLE: allow or block when the store fails
@@ -124,6 +125,7 @@ func Defaults() Settings {
 		ShutdownTimeout: 10 * time.Second,
 
 		MemoryMaxBuckets:    1000000,
+		MemoryMaxBytes:      1 << 30,
 		MemorySweepInterval: 10 * time.Second,
 
 		OnUnavailable:  OnUnavailableAllow,
@@ -188,6 +190,7 @@ func bindings(s *Settings) []binding {
 		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},
 
 		{"MEMORY_MAX_BUCKETS", "Most buckets the memory store holds.", (*intValue)(&s.MemoryMaxBuckets)},
+		{"MEMORY_MAX_BYTES", "Most bytes the memory store's buckets hold (keys and bookkeeping). At the bound, a new key evicts the oldest buckets that have refilled; if none has, its request fails and ON_UNAVAILABLE answers it.", (*intValue)(&s.MemoryMaxBytes)},
 		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
 
 		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
@@ -394,6 +397,9 @@ func (s Settings) Validate() error {
 
 	if s.MemoryMaxBuckets <= 0 {
 		bad("MEMORY_MAX_BUCKETS=%d: want > 0", s.MemoryMaxBuckets)
+	}
+	if s.MemoryMaxBytes <= 0 {
+		bad("MEMORY_MAX_BYTES=%d: want > 0", s.MemoryMaxBytes)
 	}
 	if s.RejectionCacheSize < 0 {
 		bad("REJECTION_CACHE_SIZE=%d: want ≥ 0", s.RejectionCacheSize)
