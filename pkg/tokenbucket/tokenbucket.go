@@ -175,3 +175,16 @@ func durationMs(ms int64) time.Duration {
 	}
 	return time.Duration(ms) * time.Millisecond
 }
+
+// Restate returns the state under l that holds at nowMs what s holds under
+// limit from (whole millitokens, rounded down; debt included). A level means
+// nothing without the rate it was written with, so a bucket whose limit
+// changes keeps its tokens, not its level. The result may exceed l's
+// capacity; the next operation clamps it.
+func (l Limit) Restate(s State, from Limit, nowMs int64) State {
+	if from == l {
+		return s
+	}
+	held := from.Tokens(s, nowMs)
+	return State{X: l.at(nowMs).Sub(l.span(held))}
+}
