@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -115,6 +115,35 @@ func clone(item map[string]types.AttributeValue) map[string]types.AttributeValue
 		out[k] = v
 	}
 	return out
+}
+
+// ItemSize returns an item's size as DynamoDB bills it: the UTF-8 bytes of
+// every attribute name and string value, about one byte per two digits of a
+// number plus one, one byte for a boolean.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, av := range item {
+		n += len(name)
+		switch v := av.(type) {
+		case *types.AttributeValueMemberS:
+			n += len(v.Value)
+		case *types.AttributeValueMemberN:
+			digits := len(strings.TrimLeft(v.Value, "-+0"))
+			n += (digits+1)/2 + 1
+		case *types.AttributeValueMemberBOOL:
+			n++
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
+// writeUnits is what a write of new over old costs: one unit per started KB
+// of the larger of the two images.
+func writeUnits(old, item map[string]types.AttributeValue) float64 {
+	size := max(ItemSize(old), ItemSize(item))
+	return float64(max(1, (size+1023)/1024))
 }
 
 func wcu(n float64) *types.ConsumedCapacity {
@@ -260,7 +289,7 @@ func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ .
 		return nil, err
 	}
 	t[k] = item
-	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(1)}
+	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(writeUnits(old, item))}
 	if in.ReturnValues == types.ReturnValueAllNew {
 		out.Attributes = clone(item)
 	}
@@ -570,15 +599,12 @@ func cmp(a, b types.AttributeValue) int {
 	an, aok := a.(*types.AttributeValueMemberN)
 	bn, bok := b.(*types.AttributeValueMemberN)
 	if aok && bok {
-		x, _ := strconv.ParseInt(an.Value, 10, 64)
-		y, _ := strconv.ParseInt(bn.Value, 10, 64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
+		x, _ := new(big.Int).SetString(an.Value, 10)
+		y, _ := new(big.Int).SetString(bn.Value, 10)
+		if x == nil || y == nil {
+			return strings.Compare(an.Value, bn.Value)
 		}
-		return 0
+		return x.Cmp(y)
 	}
 	if aok != bok {
 		if aok {
@@ -648,12 +674,15 @@ func applyUpdate(old, key map[string]types.AttributeValue, expr *string, names m
 			if !ok {
 				return nil, fmt.Errorf("fake: ADD needs a number in %q", *expr)
 			}
-			d, _ := strconv.ParseInt(v.Value, 10, 64)
-			var cur int64
-			if c, ok := item[n].(*types.AttributeValueMemberN); ok {
-				cur, _ = strconv.ParseInt(c.Value, 10, 64)
+			d, ok := new(big.Int).SetString(v.Value, 10)
+			if !ok {
+				return nil, fmt.Errorf("fake: ADD needs a whole number, got %q", v.Value)
 			}
-			item[n] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cur+d, 10)}
+			cur := new(big.Int)
+			if c, ok := item[n].(*types.AttributeValueMemberN); ok {
+				cur.SetString(c.Value, 10)
+			}
+			item[n] = &types.AttributeValueMemberN{Value: cur.Add(cur, d).String()}
 			i += 2
 		default:
 			return nil, fmt.Errorf("fake: unsupported update %q", *expr)

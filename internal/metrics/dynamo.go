@@ -215,9 +215,10 @@ func (d *instrumentedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.
 	return out, err
 }
 
-// DynamoObserver counts the DynamoDB store's own events: shard doublings
-// and decisions answered from the rejection cache. Pass it to
-// dynamo.WithObserver.
+// DynamoObserver counts the DynamoDB store's own events: shard doublings,
+// decisions answered from the rejection cache, decisions refused because
+// their own bucket was too busy, and how many decisions each conditional
+// write carried. Pass it to dynamo.WithObserver.
 func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 	return &dynamoObserver{
 		doublings: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
@@ -228,12 +229,24 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 			Name: "ratelimit_dynamodb_rejection_cache_hits_total",
 			Help: "Decisions refused from the local rejection cache without a DynamoDB call.",
 		})),
+		contended: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_contended_total",
+			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE).",
+		})),
+		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ratelimit_dynamodb_batch_decisions",
+			Help:    "Decisions carried by one conditional bucket write (decisions on one item that queued while the write before was in flight).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		})),
 	}
 }
 
 type dynamoObserver struct {
-	doublings, hits prometheus.Counter
+	doublings, hits, contended prometheus.Counter
+	batch                      prometheus.Histogram
 }
 
 func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
 func (o *dynamoObserver) RejectionCacheHit() { o.hits.Inc() }
+func (o *dynamoObserver) Contended()         { o.contended.Inc() }
+func (o *dynamoObserver) Batched(n int)      { o.batch.Observe(float64(n)) }

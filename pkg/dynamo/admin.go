@@ -52,8 +52,6 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 		item[attrGSI1PK] = strAV(nsPart(ns) + "/PARENT#" + esc(e.Parent))
 		item[attrGSI1SK] = strAV("ENTITY#" + esc(e.ID))
 	}
-	item[attrGSI4PK] = strAV(nsPart(ns))
-	item[attrGSI4SK] = strAV(entityPK(ns, e.ID) + skMeta)
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
@@ -160,8 +158,6 @@ func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, 
 	item["before"] = strAV(before)
 	item["after"] = strAV(after)
 	item[attrNamespace] = strAV(ns)
-	item[attrGSI4PK] = strAV(nsPart(ns))
-	item[attrGSI4SK] = strAV(auditPK(ns, auditEntity(sc)) + auditSK(id))
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {

@@ -4,7 +4,18 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
+
+// maxRejection bounds how long a refusal is answered from the rejection
+// cache: levels only rise between refunds, so until then the last image
+// refuses at most what the table would, and refunds wait at most a second.
+const maxRejection = time.Second
+
+type rejected struct {
+	untilMs int64
+	shard   int
+}
 
 func (s *Store) cachedImage(pk string) *image {
 	s.mu.Lock()
@@ -18,26 +29,17 @@ func (s *Store) forgetImage(pk string) {
 	delete(s.images, pk)
 }
 
-// setImage records img as it's image (nil forgets it) and learns the shard
-// count it carries. An image with a different shard count than assumed moves
-// the item to a shard of the count it shows.
-func (s *Store) setImage(it *item, img *image, fresh bool) {
-	it.img, it.fresh = img, fresh && img != nil
+// keepImage records img as the last image of pk and learns the shard count
+// it carries.
+func (s *Store) keepImage(b bucket, pk string, img *image) {
 	s.mu.Lock()
-	if img == nil {
-		delete(s.images, it.pk)
-	} else {
-		if len(s.images) >= maxImages {
-			evict(s.images, maxImages/100+1)
-		}
-		s.images[it.pk] = img
+	if len(s.images) >= maxImages {
+		evict(s.images, maxImages/100+1)
 	}
+	s.images[pk] = img
 	s.mu.Unlock()
-	if img != nil && img.exists && img.shardCount != it.n {
-		s.learnShards(it.base, img.shardCount)
-		if img.shardCount > it.n {
-			it.n = img.shardCount
-		}
+	if img.exists {
+		s.learnShards(b.base, img.shardCount)
 	}
 }
 
@@ -71,88 +73,126 @@ func (s *Store) learnShards(base string, n int) {
 	}
 }
 
-// maxRejection bounds how long a refusal is answered locally: refunds,
-// adjustments and compensations can return tokens before a long retry-after.
-const maxRejection = time.Second
-
-// rememberRefusal records, for every item that refused an enforced debit of
-// a plan decided on fresh images, how long it cannot admit again.
-func (s *Store) rememberRefusal(q *cascade.Plan, dec cascade.Decision, items []*item, byKey map[cascade.Key]int, nowMs int64) {
-	if s.cfg.RejectionCacheSize < 0 {
+// rememberRefusal records that pt's item refused it, until the refusal's
+// retry-after (at most maxRejection).
+func (s *Store) rememberRefusal(pt *part, nowMs int64) {
+	if s.cfg.RejectionCacheSize <= 0 {
 		return
 	}
+	var wait time.Duration
+	for i, st := range pt.dec.Statuses {
+		if !st.OK && pt.debits[i].Role == cascade.Enforce {
+			wait = max(wait, st.RetryAfter)
+		}
+	}
+	if wait <= 0 {
+		return
+	}
+	until := nowMs + min(wait, maxRejection).Milliseconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range q.Debits {
-		st := dec.Statuses[i]
-		if st.OK || st.RetryAfter <= 0 {
-			continue
-		}
-		it := items[byKey[q.Debits[i].Key]]
-		until := nowMs + min(st.RetryAfter, maxRejection).Milliseconds()
-		if r, ok := s.rejects[it.base]; ok && r.untilMs >= until && r.shard == it.shard {
-			continue
+	if r, ok := s.rejects[pt.b.base]; ok && r.untilMs >= until && r.shard == pt.shard {
+		return
+	}
+	if len(s.rejects) >= s.cfg.RejectionCacheSize {
+		for k, r := range s.rejects {
+			if r.untilMs <= nowMs {
+				delete(s.rejects, k)
+			}
 		}
 		if len(s.rejects) >= s.cfg.RejectionCacheSize {
-			for k, r := range s.rejects {
-				if r.untilMs <= nowMs {
-					delete(s.rejects, k)
-				}
-			}
-			if len(s.rejects) >= s.cfg.RejectionCacheSize {
-				evict(s.rejects, s.cfg.RejectionCacheSize/100+1)
-			}
+			evict(s.rejects, s.cfg.RejectionCacheSize/100+1)
 		}
-		s.rejects[it.base] = rejected{untilMs: until, shard: it.shard}
 	}
+	s.rejects[pt.b.base] = rejected{untilMs: until, shard: pt.shard}
 }
 
 // fromRejectionCache answers a plan that consumes without DynamoDB when one
-// of its items refused recently and deciding on the images this replica saw
-// still refuses: tokens only leave a bucket between refills (refunds aside),
-// so the last image is an upper bound until the refusal's retry-after (at
-// most maxRejection).
-func (s *Store) fromRejectionCache(p *cascade.Plan, items []*item, byKey map[cascade.Key]int) (cascade.Decision, bool) {
-	if hasCost(p) || s.cfg.RejectionCacheSize < 0 {
+// of its items refused recently and deciding on the images this replica
+// holds still refuses: levels only rise between refunds, so until the
+// refusal's retry-after (at most maxRejection) the last image refuses at
+// most what the table would. Items without an image count as full.
+func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.Decision, bool) {
+	if s.cfg.RejectionCacheSize <= 0 {
 		return cascade.Decision{}, false
 	}
 	consumes := false
 	for i := range p.Debits {
-		consumes = consumes || (p.Debits[i].Op == cascade.Consume && p.Debits[i].Amount > 0)
+		switch p.Debits[i].Op {
+		case cascade.Charge, cascade.Refund:
+			return cascade.Decision{}, false
+		case cascade.Consume:
+			consumes = consumes || p.Debits[i].Amount > 0
+		}
 	}
 	if !consumes {
 		return cascade.Decision{}, false // checks always ask the table
 	}
 	now := s.nowMs()
+	imgs := make([]*image, len(buckets))
 	hit := false
 	s.mu.Lock()
-	for _, it := range items {
-		r, ok := s.rejects[it.base]
+	for i, b := range buckets {
+		r, ok := s.rejects[b.base]
 		if !ok {
+			imgs[i] = s.images[b.pk(0)]
 			continue
 		}
 		if r.untilMs <= now {
-			delete(s.rejects, it.base)
+			delete(s.rejects, b.base)
 			continue
 		}
-		if r.shard < it.n {
-			hit = true
-			it.shard = r.shard
-			it.pk = bucketPK(it.ns, it.key.Entity, it.key.Resource, r.shard)
-			it.img = s.images[it.pk]
-		}
+		hit = true
+		imgs[i] = s.images[b.pk(r.shard)]
 	}
 	s.mu.Unlock()
 	if !hit {
 		return cascade.Decision{}, false
 	}
-	q := shaped(p, items, byKey)
-	idx, slots := slotsOf(q, byKey)
-	dec := cascade.Decide(q, idx, states(q, idx, slots, items, now), now)
+	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)}
+	slot := make([]int, len(q.Debits))
+	var keys []string
+	var levels []tokenbucket.Level
+	for i := range q.Debits {
+		d := &q.Debits[i]
+		bi := 0
+		for buckets[bi].key != d.Key {
+			bi++
+		}
+		img := imgs[bi]
+		if img != nil && img.exists && img.shardCount > 1 {
+			d.Amount = mulSat(d.Amount, img.shardCount)
+		}
+		k := buckets[bi].base + "\x00" + d.Limit
+		slot[i] = -1
+		for j := range keys {
+			if keys[j] == k {
+				slot[i] = j
+			}
+		}
+		if slot[i] < 0 {
+			lv, _ := startLevel(img, limitPrefix(d.Limit), d.Bucket, now)
+			slot[i] = len(keys)
+			keys = append(keys, k)
+			levels = append(levels, lv)
+		}
+	}
+	dec := cascade.Decide(q, slot, levels, now)
 	if dec.Admitted {
 		return cascade.Decision{}, false
 	}
-	return scaleStatuses(dec, q, items, byKey), true
+	return dec, true
+}
+
+// mulSat returns a·n, saturating at tokenbucket.MaxMillitokens.
+func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
+	if n <= 1 || a <= 0 {
+		return a
+	}
+	if a > tokenbucket.MaxMillitokens/tokenbucket.Millitokens(n) {
+		return tokenbucket.MaxMillitokens
+	}
+	return a * tokenbucket.Millitokens(n)
 }
 
 // expired reports whether a cache entry stamped at is older than ttl.

@@ -1,22 +1,22 @@
 package dynamo
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // limitImage is one limit of a bucket item as stored.
 type limitImage struct {
-	Tokens     int64 // tk: millitokens after the last refill (may be negative)
-	LastRefill int64 // lr: unix ms up to which refill was credited
-	Capacity   int64 // cp, ra, rp: the shape last written (informational)
-	Amount     int64
-	PeriodMs   int64
-	Consumed   int64 // tc: running total of millitokens consumed
+	Level    tokenbucket.Int128 // x: the bucket's level (tokenbucket.State), in whole-bucket units
+	Consumed int64              // tc: running total of millitokens debited (consumes and charges, less refunds)
+	FullAt   int64              // f: unix second from which the limit is full again (the item's expiry waits for it)
+	Shape    tokenbucket.Limit  // cp, ra, rp: the limit the level was written with
 }
 
 // image is a decoded bucket item. A nil *image or exists=false means the item
@@ -25,8 +25,17 @@ type image struct {
 	exists     bool
 	empty      bool // shard created by doubling: absent limits start empty
 	shardCount int
-	rf         int64
-	limits     map[string]limitImage // by attribute prefix ("b_"+esc(name), or "wcu")
+	limits     map[string]limitImage // by attribute prefix ("b_"+esc(name))
+	atMs       int64                 // when this replica got the image (unix ms)
+	fresh      bool                  // read or returned by DynamoDB (not guessed)
+}
+
+// limitsOrNil returns the item's limits (nil when it does not exist).
+func (im *image) limitsOrNil() map[string]limitImage {
+	if im == nil || !im.exists {
+		return nil
+	}
+	return im.limits
 }
 
 func (im *image) has(prefix string) (limitImage, bool) {
@@ -37,82 +46,83 @@ func (im *image) has(prefix string) (limitImage, bool) {
 	return l, ok
 }
 
-func (l limitImage) state() tokenbucket.State {
-	return tokenbucket.State{Tokens: tokenbucket.Millitokens(l.Tokens), LastRefill: l.LastRefill}
-}
+// limitPrefix is the attribute prefix of a limit: "b_"+esc(name).
+func limitPrefix(limit string) string { return "b_" + esc(limit) }
 
-// limitPrefix is the attribute prefix of a limit: "b_"+esc(name), or "wcu".
-func limitPrefix(limit string) string {
-	if limit == wcuLimit {
-		return "wcu"
-	}
-	return "b_" + esc(limit)
-}
-
-// wcuShape is the hidden per-item write-capacity limit: 1000 writes per
-// second, one token per write.
-// It holds 10 s of writes, as DynamoDB partitions bank unused capacity for
-// bursts: shards double under sustained load, not under a short burst.
-var wcuShape = tokenbucket.Limit{Capacity: 10000 * tokenbucket.PerToken, RefillAmount: 1000 * tokenbucket.PerToken, RefillPeriod: time.Second}
-
-// wcuCost is what one write takes from wcu.
-const wcuCost = tokenbucket.PerToken
-
-func decodeImage(item map[string]types.AttributeValue) *image {
+// decodeImage decodes a bucket item. A level that is not a whole number
+// within ±tokenbucket.MaxLevel was not written by this schema: the item is
+// refused with ErrSchema rather than read as full.
+func decodeImage(item map[string]types.AttributeValue) (*image, error) {
 	if len(item) == 0 {
-		return &image{}
+		return &image{}, nil
 	}
 	im := &image{exists: true, shardCount: 1, limits: map[string]limitImage{}}
 	for name, av := range item {
-		n, ok := number(av)
 		switch {
 		case name == attrShardCount:
-			if ok && n >= 1 {
+			if n, ok := number(av); ok && n >= 1 {
 				im.shardCount = int(n)
 			}
 			continue
 		case name == attrEmpty:
 			im.empty = true
 			continue
-		case name == attrRF:
-			im.rf = n
-			continue
-		case !ok:
-			continue
-		case strings.HasPrefix(name, "b_") || strings.HasPrefix(name, "wcu_"):
-		default:
+		}
+		prefix, field, ok := limitField(name)
+		if !ok {
 			continue
 		}
-		i := strings.LastIndexByte(name, '_')
-		prefix, field := name[:i], name[i+1:]
+		n, _ := av.(*types.AttributeValueMemberN)
+		if n == nil {
+			return nil, fmt.Errorf("dynamo: bucket %s: attribute %s is not a number: %w", getS(item, attrPK), name, ErrSchema)
+		}
 		l := im.limits[prefix]
 		switch field {
-		case fieldTokens:
-			l.Tokens = n
-		case fieldRefilled:
-			l.LastRefill = n
-		case fieldCapacity:
-			l.Capacity = n
-		case fieldAmount:
-			l.Amount = n
-		case fieldPeriod:
-			l.PeriodMs = n
+		case fieldLevel:
+			x, err := tokenbucket.ParseInt128(n.Value)
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: bucket %s: attribute %s: %w: %w", getS(item, attrPK), name, ErrSchema, err)
+			}
+			l.Level = x
 		case fieldConsumed:
-			l.Consumed = n
-		default:
-			continue
+			l.Consumed, _ = strconv.ParseInt(n.Value, 10, 64)
+		case fieldFull:
+			l.FullAt, _ = strconv.ParseInt(n.Value, 10, 64)
+		case fieldCapacity:
+			v, _ := strconv.ParseInt(n.Value, 10, 64)
+			l.Shape.Capacity = tokenbucket.Millitokens(v)
+		case fieldAmount:
+			v, _ := strconv.ParseInt(n.Value, 10, 64)
+			l.Shape.RefillAmount = tokenbucket.Millitokens(v)
+		case fieldPeriod:
+			v, _ := strconv.ParseInt(n.Value, 10, 64)
+			l.Shape.RefillPeriod = time.Duration(v) * time.Millisecond
 		}
 		im.limits[prefix] = l
 	}
-	// A limit exists only with its token count.
-	for p, l := range im.limits {
-		if _, ok := item[p+"_"+fieldTokens]; !ok {
-			delete(im.limits, p)
-		} else {
-			im.limits[p] = l
+	for p := range im.limits {
+		if _, ok := item[p+"_"+fieldLevel]; !ok {
+			delete(im.limits, p) // a limit exists only with its level
 		}
 	}
-	return im
+	return im, nil
+}
+
+// limitField splits a limit attribute "b_{name}_{field}".
+func limitField(name string) (prefix, field string, ok bool) {
+	if !strings.HasPrefix(name, "b_") {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(name, '_')
+	if i < 2 {
+		return "", "", false
+	}
+	prefix, field = name[:i], name[i+1:]
+	switch field {
+	case fieldLevel, fieldConsumed, fieldFull, fieldCapacity, fieldAmount, fieldPeriod:
+		return prefix, field, true
+	}
+	return "", "", false
 }
 
 func number(av types.AttributeValue) (int64, bool) {
@@ -126,6 +136,10 @@ func number(av types.AttributeValue) (int64, bool) {
 
 func numAV(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func bigAV(v tokenbucket.Int128) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: v.String()}
 }
 
 func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

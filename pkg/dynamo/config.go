@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -68,8 +70,8 @@ func (sc Scope) String() string {
 }
 
 type cachedConfig struct {
-	at     time.Time
-	limits map[string]tokenbucket.Limit // nil: no record
+	expires time.Time
+	limits  map[string]tokenbucket.Limit // nil: no record
 }
 
 const attrLimits = "limits"
@@ -81,79 +83,175 @@ func (s *Store) nsOr(ns string) string {
 	return ns
 }
 
-// loadConfigs resolves stored limits for every debit of p (in place), reading
-// the config records the cache lacks in one BatchGetItem.
-func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, items []*item) error {
+// configChain is where stored limits for one bucket item are looked up, in
+// order: entity+resource, entity default, resource, system.
+func configChain(b bucket) [4][2]string {
+	return [4][2]string{
+		{entityPK(b.ns, b.key.Entity), entityConfigSK(b.key.Resource)},
+		{entityPK(b.ns, b.key.Entity), entityDefaultSK},
+		{resourcePK(b.ns, b.key.Resource), skConfig},
+		{systemPK(b.ns), skConfig},
+	}
+}
+
+// loadConfigs resolves stored limits for every debit of p (in place). Config
+// records the cache lacks are read once per record however many decisions
+// want them (single flight), in a read that outlives the decisions that gave
+// up on it, so the cache fills. A record past its lifetime is served as it
+// is while one read refreshes it.
+func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []bucket) error {
 	now := s.now()
-	type rec struct{ pk, sk string }
-	chains := make([][4]rec, len(items))
-	var missing []map[string]types.AttributeValue
+	var missing, stale []string
 	seen := map[string]bool{}
 	s.mu.Lock()
-	for i, it := range items {
-		c := [4]rec{
-			{entityPK(it.ns, it.key.Entity), entityConfigSK(it.key.Resource)},
-			{entityPK(it.ns, it.key.Entity), entityDefaultSK},
-			{resourcePK(it.ns, it.key.Resource), skConfig},
-			{systemPK(it.ns), skConfig},
-		}
-		chains[i] = c
-		for _, r := range c {
-			k := r.pk + "\x00" + r.sk
+	for _, b := range buckets {
+		for _, r := range configChain(b) {
+			k := r[0] + "\x00" + r[1]
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			if cc, ok := s.configs[k]; !ok || expired(cc.at, now, s.cfg.ConfigCacheTTL) {
-				missing = append(missing, itemKey(r.pk, r.sk))
+			switch cc, ok := s.configs[k]; {
+			case !ok:
+				missing = append(missing, k)
+			case !now.Before(cc.expires):
+				stale = append(stale, k)
 			}
 		}
 	}
 	s.mu.Unlock()
+	if len(stale) > 0 {
+		s.loadRecords(stale) // refresh in the background; the stale records serve meanwhile
+	}
 	if len(missing) > 0 {
-		// Items this replica has never seen ride along (consistently read):
-		// a first decision on a new bucket costs one read call, not two.
-		var cold []*item
-		keys := missing
-		for _, it := range items {
-			if it.img == nil {
-				cold = append(cold, it)
-				keys = append(keys, itemKey(it.pk, skState))
+		for _, f := range s.loadRecords(missing) {
+			select {
+			case <-f.done:
+				if f.err != nil {
+					return f.err
+				}
+			case <-ctx.Done():
+				return fmt.Errorf("dynamo: read stored limits: %w: %w", ErrUnavailable, ctx.Err())
 			}
 		}
-		got, err := s.batchGet(ctx, keys, len(cold) > 0)
-		if err != nil {
-			return err
-		}
-		for _, it := range cold {
-			s.setImage(it, decodeImage(got[it.pk+"\x00"+skState]), true)
-		}
-		s.mu.Lock()
-		if len(s.configs) >= maxImages {
-			evict(s.configs, maxImages/100+1)
-		}
-		for _, k := range missing {
-			id := getS(k, attrPK) + "\x00" + getS(k, attrSK)
-			s.configs[id] = cachedConfig{at: now, limits: decodeLimits(got[id])}
-		}
-		s.mu.Unlock()
-	}
-	byKey := map[cascade.Key]int{}
-	for i, it := range items {
-		byKey[it.key] = i
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range p.Debits {
 		d := &p.Debits[i]
-		for _, r := range chains[byKey[d.Key]] {
-			if l, ok := s.configs[r.pk+"\x00"+r.sk].limits[d.Limit]; ok {
-				d.Bucket = l
-				break
+		for _, b := range buckets {
+			if b.key != d.Key {
+				continue
 			}
+			for _, r := range configChain(b) {
+				if l, ok := s.configs[r[0]+"\x00"+r[1]].limits[d.Limit]; ok {
+					d.Bucket = l
+					break
+				}
+			}
+			break
 		}
 	}
 	return nil
+}
+
+// flights holds the reads in progress, one per record key.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// loadRecords returns the flights that read keys ("PK\x00SK"), starting one
+// read for the keys no flight is reading yet. The read runs under the
+// store's lifetime with its own deadline, not the caller's.
+func (s *Store) loadRecords(keys []string) []*flight {
+	s.loads.mu.Lock()
+	var out []*flight
+	var start []string
+	f := &flight{done: make(chan struct{})}
+	for _, k := range keys {
+		if g, ok := s.loads.m[k]; ok {
+			out = append(out, g)
+			continue
+		}
+		s.loads.m[k] = f
+		start = append(start, k)
+	}
+	if len(start) > 0 {
+		out = append(out, f)
+		s.wg.Add(1)
+		go s.readRecords(f, start)
+	}
+	s.loads.mu.Unlock()
+	return out
+}
+
+func (s *Store) readRecords(f *flight, keys []string) {
+	defer s.wg.Done()
+	defer close(f.done)
+	defer func() {
+		s.loads.mu.Lock()
+		for _, k := range keys {
+			delete(s.loads.m, k)
+		}
+		s.loads.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(s.life, max(s.cfg.Timeout, time.Second))
+	defer cancel()
+	req := make([]map[string]types.AttributeValue, len(keys))
+	for i, k := range keys {
+		pk, sk, _ := strings.Cut(k, "\x00")
+		req[i] = itemKey(pk, sk)
+	}
+	got, err := s.batchGet(ctx, req, false)
+	if err != nil {
+		f.err = err
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.configs) >= maxImages {
+		evict(s.configs, maxImages/100+1)
+	}
+	for _, k := range keys {
+		// Lifetimes spread over ±10% so that records read together do not
+		// all expire together.
+		ttl := s.cfg.ConfigCacheTTL
+		ttl += time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
+		s.configs[k] = cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])}
+	}
+}
+
+// batchGet reads keys and returns the items by PK+"\x00"+SK.
+func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) (map[string]map[string]types.AttributeValue, error) {
+	out := map[string]map[string]types.AttributeValue{}
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		req := map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys[:n], ConsistentRead: aws.Bool(consistent)}}
+		keys = keys[n:]
+		for round := 0; len(req) > 0; round++ {
+			if round > 0 && !sleep(ctx, backoff(round)) {
+				return nil, fmt.Errorf("dynamo: batch get %s: unprocessed keys: %w", s.cfg.Table, ErrUnavailable)
+			}
+			cctx, cancel := s.call(ctx)
+			res, err := s.api.BatchGetItem(cctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+			cancel()
+			if err != nil {
+				return nil, classify("batch get "+s.cfg.Table, err)
+			}
+			for _, item := range res.Responses[s.cfg.Table] {
+				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
 }
 
 func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.Limit {
@@ -265,9 +363,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 	} else if err := s.putConfig(ctx, sc, ns, after); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	delete(s.configs, pk+"\x00"+sk)
-	s.mu.Unlock()
+	s.forgetConfig(pk, sk)
 	return s.audit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
 }
 
@@ -278,23 +374,23 @@ func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[s
 	item[attrNamespace] = strAV(ns)
 	if sc.Entity != "" {
 		item[attrEntity] = strAV(sc.Entity)
-		item[attrGSI3PK] = strAV(entityPK(ns, sc.Entity))
-		item[attrGSI3SK] = strAV(sk)
 	}
 	if sc.Resource != "" {
 		item[attrResource] = strAV(sc.Resource)
 	}
-	item[attrGSI4PK] = strAV(nsPart(ns))
-	item[attrGSI4SK] = strAV(pk + sk)
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
 		return classify("put limits", err)
 	}
-	s.mu.Lock()
-	delete(s.configs, pk+"\x00"+sk)
-	s.mu.Unlock()
+	s.forgetConfig(pk, sk)
 	return nil
+}
+
+func (s *Store) forgetConfig(pk, sk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.configs, pk+"\x00"+sk)
 }
 
 // adminCall bounds an admin call: admin commands are not on the decision

@@ -12,8 +12,10 @@ import (
 // and writes every other byte as %XX, so no component can contain a
 // separator (#, /) or forge the escape itself. A component whose escaped
 // form exceeds maxComponent bytes is stored as "~" + hex(SHA-256(raw)): "~"
-// never survives esc, so hashed and plain components cannot collide, and
-// keys stay below DynamoDB's 2048-byte partition-key limit.
+// never survives esc, so hashed and plain components cannot collide, keys
+// stay short whatever the value (a bucket item keeps its raw entity and
+// resource once, as attributes), and a bucket item stays within one write
+// unit (1 KB) for entity and resource values up to 256 bytes each.
 const (
 	attrPK = "PK"
 	attrSK = "SK"
@@ -25,7 +27,7 @@ const (
 
 	systemNS = "_" // the table's own records; user namespaces start with "n"
 
-	maxComponent = 400
+	maxComponent = 64
 )
 
 // esc escapes one key component.
@@ -90,10 +92,8 @@ func namespaceSK(name string) string { return "#NAMESPACE#" + esc(name) }
 func namespaceIDSK(id string) string { return "#NSID#" + esc(id) }
 
 // Bucket attribute names. Limit attributes are "b_" + esc(limit) + "_" +
-// field; the hidden write-capacity limit uses the "wcu_" prefix, which no
-// escaped limit attribute can start with.
+// field.
 const (
-	attrRF         = "rf"
 	attrShardCount = "shard_count"
 	attrCascade    = "cascade"
 	attrParent     = "parent_id"
@@ -101,35 +101,21 @@ const (
 	attrEntity     = "entity"
 	attrResource   = "resource"
 	attrNamespace  = "ns"
-	attrShard      = "shard"
 	attrEmpty      = "empty_start"
 
-	fieldTokens   = "tk"
-	fieldCapacity = "cp"
-	fieldAmount   = "ra"
-	fieldPeriod   = "rp"
-	fieldConsumed = "tc"
-	fieldRefilled = "lr" // per-limit last refill (unix ms), see doc.go
-
-	wcuLimit = "\x00wcu" // internal name; never a valid escaped limit
+	fieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
+	fieldConsumed = "tc" // millitokens debited, for usage
+	fieldFull     = "f"  // unix second from which the limit is full again
+	fieldCapacity = "cp" // the limit the level was written with: capacity,
+	fieldAmount   = "ra" // refill amount (millitokens)
+	fieldPeriod   = "rp" // and refill period (ms)
 )
 
 // limitAttr returns the attribute name of field f of limit.
-func limitAttr(limit, f string) string {
-	if limit == wcuLimit {
-		return "wcu_" + f
-	}
-	return "b_" + esc(limit) + "_" + f
-}
+func limitAttr(limit, f string) string { return limitPrefix(limit) + "_" + f }
 
-// GSI attribute names.
+// GSI1 (parent → children) is the one index: entity records carry its keys.
 const (
-	attrGSI1PK = "GSI1PK" // parent → children
+	attrGSI1PK = "GSI1PK"
 	attrGSI1SK = "GSI1SK"
-	attrGSI2PK = "GSI2PK" // resource aggregation
-	attrGSI2SK = "GSI2SK"
-	attrGSI3PK = "GSI3PK" // entity configs and bucket discovery (KEYS_ONLY)
-	attrGSI3SK = "GSI3SK"
-	attrGSI4PK = "GSI4PK" // everything in a namespace (KEYS_ONLY)
-	attrGSI4SK = "GSI4SK"
 )

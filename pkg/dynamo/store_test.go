@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -69,44 +70,6 @@ func newStoreCfg(t *testing.T, api dynamo.API, cfg dynamo.Config, c *clock, opts
 	return s
 }
 
-// model decides plans the reference way: cascade.Decide on states held in
-// memory. Like the store (lazy refill), a refused plan persists only the
-// items that a charge or refund touched.
-type model map[string]tokenbucket.State
-
-func (m model) acquire(p *cascade.Plan, nowMs int64) cascade.Decision {
-	idx := make([]int, len(p.Debits))
-	var keys []string
-	seen := map[string]int{}
-	var st []tokenbucket.State
-	for i, d := range p.Debits {
-		k := fmt.Sprintf("%q/%q/%q/%q", d.Key.Namespace, d.Key.Entity, d.Key.Resource, d.Limit)
-		j, ok := seen[k]
-		if !ok {
-			j = len(keys)
-			seen[k] = j
-			keys = append(keys, k)
-			s, ok := m[k]
-			if !ok {
-				s = d.Bucket.Full(nowMs)
-			}
-			st = append(st, s)
-		}
-		idx[i] = j
-	}
-	dec := cascade.Decide(p, idx, st, nowMs)
-	keep := map[cascade.Key]bool{}
-	for _, d := range p.Debits {
-		keep[d.Key] = keep[d.Key] || dec.Admitted || d.Op == cascade.Charge || d.Op == cascade.Refund
-	}
-	for i, d := range p.Debits {
-		if keep[d.Key] {
-			m[keys[idx[i]]] = st[idx[i]]
-		}
-	}
-	return dec
-}
-
 func mustLimit(t testing.TB, n uint64, per time.Duration, burst uint64) tokenbucket.Limit {
 	l, err := tokenbucket.Rate(n, per, burst)
 	if err != nil {
@@ -125,7 +88,7 @@ func TestAcquireMatchesDecide(t *testing.T) {
 			c := newClock()
 			// Without the rejection cache: its answers are bounds (the last
 			// image this replica saw), not the reference's exact figures.
-			cfg := dynamo.Config{Table: table, Timeout: 2 * time.Second, RejectionCacheSize: -1}
+			cfg := dynamo.Config{Table: table, Timeout: 2 * time.Second}
 			stores := []*dynamo.Store{newStoreCfg(t, api, cfg, c), newStoreCfg(t, api, cfg, c)}
 			limits := map[string]tokenbucket.Limit{
 				"rps": mustLimit(t, 5, time.Second, 8),
@@ -139,7 +102,7 @@ func TestAcquireMatchesDecide(t *testing.T) {
 				{Namespace: "b", Entity: "k1#m", Resource: ""},
 			}
 			rng := rand.New(rand.NewPCG(1, 2))
-			m := model{}
+			m := storetest.NewReference(c.Now)
 			steps := 400
 			if b.name == "local" {
 				steps = 150
@@ -155,7 +118,7 @@ func TestAcquireMatchesDecide(t *testing.T) {
 						Amount: tokenbucket.Millitokens(rng.IntN(3000)), Op: op, Role: cascade.Role(rng.IntN(10) / 8 * (1 + rng.IntN(2))),
 					})
 				}
-				want := m.acquire(&p, c.ms.Load())
+				want, _ := m.Acquire(context.Background(), &p)
 				got, err := stores[rng.IntN(2)].Acquire(context.Background(), &p)
 				if err != nil {
 					t.Fatalf("step %d: Acquire(%+v) error %v", step, p, err)

@@ -1,0 +1,388 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// runBatch decides a batch of parts on one bucket item (one shard) with one
+// conditional write: cascade.Decide on each part in arrival order, each
+// seeing the ones before, over the levels of the last image this replica
+// saw, and a write whose condition is the range of stored levels for which
+// those decisions hold. When the condition fails, the old image that
+// DynamoDB returns decides the batch again, exactly. The batch has a budget
+// of Config.Timeout of its own, so that a cold read or a write outlives the
+// callers that gave up and fills the cache for the next batch.
+func (s *Store) runBatch(pk string, batch []*part) {
+	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
+	defer cancel()
+	b, shard := batch[0].b, batch[0].shard
+	img := s.cachedImage(pk)
+	read := false // img came from DynamoDB during this batch
+	doubled := false
+	for attempt := 0; ; attempt++ {
+		if img == nil {
+			var err error
+			if img, err = s.readBucket(ctx, pk); err != nil {
+				if errors.Is(err, ErrThrottled) && sleep(ctx, backoff(attempt)) {
+					continue
+				}
+				if errors.Is(err, ErrThrottled) {
+					s.contend(batch, nil)
+				} else {
+					s.fail(batch, err)
+				}
+				return
+			}
+			read = true
+			s.keepImage(b, pk, img)
+		}
+		now := s.nowMs()
+		j := judge(batch, img, now)
+		if !j.changed {
+			// Nothing to write: a refusal or a check stands only on an
+			// image DynamoDB returned during this batch.
+			if !read {
+				img = nil
+				continue
+			}
+			s.deliver(batch, j, now)
+			return
+		}
+		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, shard, img, j, now))
+		switch {
+		case err == nil && ok:
+			s.keepImage(b, pk, newImg)
+			s.obs.Batched(len(batch))
+			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
+				j = exact // the statuses of the levels the write found
+			}
+			s.deliver(batch, j, now)
+			return
+		case err == nil:
+			img, read = newImg, true // the condition failed: decide on what is there
+			s.keepImage(b, pk, img)
+		case errors.Is(err, ErrThrottled):
+			// The item is past what one partition writes: retry within the
+			// budget, with twice the shards once per batch.
+			if !doubled && img.exists && img.shardCount < MaxShards {
+				if derr := s.double(ctx, b, img.shardCount); derr == nil {
+					doubled = true
+				}
+				img = nil
+			}
+			if !sleep(ctx, backoff(attempt)) {
+				s.contend(batch, img)
+				return
+			}
+		default:
+			s.forgetImage(pk)
+			s.fail(batch, err)
+			return
+		}
+		if ctx.Err() != nil {
+			s.contend(batch, img) // lost races until the budget ran out: contention, not an outage
+			return
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := time.Millisecond << min(attempt, 6)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (s *Store) fail(batch []*part, err error) {
+	for _, pt := range batch {
+		pt.err = err
+	}
+}
+
+func (s *Store) contend(batch []*part, img *image) {
+	now := s.nowMs()
+	for _, pt := range batch {
+		pt.dec = contended(pt, img, now)
+		s.obs.Contended()
+	}
+}
+
+// deliver hands each part its decision and remembers the refusals.
+func (s *Store) deliver(batch []*part, j *judgement, now int64) {
+	for i, pt := range batch {
+		pt.dec, pt.n = j.decs[i], j.n
+		if !pt.dec.Admitted && !pt.hasCost() {
+			s.rememberRefusal(pt, now)
+		}
+	}
+}
+
+// judgement is a batch decided on one image.
+type judgement struct {
+	n        int // shard count
+	prefixes []string
+	limits   []tokenbucket.Limit // the shape of each limit, as the batch's last debit of it says
+	levels   []tokenbucket.Level
+	absent   []bool  // the item does not hold the limit yet
+	used     []int64 // millitokens debited, for the consumption counter
+	decs     []cascade.Decision
+	changed  bool // some level changes: the batch writes
+	admitted bool // some part was admitted
+}
+
+// judge decides every part of batch, in order, on img at now.
+func judge(batch []*part, img *image, now int64) *judgement {
+	j := &judgement{n: 1}
+	if img.exists {
+		j.n = img.shardCount
+	}
+	index := map[string]int{}
+	for _, pt := range batch {
+		q := pt.plan(j.n)
+		slot := make([]int, len(q.Debits))
+		var mine []int // batch indexes of the part's limits, in first-use order
+		for i := range q.Debits {
+			d := &q.Debits[i]
+			pre := limitPrefix(d.Limit)
+			k, ok := index[pre]
+			if !ok {
+				k = len(j.prefixes)
+				index[pre] = k
+				lv, absent := startLevel(img, pre, d.Bucket, now)
+				j.prefixes = append(j.prefixes, pre)
+				j.limits = append(j.limits, d.Bucket)
+				j.levels = append(j.levels, lv)
+				j.absent = append(j.absent, absent)
+				j.used = append(j.used, 0)
+			}
+			j.limits[k] = d.Bucket
+			local := -1
+			for m, kk := range mine {
+				if kk == k {
+					local = m
+				}
+			}
+			if local < 0 {
+				local = len(mine)
+				mine = append(mine, k)
+			}
+			slot[i] = local
+		}
+		lv := make([]tokenbucket.Level, len(mine))
+		for m, k := range mine {
+			lv[m] = j.levels[k]
+		}
+		dec := cascade.Decide(q, slot, lv, now)
+		for m, k := range mine {
+			j.levels[k] = lv[m]
+		}
+		for i, d := range pt.debits {
+			k := mine[slot[i]]
+			switch {
+			case d.Op == cascade.Charge:
+				j.used[k] += int64(d.Amount)
+			case d.Op == cascade.Refund:
+				j.used[k] -= int64(d.Amount)
+			case d.Op == cascade.Consume && dec.Admitted && dec.Statuses[i].OK:
+				j.used[k] += int64(d.Amount)
+			}
+		}
+		if pt.scale > 1 {
+			for _, k := range mine {
+				j.used[k] /= int64(pt.scale) // a compensation counts what it gives back once
+			}
+		}
+		j.decs = append(j.decs, dec)
+		j.admitted = j.admitted || dec.Admitted
+	}
+	for k := range j.levels {
+		j.changed = j.changed || j.levels[k].Changed()
+	}
+	return j
+}
+
+// startLevel is the level a batch starts from: the stored one, or, for a
+// limit the item does not hold, a new bucket (full, or empty on a shard a
+// doubling created: its share was handed out already).
+func startLevel(img *image, prefix string, l tokenbucket.Limit, now int64) (tokenbucket.Level, bool) {
+	if li, ok := img.has(prefix); ok {
+		if li.Shape.Validate() == nil && li.Shape != l {
+			// Written under another limit: keep its tokens (a SET on the
+			// condition that nobody wrote it since).
+			return tokenbucket.Replaced(stateOf(li), l.Restate(stateOf(li), li.Shape, now)), false
+		}
+		return tokenbucket.Stored(stateOf(li)), false
+	}
+	if img != nil && img.exists && img.empty {
+		return tokenbucket.New(l.Empty(now)), true
+	}
+	return tokenbucket.New(l.Full(now)), true
+}
+
+func stateOf(l limitImage) tokenbucket.State { return tokenbucket.State{X: l.Level} }
+
+func (j *judgement) sameOutcome(o *judgement) bool {
+	if len(j.decs) != len(o.decs) {
+		return false
+	}
+	for i := range j.decs {
+		if j.decs[i].Admitted != o.decs[i].Admitted {
+			return false
+		}
+		for k := range j.decs[i].Statuses {
+			if j.decs[i].Statuses[k].OK != o.decs[i].Statuses[k].OK {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// preImage is the item as the write found it: each level the write added
+// to held its new value less the delta; a level it set held something in
+// the condition's range, for which the decisions are the same, so the guess
+// stands.
+func preImage(newImg, guessed *image, j *judgement) *image {
+	pre := &image{exists: guessed.exists, empty: guessed.empty, shardCount: j.n, limits: map[string]limitImage{}}
+	for p, l := range guessed.limits {
+		pre.limits[p] = l
+	}
+	for k, p := range j.prefixes {
+		if j.absent[k] {
+			continue
+		}
+		lv := &j.levels[k]
+		nl, ok := newImg.has(p)
+		if !ok {
+			continue
+		}
+		if set, delta := lv.Write(); !set && lv.Changed() {
+			nl.Level = nl.Level.Sub(delta)
+			pre.limits[p] = nl
+		} else if !lv.Changed() {
+			pre.limits[p] = nl
+		}
+	}
+	return pre
+}
+
+// writeInput builds the batch's conditional write.
+func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgement, now int64) *dynamodb.UpdateItemInput {
+	e := newExpr()
+	if img.exists {
+		e.condition(e.name(attrShardCount) + " = " + e.num(int64(j.n)))
+	} else {
+		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+		s.setMeta(e, b, 1)
+	}
+	fullAt := now/1000 + int64(minBucketTTL.Seconds())
+	touched := map[string]bool{}
+	for k, p := range j.prefixes {
+		lv := &j.levels[k]
+		x := p + "_" + fieldLevel
+		if j.absent[k] {
+			if !lv.Changed() {
+				continue
+			}
+			if img.exists {
+				e.condition("attribute_not_exists(" + e.name(x) + ")")
+			}
+			e.setAttr(x, bigAV(lv.State().X))
+			e.setAttr(p+"_"+fieldConsumed, numAV(j.used[k]))
+			setShape(e, p, j.limits[k])
+		} else {
+			if img.limits[p].Shape != j.limits[k] {
+				setShape(e, p, j.limits[k])
+			}
+			condRange(e, x, lv)
+			if lv.Changed() {
+				if set, v := lv.Write(); set {
+					e.setAttr(x, bigAV(v))
+				} else {
+					e.addBig(x, v)
+				}
+			}
+			if j.used[k] != 0 {
+				e.addNum(p+"_"+fieldConsumed, j.used[k])
+			}
+		}
+		if lv.Changed() {
+			f := (j.limits[k].FullAt(tokenbucket.State{X: upper(lv, img, p)}) + 999) / 1000
+			e.setAttr(p+"_"+fieldFull, numAV(f))
+			fullAt = max(fullAt, f)
+			touched[p] = true
+		}
+	}
+	for p, l := range img.limitsOrNil() {
+		if !touched[p] {
+			fullAt = max(fullAt, l.FullAt)
+		}
+	}
+	e.setAttr(attrTTL, numAV(fullAt+1))
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.cfg.Table),
+		Key:                                 itemKey(pk, skState),
+		UpdateExpression:                    e.update(),
+		ConditionExpression:                 e.conditionExpr(),
+		ExpressionAttributeNames:            e.attrNames(),
+		ExpressionAttributeValues:           e.attrValues(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
+	}
+}
+
+func setShape(e *expr, prefix string, l tokenbucket.Limit) {
+	e.setAttr(prefix+"_"+fieldCapacity, numAV(int64(l.Capacity)))
+	e.setAttr(prefix+"_"+fieldAmount, numAV(int64(l.RefillAmount)))
+	e.setAttr(prefix+"_"+fieldPeriod, numAV(l.RefillPeriod.Milliseconds()))
+}
+
+// upper is the highest level the write can leave: what decides how long the
+// item must live.
+func upper(lv *tokenbucket.Level, img *image, prefix string) tokenbucket.Int128 {
+	set, v := lv.Write()
+	if set {
+		return v
+	}
+	_, hi := lv.Bounds()
+	if hi != tokenbucket.MaxInt128 {
+		return lv.Apply(hi)
+	}
+	return lv.State().X
+}
+
+// condRange conditions the write on the stored level lying in lv's bounds.
+func condRange(e *expr, attr string, lv *tokenbucket.Level) {
+	lo, hi := lv.Bounds()
+	n := e.name(attr)
+	switch {
+	case lo != tokenbucket.MinInt128 && hi != tokenbucket.MaxInt128:
+		e.condition(n + " BETWEEN " + e.value(bigAV(lo)) + " AND " + e.value(bigAV(hi)))
+	case lo != tokenbucket.MinInt128:
+		e.condition(n + " >= " + e.value(bigAV(lo)))
+	case hi != tokenbucket.MaxInt128:
+		e.condition(n + " <= " + e.value(bigAV(hi)))
+	default:
+		e.condition("attribute_exists(" + n + ")")
+	}
+}

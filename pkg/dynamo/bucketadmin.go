@@ -1,0 +1,81 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Status reads a bucket's limits without changing them. With several shards
+// it reads one shard chosen at random and reports its share times the shard
+// count. Limits absent from the table are full.
+func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (map[string]cascade.Status, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
+	img, err := s.readBucket(ctx, b.pk(s.pickShard(s.shardCount(b.base))))
+	if err != nil {
+		return nil, err
+	}
+	if img.exists {
+		s.learnShards(b.base, img.shardCount)
+	}
+	now := s.nowMs()
+	res := make(map[string]cascade.Status, len(limits))
+	for name, l := range limits {
+		lv, _ := startLevel(img, limitPrefix(name), l, now)
+		st := lv.State()
+		res[name] = cascade.Status{
+			OK:         l.Check(&lv, now),
+			Remaining:  l.Tokens(st, now),
+			RetryAfter: l.RetryAfter(st, 1, now),
+			ResetAfter: l.TimeToFull(st, now),
+			Bucket:     l,
+		}
+	}
+	return res, nil
+}
+
+// SetShards pre-shards a bucket that does not exist yet into n shards (a
+// power of two up to MaxShards), each created full with its share of every
+// limit. Meant for known hot buckets and tests.
+func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits map[string]tokenbucket.Limit) error {
+	if n < 1 || n > MaxShards || n&(n-1) != 0 {
+		return fmt.Errorf("dynamo: shards: %d is not a power of two between 1 and %d", n, MaxShards)
+	}
+	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
+	now := s.nowMs()
+	tx := make([]types.TransactWriteItem, n)
+	for sh := 0; sh < n; sh++ {
+		e := newExpr()
+		s.setMeta(e, b, n)
+		fullAt := now/1000 + int64(minBucketTTL.Seconds())
+		for name, l := range limits {
+			p := limitPrefix(name)
+			e.setAttr(p+"_"+fieldLevel, bigAV(l.Full(now).X))
+			e.setAttr(p+"_"+fieldConsumed, numAV(0))
+			setShape(e, p, l)
+		}
+		e.setAttr(attrTTL, numAV(fullAt))
+		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+		tx[sh] = types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.cfg.Table), Key: itemKey(b.pk(sh), skState),
+			UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
+			ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		}}
+	}
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
+		return classify("pre-shard bucket", err)
+	}
+	s.learnShards(b.base, n)
+	return nil
+}

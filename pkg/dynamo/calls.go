@@ -1,0 +1,107 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// update sends one conditional update. On a failed condition it returns the
+// item's old image (ALL_OLD) and ok false.
+func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *image, ok bool, err error) {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	out, err := s.api.UpdateItem(cctx, in)
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			img, err := s.decode(ccf.Item)
+			return img, false, err
+		}
+		return nil, false, classify("update "+aws.ToString(in.TableName), err)
+	}
+	img, err = s.decode(out.Attributes)
+	return img, err == nil, err
+}
+
+// readBucket reads one bucket item, strongly consistent.
+func (s *Store) readBucket(ctx context.Context, pk string) (*image, error) {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.Table), Key: itemKey(pk, skState),
+		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		return nil, classify("get "+s.cfg.Table, err)
+	}
+	return s.decode(out.Item)
+}
+
+// decode decodes an item DynamoDB returned and stamps it with the time it
+// arrived.
+func (s *Store) decode(item map[string]types.AttributeValue) (*image, error) {
+	img, err := decodeImage(item)
+	if err != nil {
+		return nil, err
+	}
+	img.atMs = s.nowMs()
+	return img, nil
+}
+
+// setMeta writes the descriptive attributes of a new bucket item: the raw
+// namespace, entity and resource (stored once; the key holds them escaped
+// or hashed), the shard count, and the entity's place in a hierarchy.
+func (s *Store) setMeta(e *expr, b bucket, n int) {
+	e.setAttr(attrNamespace, strAV(b.ns))
+	e.setAttr(attrEntity, strAV(b.key.Entity))
+	e.setAttr(attrResource, strAV(b.key.Resource))
+	e.setAttr(attrShardCount, numAV(int64(n)))
+	if ent, ok := s.cachedEntityRecord(b.ns, b.key.Entity); ok {
+		if ent.Parent != "" {
+			e.setAttr(attrParent, strAV(ent.Parent))
+		}
+		e.setAttr(attrCascade, boolAV(ent.Cascade))
+	}
+}
+
+// double doubles the shard count of b from n: one transaction sets
+// shard_count to 2n on shards 0..n−1 (creating those never written) and
+// creates shards n..2n−1 empty. Levels are kept in whole-bucket units, so
+// every old shard's share halves by itself; the new shards fill by refill.
+// Losing the race to another replica's doubling is success.
+func (s *Store) double(ctx context.Context, b bucket, n int) error {
+	tx := make([]types.TransactWriteItem, 2*n)
+	for sh := 0; sh < 2*n; sh++ {
+		e := newExpr()
+		s.setMeta(e, b, 2*n)
+		if sh < n {
+			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		} else {
+			e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+			e.setAttr(attrEmpty, boolAV(true))
+		}
+		tx[sh] = types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.cfg.Table), Key: itemKey(b.pk(sh), skState),
+			UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
+			ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		}}
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+	if err != nil {
+		cerr := classify("double shards "+s.cfg.Table, err)
+		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
+			return nil // another replica doubled first; the next image says so
+		}
+		return cerr
+	}
+	s.obs.ShardDoubled()
+	s.log.WithField("shards", 2*n).Info("doubled the shard count of a hot bucket")
+	s.learnShards(b.base, 2*n)
+	return nil
+}

@@ -1,0 +1,288 @@
+package dynamo
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
+
+// bucket is one bucket item of a plan, all shards of it.
+type bucket struct {
+	key  cascade.Key
+	ns   string
+	base string // escaped namespace, entity and resource: shard counts and refusals are kept by it
+}
+
+func (b bucket) pk(shard int) string { return bucketPK(b.ns, b.key.Entity, b.key.Resource, shard) }
+
+// bucketsOf returns the distinct bucket items of p, in plan order.
+func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
+	var out []bucket
+	for i := range p.Debits {
+		k := p.Debits[i].Key
+		seen := false
+		for j := range out {
+			if out[j].key == k {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			ns := s.ns(k)
+			out = append(out, bucket{key: k, ns: ns, base: nsPart(ns) + "/" + esc(k.Entity) + "#" + esc(k.Resource)})
+		}
+	}
+	return out
+}
+
+// part is the debits of one plan on one bucket item: what an item's lane
+// decides. Fields below the line are the lane's to write until done closes.
+type part struct {
+	b      bucket
+	debits []cascade.Debit // in plan order; amounts for one whole bucket unless scale > 0
+	idx    []int           // each debit's index in the plan
+	// scale, when set, says the amounts are already multiplied for that
+	// shard count (a compensation gives back exactly what was taken).
+	scale int
+	of    *part // the part a compensation gives back for
+	shard int
+	pk    string
+	tried int // other shards tried after a refusal
+
+	done  chan struct{}
+	taken bool // a lane runner holds it (guarded by lanes.mu)
+	dec   cascade.Decision
+	err   error
+	n     int // shard count the decision was made with
+}
+
+// partsOf splits p by bucket item. When the plan spans several items, each
+// part decides its quota debits as advisory (taken if they fit): the plan's
+// admission rule is applied over all parts afterwards.
+func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
+	parts := make([]*part, len(buckets))
+	for i, b := range buckets {
+		parts[i] = &part{b: b}
+		parts[i].choose(s.pickShard(s.shardCount(b.base)))
+	}
+	for i := range p.Debits {
+		d := p.Debits[i]
+		for _, pt := range parts {
+			if pt.b.key != d.Key {
+				continue
+			}
+			if len(buckets) > 1 && d.Role == cascade.Quota {
+				d.Role = cascade.Advisory
+			}
+			pt.debits = append(pt.debits, d)
+			pt.idx = append(pt.idx, i)
+		}
+	}
+	return parts
+}
+
+func (pt *part) choose(shard int) {
+	pt.shard, pt.pk = shard, pt.b.pk(shard)
+	pt.done, pt.taken, pt.dec, pt.err = make(chan struct{}), false, cascade.Decision{}, nil
+}
+
+// pickShard returns a random shard below n.
+func (s *Store) pickShard(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return rand.IntN(n)
+}
+
+// plan returns the part's debits as the lane decides them on an item of n
+// shards: a shard's level is kept in whole-bucket units and holds 1/n of
+// it, so every amount counts n times.
+func (pt *part) plan(n int) *cascade.Plan {
+	if pt.scale > 0 {
+		n = 1
+	}
+	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), pt.debits...)}
+	if n > 1 {
+		for i := range q.Debits {
+			q.Debits[i].Amount = mulSat(q.Debits[i].Amount, n)
+		}
+	}
+	return q
+}
+
+// hasCost reports whether the part charges or refunds (applied whatever the
+// decision, so never decided twice).
+func (pt *part) hasCost() bool {
+	for i := range pt.debits {
+		if op := pt.debits[i].Op; op == cascade.Charge || op == cascade.Refund {
+			return true
+		}
+	}
+	return false
+}
+
+// compensation returns the part that gives back what an admitted part
+// consumed, on the same shard and in the same units, or nil.
+func (pt *part) compensation() *part {
+	c := &part{b: pt.b, scale: max(pt.n, 1), of: pt}
+	for i, d := range pt.debits {
+		if d.Op != cascade.Consume || !pt.dec.Statuses[i].OK || d.Amount <= 0 {
+			continue
+		}
+		d.Op, d.Role = cascade.Refund, cascade.Advisory
+		if pt.scale == 0 {
+			d.Amount = mulSat(d.Amount, max(pt.n, 1))
+		}
+		c.debits = append(c.debits, d)
+	}
+	if len(c.debits) == 0 {
+		return nil
+	}
+	c.choose(pt.shard)
+	return c
+}
+
+// restored reports, in the plan's decision, what the compensated part's
+// limits hold once the compensation gave their debits back.
+func (c *part) restored(dec *cascade.Decision) {
+	if c.err != nil || len(c.dec.Statuses) == 0 {
+		return
+	}
+	for j, d := range c.of.debits {
+		for k, cd := range c.debits {
+			if cd.Limit == d.Limit {
+				st := &dec.Statuses[c.of.idx[j]]
+				st.Remaining, st.ResetAfter = c.dec.Statuses[k].Remaining, c.dec.Statuses[k].ResetAfter
+			}
+		}
+	}
+}
+
+// lanes holds one queue per bucket item (shard) that has decisions waiting
+// or in flight: each runs one conditional write at a time, carrying every
+// decision that queued while the one before was in flight.
+type lanes struct {
+	mu sync.Mutex
+	m  map[string]*lane
+}
+
+type lane struct {
+	queue   []*part
+	running bool
+}
+
+// await queues pt in its item's lane and waits for the decision. A part
+// still queued when ctx ends is withdrawn and refused as contended (its own
+// key was too busy); one already in a write waits for that write, whose
+// outcome is what the table holds. A part that charges or refunds is never
+// withdrawn. A sharded part refused with nothing to
+// charge or refund tries up to two other shards.
+func (s *Store) await(ctx context.Context, pt *part) {
+	for {
+		if !s.enqueue(pt) {
+			pt.err = errClosed
+			return
+		}
+		select {
+		case <-pt.done:
+		case <-ctx.Done():
+			// A part that charges or refunds reports cost already spent: it
+			// stays queued rather than be dropped.
+			if !pt.hasCost() && s.withdraw(pt) {
+				pt.dec = contended(pt, s.cachedImage(pt.pk), s.nowMs())
+				s.obs.Contended()
+				return
+			}
+			<-pt.done
+		}
+		if pt.err != nil || pt.dec.Admitted || pt.n <= 1 || pt.tried >= 2 || pt.tried+1 >= pt.n || pt.hasCost() || pt.scale > 0 || ctx.Err() != nil {
+			return
+		}
+		pt.tried++
+		pt.choose((pt.shard + 1 + rand.IntN(pt.n-1)) % pt.n)
+	}
+}
+
+func (s *Store) enqueue(pt *part) bool {
+	s.lanes.mu.Lock()
+	defer s.lanes.mu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	ln := s.lanes.m[pt.pk]
+	if ln == nil {
+		ln = &lane{}
+		s.lanes.m[pt.pk] = ln
+	}
+	ln.queue = append(ln.queue, pt)
+	if !ln.running {
+		ln.running = true
+		s.wg.Add(1)
+		go s.run(pt.pk, ln)
+	}
+	return true
+}
+
+// withdraw removes pt from its lane's queue unless a runner took it.
+func (s *Store) withdraw(pt *part) bool {
+	s.lanes.mu.Lock()
+	defer s.lanes.mu.Unlock()
+	if pt.taken {
+		return false
+	}
+	if ln := s.lanes.m[pt.pk]; ln != nil {
+		for i, q := range ln.queue {
+			if q == pt {
+				ln.queue = append(ln.queue[:i], ln.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	return true
+}
+
+// run decides the lane's queue, batch after batch, until it is empty.
+func (s *Store) run(pk string, ln *lane) {
+	defer s.wg.Done()
+	for {
+		s.lanes.mu.Lock()
+		batch := ln.queue
+		ln.queue = nil
+		if len(batch) == 0 {
+			ln.running = false
+			delete(s.lanes.m, pk)
+			s.lanes.mu.Unlock()
+			return
+		}
+		for _, pt := range batch {
+			pt.taken = true
+		}
+		s.lanes.mu.Unlock()
+		s.runBatch(pk, batch)
+		for _, pt := range batch {
+			close(pt.done)
+		}
+	}
+}
+
+// contended is the refusal of a part that could not be decided in time
+// because of its own key: every consuming debit refused, retry after
+// contendedRetry; statuses from the last image when there is one.
+func contended(pt *part, img *image, nowMs int64) cascade.Decision {
+	dec := cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
+	for i, d := range pt.debits {
+		st := &dec.Statuses[i]
+		st.Bucket = d.Bucket
+		st.OK = d.Role == cascade.Advisory || d.Op == cascade.Refund || d.Op == cascade.Charge
+		if !st.OK {
+			st.RetryAfter = contendedRetry
+		}
+		if l, ok := img.has(limitPrefix(d.Limit)); ok {
+			st.Remaining = d.Bucket.Tokens(stateOf(l), nowMs)
+		}
+	}
+	dec.Admitted = cascade.Admit(pt.debits, dec.Statuses)
+	return dec
+}
