@@ -285,7 +285,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			switch {
 			case !r.e.stored && isFull(r.limit, st, nowMs):
 				// Exactly a new bucket: nothing to remember (unlockAll drops it).
-			case !r.e.stored || v.Changed():
+			case !r.e.stored || v.Changed() || r.e.limit != r.limit:
 				r.e.state, r.e.limit, r.e.stored = st, r.limit, true
 			}
 		}
@@ -438,11 +438,13 @@ func (s *Store) hash(d *cascade.Debit) uint64 {
 // isFull reports whether a bucket of limit l at level st is full at nowMs:
 // it is then exactly a new bucket (Limit.Full(nowMs)), and dropping it
 // changes no decision at nowMs or later.
-func isFull(l tokenbucket.Limit, st tokenbucket.State, nowMs int64) bool { return l.FullAt(st) <= nowMs }
+func isFull(l tokenbucket.Limit, st tokenbucket.State, nowMs int64) bool {
+	return l.FullAt(st) <= nowMs
+}
 
 // restate returns the level under limit to that holds at nowMs what st
 // holds under limit from (whole millitokens, rounded down), as
-// storetest.Restate: a level means nothing without its limit's rate.
+// storetest's reference: a level means nothing without its limit's rate.
 func restate(st tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
 	held := from.Tokens(st, nowMs)
 	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}

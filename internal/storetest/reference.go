@@ -17,7 +17,7 @@ import (
 // Each bucket limit keeps its level and the Limit it was last written with.
 // A debit that names the bucket with a different Limit (a reloaded config)
 // first restates the level in the new limit's terms, keeping what the bucket
-// holds (see Restate); a bucket never seen starts full.
+// holds (see restate); a bucket never seen starts full.
 type Reference struct {
 	now func() time.Time
 	mu  sync.Mutex
@@ -51,9 +51,10 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	slot := make([]int, len(p.Debits))
 	index := make(map[refKey]int)
 	var (
-		keys   []refKey
-		limits []tokenbucket.Limit
-		levels []tokenbucket.Level
+		keys     []refKey
+		limits   []tokenbucket.Limit
+		levels   []tokenbucket.Level
+		restated []bool
 	)
 	for i, d := range p.Debits {
 		k := refKey{d.Key, d.Limit}
@@ -63,11 +64,14 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 			index[k] = j
 			keys = append(keys, k)
 			limits = append(limits, d.Bucket)
-			if e, ok := s.m[k]; !ok {
+			e, ok := s.m[k]
+			restated = append(restated, ok && e.limit != d.Bucket)
+			switch {
+			case !ok:
 				levels = append(levels, tokenbucket.New(d.Bucket.Full(nowMs)))
-			} else if e.limit != d.Bucket {
-				levels = append(levels, tokenbucket.New(Restate(e.state, e.limit, d.Bucket, nowMs)))
-			} else {
+			case e.limit != d.Bucket:
+				levels = append(levels, tokenbucket.New(restate(e.state, e.limit, d.Bucket, nowMs)))
+			default:
 				levels = append(levels, tokenbucket.Stored(e.state))
 			}
 		}
@@ -76,19 +80,19 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	}
 	dec := cascade.Decide(p, slot, levels, nowMs)
 	for j, k := range keys {
-		if levels[j].Changed() {
+		if levels[j].Changed() || restated[j] {
 			s.m[k] = refEntry{state: levels[j].State(), limit: limits[j]}
 		}
 	}
 	return dec, nil
 }
 
-// Restate returns the level under limit to that holds at nowMs what state s
+// restate returns the level under limit to that holds at nowMs what state s
 // holds under limit from (whole millitokens, rounded down; debt included):
 // a level means nothing without the refill rate it was written with, so a
 // bucket whose limit changes keeps its tokens, not its level. The result
 // may exceed to's capacity; the next operation clamps it.
-func Restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
+func restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
 	if from == to {
 		return s
 	}

@@ -30,8 +30,13 @@ var Epoch = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 
 // Run runs every behaviour test against stores made by f, one named subtest
 // per behaviour, each on a fresh store and a fixed Clock starting at Epoch.
-func Run(t *testing.T, f Factory) {
+// Options adjust it for slow stores (WithMaxCalls).
+func Run(t *testing.T, f Factory, opts ...Option) {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	for _, bt := range behaviours() {
 		t.Run(bt.name, func(t *testing.T) {
 			clock := NewClock(Epoch)
@@ -46,6 +51,9 @@ func Run(t *testing.T, f Factory) {
 	t.Run("empty_plan", func(t *testing.T) { testEmptyPlan(t, f) })
 	t.Run("canceled_context", func(t *testing.T) { testCanceled(t, f) })
 	t.Run("plan_not_modified", func(t *testing.T) { testPlanNotModified(t, f) })
+	t.Run("every_millisecond", func(t *testing.T) { testEveryMillisecond(t, f, &o) })
+	t.Run("any_time_split", func(t *testing.T) { testAnyTimeSplit(t, f, &o) })
+	t.Run("idle_month", func(t *testing.T) { testIdleMonth(t, f) })
 }
 
 // step is one Acquire at Epoch+at with its exact expected decision.
@@ -111,12 +119,13 @@ func sameDecision(p *cascade.Plan, got, want cascade.Decision, loose bool) bool 
 // worked out by hand: l3 refills 3 mt/ms, lFive 5 mt/ms, lTwo 2 mt/ms, lOne
 // 1 mt/ms, lThird 1 mt every 3 ms, lTPM 100 mt/ms.
 var (
-	l3     = limit(3000, 3000, time.Second)
-	lFive  = limit(5000, 5000, time.Second)
-	lTwo   = limit(2000, 2000, time.Second)
-	lOne   = limit(1000, 1000, time.Second)
-	lThird = limit(1000, 1000, 3*time.Second)
-	lTPM   = limit(100_000, 100_000, time.Second)
+	l3      = limit(3000, 3000, time.Second)
+	lFive   = limit(5000, 5000, time.Second)
+	lTwo    = limit(2000, 2000, time.Second)
+	lOne    = limit(1000, 1000, time.Second)
+	lThird  = limit(1000, 1000, 3*time.Second)
+	lTPM    = limit(100_000, 100_000, time.Second)
+	lMinute = limit(1000, 1000, time.Minute)
 )
 
 func limit(capacity, refill tokenbucket.Millitokens, period time.Duration) tokenbucket.Limit {
@@ -335,6 +344,17 @@ func behaviours() []behaviour {
 			// raised again: nothing is invented, refill goes on at the new rate.
 			{at: 0, plan: plan(check("a", lFive)), want: refused(no(0, 1*ms, 1000*ms))},
 			{at: 100 * ms, plan: plan(check("a", lFive)), want: admitted(ok(500, 900*ms))},
+		}},
+		{"rate_change_keeps_tokens", []step{
+			{at: 0, plan: plan(consume("a", lOne, 500)), want: admitted(ok(500, 500*ms))},
+			// reload at a sixtieth of the rate: the bucket keeps its 500 mt
+			// and refills one millitoken every 60 ms.
+			{at: 0, plan: plan(check("a", lMinute)), want: admitted(ok(500, 30*time.Second))},
+			{at: 60 * ms, plan: plan(check("a", lMinute)), want: admitted(ok(501, 29940*ms))},
+			{at: 60 * ms, plan: plan(consume("a", lMinute, 501)), want: admitted(ok(0, 60*time.Second))},
+			// and back: 1 mt/ms from what it holds.
+			{at: 60 * ms, plan: plan(check("a", lOne)), want: refused(no(0, 1*ms, 1000*ms))},
+			{at: 61 * ms, plan: plan(check("a", lOne)), want: admitted(ok(1, 999*ms))},
 		}},
 		{"statuses_one_per_debit_in_order", []step{
 			{at: 0, plan: plan(consume("a", l3, tok), check("b", lOne), charge("c", l3, 2*tok), refund("d", l3, tok)),
