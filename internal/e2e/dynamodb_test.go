@@ -16,7 +16,6 @@ import (
 // slow DynamoDB write takes (15–20 ms), whatever the machine's load.
 const dynamoDelay = 15 * time.Millisecond
 
-
 // TestDynamoDBTimeouts runs the plain example on DynamoDB (DynamoDB Local
 // behind a proxy that makes each call take at least 15 ms) and shows what
 // users see with the wrong timeouts, then with the example's. A login carries
