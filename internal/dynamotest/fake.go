@@ -29,6 +29,27 @@ type Fake struct {
 	// non-nil error is returned instead of running the call (Fail may block
 	// until ctx is done to play a hung backend).
 	Fail func(ctx context.Context, op string) error
+	// failItem, when set, is asked before every UpdateItem and GetItem with
+	// the item's partition key (see SetFailItem).
+	failItem func(op, pk string) error
+}
+
+// SetFailItem makes UpdateItem and GetItem calls ask fail, with the item's
+// partition key, before they run: a non-nil error is returned instead.
+func (f *Fake) SetFailItem(fail func(op, pk string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failItem = fail
+}
+
+func (f *Fake) enterItem(op string, key map[string]types.AttributeValue) error {
+	f.mu.Lock()
+	fail := f.failItem
+	f.mu.Unlock()
+	if fail == nil {
+		return nil
+	}
+	return fail(op, sval(key["PK"]))
 }
 
 // NewFake returns an empty Fake.
@@ -190,6 +211,9 @@ func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func
 	if err := f.enter(ctx, "GetItem"); err != nil {
 		return nil, err
 	}
+	if err := f.enterItem("GetItem", in.Key); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.table(in.TableName)
@@ -263,6 +287,9 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 // UpdateItem implements API.
 func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if err := f.enter(ctx, "UpdateItem"); err != nil {
+		return nil, err
+	}
+	if err := f.enterItem("UpdateItem", in.Key); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -29,6 +30,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	img := s.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
+	lost := 0 // conditions that failed: races lost to other writers
 	for attempt := 0; ; attempt++ {
 		if img == nil {
 			var err error
@@ -70,6 +72,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			return
 		case err == nil:
 			img, read = newImg, true // the condition failed: decide on what is there
+			lost++
 			s.keepImage(b, pk, img)
 		case errors.Is(err, ErrThrottled):
 			// The item is past what one partition writes: retry within the
@@ -86,6 +89,12 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			}
 		default:
 			s.forgetImage(pk)
+			if lost > 0 && ctx.Err() != nil {
+				// The budget went on races lost to other replicas, and the
+				// last call ran out of what was left: contention.
+				s.contend(batch, img)
+				return
+			}
 			s.fail(batch, err)
 			return
 		}
@@ -326,15 +335,13 @@ func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgem
 			}
 		}
 		if lv.Changed() {
-			f := (j.limits[k].FullAt(tokenbucket.State{X: upper(lv, img, p)}) + 999) / 1000
-			e.setAttr(p+"_"+fieldFull, numAV(f))
-			fullAt = max(fullAt, f)
+			fullAt = max(fullAt, ceilSecond(j.limits[k].FullAt(tokenbucket.State{X: upper(lv)})))
 			touched[p] = true
 		}
 	}
 	for p, l := range img.limitsOrNil() {
-		if !touched[p] {
-			fullAt = max(fullAt, l.FullAt)
+		if !touched[p] && l.Shape.Validate() == nil {
+			fullAt = max(fullAt, ceilSecond(l.Shape.FullAt(stateOf(l))))
 		}
 	}
 	e.setAttr(attrTTL, numAV(fullAt+1))
@@ -352,14 +359,19 @@ func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgem
 }
 
 func setShape(e *expr, prefix string, l tokenbucket.Limit) {
-	e.setAttr(prefix+"_"+fieldCapacity, numAV(int64(l.Capacity)))
-	e.setAttr(prefix+"_"+fieldAmount, numAV(int64(l.RefillAmount)))
-	e.setAttr(prefix+"_"+fieldPeriod, numAV(l.RefillPeriod.Milliseconds()))
+	e.setAttr(prefix+"_"+fieldShape, shapeAV(l))
+}
+
+func ceilSecond(ms int64) int64 {
+	if ms > math.MaxInt64-999 {
+		return math.MaxInt64 / 1000
+	}
+	return (ms + 999) / 1000
 }
 
 // upper is the highest level the write can leave: what decides how long the
 // item must live.
-func upper(lv *tokenbucket.Level, img *image, prefix string) tokenbucket.Int128 {
+func upper(lv *tokenbucket.Level) tokenbucket.Int128 {
 	set, v := lv.Write()
 	if set {
 		return v

@@ -15,8 +15,7 @@ import (
 type limitImage struct {
 	Level    tokenbucket.Int128 // x: the bucket's level (tokenbucket.State), in whole-bucket units
 	Consumed int64              // tc: running total of millitokens debited (consumes and charges, less refunds)
-	FullAt   int64              // f: unix second from which the limit is full again (the item's expiry waits for it)
-	Shape    tokenbucket.Limit  // cp, ra, rp: the limit the level was written with
+	Shape    tokenbucket.Limit  // l: the limit the level was written with
 }
 
 // image is a decoded bucket item. A nil *image or exists=false means the item
@@ -72,11 +71,19 @@ func decodeImage(item map[string]types.AttributeValue) (*image, error) {
 		if !ok {
 			continue
 		}
+		l := im.limits[prefix]
+		if field == fieldShape {
+			str, _ := av.(*types.AttributeValueMemberS)
+			if str != nil {
+				l.Shape = parseShape(str.Value)
+			}
+			im.limits[prefix] = l
+			continue
+		}
 		n, _ := av.(*types.AttributeValueMemberN)
 		if n == nil {
 			return nil, fmt.Errorf("dynamo: bucket %s: attribute %s is not a number: %w", getS(item, attrPK), name, ErrSchema)
 		}
-		l := im.limits[prefix]
 		switch field {
 		case fieldLevel:
 			x, err := tokenbucket.ParseInt128(n.Value)
@@ -86,17 +93,6 @@ func decodeImage(item map[string]types.AttributeValue) (*image, error) {
 			l.Level = x
 		case fieldConsumed:
 			l.Consumed, _ = strconv.ParseInt(n.Value, 10, 64)
-		case fieldFull:
-			l.FullAt, _ = strconv.ParseInt(n.Value, 10, 64)
-		case fieldCapacity:
-			v, _ := strconv.ParseInt(n.Value, 10, 64)
-			l.Shape.Capacity = tokenbucket.Millitokens(v)
-		case fieldAmount:
-			v, _ := strconv.ParseInt(n.Value, 10, 64)
-			l.Shape.RefillAmount = tokenbucket.Millitokens(v)
-		case fieldPeriod:
-			v, _ := strconv.ParseInt(n.Value, 10, 64)
-			l.Shape.RefillPeriod = time.Duration(v) * time.Millisecond
 		}
 		im.limits[prefix] = l
 	}
@@ -119,10 +115,36 @@ func limitField(name string) (prefix, field string, ok bool) {
 	}
 	prefix, field = name[:i], name[i+1:]
 	switch field {
-	case fieldLevel, fieldConsumed, fieldFull, fieldCapacity, fieldAmount, fieldPeriod:
+	case fieldLevel, fieldConsumed, fieldShape:
 		return prefix, field, true
 	}
 	return "", "", false
+}
+
+// shapeAV encodes a limit as "capacity/amount/period_ms".
+func shapeAV(l tokenbucket.Limit) types.AttributeValue {
+	return strAV(strconv.FormatInt(int64(l.Capacity), 10) + "/" + strconv.FormatInt(int64(l.RefillAmount), 10) + "/" + strconv.FormatInt(l.RefillPeriod.Milliseconds(), 10))
+}
+
+// parseShape decodes shapeAV; anything else is the zero (invalid) Limit.
+func parseShape(s string) tokenbucket.Limit {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return tokenbucket.Limit{}
+	}
+	var v [3]int64
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return tokenbucket.Limit{}
+		}
+		v[i] = n
+	}
+	l := tokenbucket.Limit{Capacity: tokenbucket.Millitokens(v[0]), RefillAmount: tokenbucket.Millitokens(v[1]), RefillPeriod: time.Duration(v[2]) * time.Millisecond}
+	if l.Validate() != nil {
+		return tokenbucket.Limit{}
+	}
+	return l
 }
 
 func number(av types.AttributeValue) (int64, bool) {

@@ -237,13 +237,17 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 		keys = keys[n:]
 		for round := 0; len(req) > 0; round++ {
 			if round > 0 && !sleep(ctx, backoff(round)) {
-				return nil, fmt.Errorf("dynamo: batch get %s: unprocessed keys: %w", s.cfg.Table, ErrUnavailable)
+				return nil, fmt.Errorf("dynamo: batch get %s: not read within the budget: %w", s.cfg.Table, ErrUnavailable)
 			}
 			cctx, cancel := s.call(ctx)
 			res, err := s.api.BatchGetItem(cctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 			cancel()
 			if err != nil {
-				return nil, classify("batch get "+s.cfg.Table, err)
+				cerr := classify("batch get "+s.cfg.Table, err)
+				if errors.Is(cerr, ErrThrottled) {
+					continue // retried within ctx, after a backoff
+				}
+				return nil, cerr
 			}
 			for _, item := range res.Responses[s.cfg.Table] {
 				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item

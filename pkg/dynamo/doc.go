@@ -5,10 +5,12 @@
 //
 // One table, namespaced keys. Every user-supplied component (namespace,
 // entity, resource, limit name) is escaped: only [A-Za-z0-9._-] survive,
-// every other byte becomes %XX, and a component longer than 400 bytes
+// every other byte becomes %XX, and a component longer than 64 bytes
 // escaped is stored as "~" + SHA-256, so no value can forge a separator,
-// parse into another key or collide with one. Namespaces are prefixed with
-// "n" ("n{ns}/…"); the table's own records live under "_/SYSTEM#".
+// parse into another key or collide with one, and keys stay short. A bucket
+// item keeps the raw namespace, entity and resource once, as attributes.
+// Namespaces are prefixed with "n" ("n{ns}/…"); the table's own records live
+// under "_/SYSTEM#".
 //
 //	bucket           n{ns}/BUCKET#{entity}#{resource}#{shard}   #STATE
 //	entity           n{ns}/ENTITY#{id}                          #META
@@ -19,67 +21,83 @@
 //	version          _/SYSTEM#                                  #VERSION
 //	namespaces       _/SYSTEM#                                  #NAMESPACE#{name}, #NSID#{id}
 //
-// GSI1 parent → children (entity records), GSI2 resource → buckets, GSI3
-// (KEYS_ONLY) entity → configs and buckets, GSI4 (KEYS_ONLY) namespace →
-// everything. Expressions use placeholders only (#a0, :v0): attribute
-// names built from limit names never appear in expression text.
+// GSI1 (parent → children, on entity records) is the one index: no code
+// path queries another. Expressions use placeholders only (#a0, :v0):
+// attribute names built from limit names never appear in expression text.
 //
-// # Bucket items
+// # Bucket items (schema 2)
 //
-// Flat attributes per limit: b_{limit}_tk (millitokens), _cp, _ra, _rp
-// (shape last written, ms), _tc (consumed total, for the aggregator's
-// deltas) and _lr, the limit's own last-refill time in unix ms. The shared
-// rf is the time of the last write that credited refill; shard_count,
-// cascade, parent_id, ttl and the hidden limit wcu_* (1000 writes/s per
-// item) complete the item. Per-limit lr keeps tokenbucket's residue (the
-// drift compensation) exact for every limit of an item.
+// Flat attributes per limit: b_{limit}_x, the limit's level (see
+// tokenbucket.State: at time t the bucket holds (t·ra − x)/rp, at most its
+// capacity; refill is implicit in the clock), _tc (millitokens debited, for
+// usage) and _l, the limit the level was written with
+// ("capacity/amount/period_ms"): a changed limit keeps the bucket's tokens,
+// and the item's expiry knows when every limit is full. Shared: shard_count, ns, entity, resource, cascade,
+// parent_id and ttl. An item with entity and resource values up to 256
+// bytes each stays within one write unit (1 KB). The table's schema version
+// record says "2"; NewStore refuses a table of another version with
+// ErrSchema (version 1 tables must be recreated).
 //
 // # Decisions
 //
-// A decision guesses from the last image this replica saw of each item (a
-// cold item is read first, in the same consistent BatchGetItem as its
-// uncached config records), runs cascade.Decide on it, and sends one
-// conditional UpdateItem per item whose condition bounds b_{limit}_tk to the
-// range where that decision is the one cascade.Decide would take on whatever
-// the item holds when the write lands (see sym.go), locked on _lr only when
-// the write moves it. The write refills in place, so a warm replica decides
-// in one write and no read, without an aggregator's refill-ahead. A failed
-// condition returns the old image (ALL_OLD), which decides the next attempt:
-// missing item → create (attribute_not_exists); wcu exhausted → double the
-// shard count; refill would satisfy → write with refill; otherwise refuse
-// with the exact retry-after. A refusal is only ever returned on an image
-// read during the decision (never on a cached one), and a refused decision
-// with nothing to charge writes nothing (lazy refill: the next write credits
-// it). Several items: parallel writes, compensated with unconditional ADDs
-// when one fails, then TransactWriteItems (at most 100 items).
+// A decision splits its plan into parts, one per bucket item, and queues
+// each part in its item's lane. A lane runs one conditional UpdateItem at a
+// time per item and replica, carrying every part that queued while the write
+// before was in flight: cascade.Decide on each part in arrival order, each
+// seeing the ones before, on the levels of the last image this replica saw.
+// The write adds to each level (or sets it, when a full bucket's level is
+// clamped) under the condition that the stored level lies in the range for
+// which those decisions hold (tokenbucket.Level). Writers that consume
+// commute: a condition fails only when the outcome would differ, and then
+// DynamoDB's old image (ALL_OLD) decides the batch again, exactly, with one
+// more write. A refusal or a check stands only on an image DynamoDB returned
+// during the batch. A warm replica decides in one write and no read; a
+// cold item is read first (strongly consistent, once per lane).
 //
-// Contention: within a replica, decisions on one item are serialised
-// (striped locks, waiting at most Timeout/3), so the next decision guesses
-// from the last one's ALL_NEW. After two lost races a decision consumes
-// without crediting refill when the outcome is the same (no lock on _lr,
-// so consumers never conflict with each other); after 24 lost races for
-// tokens the winners took it is refused (retry after 1 ms). Neither ever
-// admits more than cascade.Decide would.
+// A plan over several items is decided part by part (quota debits taken
+// when they fit), then by the plan's admission rule; the parts of a refused
+// plan that consumed are given back (a refund capped at capacity, in their
+// lanes, on a budget of their own, retried while it lasts, errors joined).
+//
+// # Contention is not an outage
+//
+// Config.Timeout is the budget of a decision. A part still queued when its
+// budget ends, a batch that lost races until its budget ran out, and a
+// write DynamoDB kept throttling are refusals with a retry-after of
+// contendedRetry (Observer.Contended): never an error, so ON_UNAVAILABLE can
+// never turn contention into an admission. An error wrapping ErrUnavailable
+// means DynamoDB did not answer: a transport error, a server error, or a
+// call that ran out of its budget. A part already in a write waits for that
+// write: a decision takes at most one write in flight ahead of it and its
+// own, about twice Config.Timeout.
+//
+// Stored limits and entity records are read once per record whatever the
+// number of decisions waiting (single flight), by a read with a deadline of
+// its own that fills the cache even when the decision that started it gave
+// up; a record past its lifetime (Config.ConfigCacheTTL ± 10%) serves while
+// one read refreshes it. Recent refusals of consuming plans are answered
+// from a bounded local cache until their retry-after (at most one second:
+// refunds can return tokens sooner); Config.RejectionCacheSize 0 turns it
+// off.
 //
 // # Sharding
 //
-// When an item's wcu runs out (10 s of burst, then 1000 writes/s), one
-// transaction sets shard_count to 2N on every shard 0..N−1 (shard 0 is the
-// truth) and creates shards N..2N−1 empty, at most once per decision and up
-// to MaxShards. Every write conditions on the item's shard_count and works
-// on its share cp/N, ra/N, so a replica with a stale count cannot
-// over-credit, and tokens above a shrunk share are clamped, never consumed
-// (conservative: a doubling can forfeit part of the remaining burst). A
-// refused shard retries on up to two others. Status and Adjust work on one
-// shard chosen at random; Status reports its share times N.
+// When DynamoDB throttles an item's writes, the batch retries within its
+// budget and one transaction doubles the item's shard count (shard 0..N−1
+// get shard_count 2N, shards N..2N−1 are created empty), at most once per
+// batch and up to MaxShards. Levels are kept in whole-bucket units and a
+// shard of N holds 1/N of its level, so a doubling halves every old shard's
+// share by itself (conservative: it can forfeit part of the remaining
+// burst); every write conditions on the shard count it assumed. A refused
+// shard retries on up to two others. Status works on one shard chosen at
+// random and reports the whole bucket.
 //
-// # Failures
+// # Expiry
 //
-// A decision has one budget of Config.Timeout, and every call its own
-// deadline within it. Errors are classified once, where they leave the SDK,
-// into ErrUnavailable, ErrThrottled or ErrConflict. Recent refusals of
-// consuming plans are answered from a bounded local cache until their
-// retry-after (at most one second: refunds can return tokens sooner).
+// Every write sets ttl to the time when every limit of the item is full
+// again (debt included), never less than seven days ahead: an item that
+// expires is exactly a new, full bucket.
 //
-// A Store is safe for concurrent use and owns no goroutines.
+// A Store is safe for concurrent use; its goroutines (lane runners, reads
+// that fill the caches) end by Close.
 package dynamo

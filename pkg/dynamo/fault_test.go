@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,25 +19,31 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// TestFaultsOnFake injects throttling, server errors and hangs into every
-// operation the decision path uses and wants an error wrapping the right
-// sentinel, returned within the timeout.
+// TestFaultsOnFake injects server errors, hangs and throttling into every
+// call the decision path makes and wants what the client finally sees: an
+// error wrapping ErrUnavailable when DynamoDB did not answer (the service
+// applies ON_UNAVAILABLE), a refusal when it only throttled, within about
+// the timeout.
 func TestFaultsOnFake(t *testing.T) {
-	const timeout = 15 * time.Millisecond
+	const timeout = 20 * time.Millisecond
+	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	serverErr := func(context.Context) error { return &types.InternalServerError{Message: new(string)} }
+	throttle := func(context.Context) error { return &types.ProvisionedThroughputExceededException{Message: new(string)} }
 	cases := []struct {
-		name string
-		op   string
-		err  func(ctx context.Context) error
-		want error
+		name    string
+		op      string
+		cold    bool // the bucket and its config are new to the replica
+		err     func(ctx context.Context) error
+		want    error // nil: a refusal, no error
+		refused bool
 	}{
-		{"update throttled", "UpdateItem", func(context.Context) error {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
-		}, dynamo.ErrThrottled},
-		{"read throttled", "BatchGetItem", func(context.Context) error { return &types.RequestLimitExceeded{Message: new(string)} }, dynamo.ErrThrottled},
-		{"update server error", "UpdateItem", func(context.Context) error { return &types.InternalServerError{Message: new(string)} }, dynamo.ErrUnavailable},
-		{"update hangs", "UpdateItem", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, dynamo.ErrUnavailable},
-		{"read hangs", "BatchGetItem", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, dynamo.ErrUnavailable},
-		{"transaction hangs", "TransactWriteItems", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, dynamo.ErrUnavailable},
+		{"update server error", "UpdateItem", false, serverErr, dynamo.ErrUnavailable, false},
+		{"update hangs", "UpdateItem", false, hang, dynamo.ErrUnavailable, false},
+		{"update throttled", "UpdateItem", false, throttle, nil, true},
+		{"bucket read hangs", "GetItem", true, hang, dynamo.ErrUnavailable, false},
+		{"bucket read throttled", "GetItem", true, throttle, nil, true},
+		{"config read hangs", "BatchGetItem", true, hang, dynamo.ErrUnavailable, false},
+		{"config read server error", "BatchGetItem", true, serverErr, dynamo.ErrUnavailable, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,19 +51,13 @@ func TestFaultsOnFake(t *testing.T) {
 			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
 				t.Fatalf("CreateTable() = %v", err)
 			}
-			clk := newClock()
-			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: timeout}, clk)
+			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: timeout}, newClock())
 			lim := mustLimit(t, 10, time.Second, 0)
-			// Warm the caches, then make a two-item plan go to the slow path
-			// (transaction) by having another replica drain one item.
-			a, b := cascade.Key{Entity: "a", Resource: "r"}, cascade.Key{Entity: "b", Resource: "r"}
-			plan := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: lim, Amount: 1000}, {Key: b, Limit: "x", Bucket: lim, Amount: 1000}}}
-			if _, err := s.Acquire(context.Background(), plan); err != nil {
+			key := cascade.Key{Entity: "warm", Resource: "r"}
+			if c.cold {
+				key.Entity = "cold"
+			} else if _, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 1000}}}); err != nil {
 				t.Fatalf("Acquire(warm) = %v", err)
-			}
-			other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, clk)
-			if _, err := other.Acquire(context.Background(), &cascade.Plan{Debits: plan.Debits[1:]}); err != nil {
-				t.Fatalf("Acquire(other) = %v", err)
 			}
 			f.SetFail(func(ctx context.Context, op string) error {
 				if op == c.op {
@@ -65,36 +66,115 @@ func TestFaultsOnFake(t *testing.T) {
 				return nil
 			})
 			start := time.Now()
-			var err error
-			switch c.op {
-			case "BatchGetItem": // a cold item is read first
-				_, err = s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "cold", Resource: "r"}, Limit: "x", Bucket: lim, Amount: 1000}}})
-			case "TransactWriteItems": // an update loses its race, then the transaction
-				f.SetFail(nil)
-				clk.Advance(100 * time.Millisecond) // b's write will refill: locked on lr
-				if _, err := other.Acquire(context.Background(), &cascade.Plan{Debits: plan.Debits[1:]}); err != nil {
-					t.Fatalf("Acquire(other) = %v", err)
-				}
-				f.SetFail(func(ctx context.Context, op string) error {
-					if op == c.op {
-						return c.err(ctx)
-					}
-					return nil
-				})
-				start = time.Now()
-				_, err = s.Acquire(context.Background(), plan)
-			default:
-				_, err = s.Acquire(context.Background(), &cascade.Plan{Debits: plan.Debits[:1]})
-			}
+			dec, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 1000}}})
 			elapsed := time.Since(start)
-			if !errors.Is(err, c.want) {
-				t.Fatalf("Acquire() with %s = %v, want an error wrapping %v", c.name, err, c.want)
+			switch {
+			case c.want != nil && !errors.Is(err, c.want):
+				t.Fatalf("Acquire() with %s = %+v, %v, want an error wrapping %v", c.name, dec, err, c.want)
+			case c.want == nil && (err != nil || dec.Admitted != !c.refused):
+				t.Fatalf("Acquire() with %s = %+v, %v, want refused and no error", c.name, dec, err)
 			}
-			if elapsed > 3*timeout+50*time.Millisecond {
+			if elapsed > 2*timeout+50*time.Millisecond {
 				t.Errorf("Acquire() with %s took %v, want about the %v timeout", c.name, elapsed, timeout)
 			}
 		})
 	}
+}
+
+// tokensOf reads what each bucket holds, in whole millitokens.
+func tokensOf(t *testing.T, s *dynamo.Store, lim tokenbucket.Limit, keys ...cascade.Key) []tokenbucket.Millitokens {
+	t.Helper()
+	var out []tokenbucket.Millitokens
+	for _, k := range keys {
+		st, err := s.Status(context.Background(), k, map[string]tokenbucket.Limit{"x": lim})
+		if err != nil {
+			t.Fatalf("Status(%v) = %v", k, err)
+		}
+		out = append(out, st["x"].Remaining)
+	}
+	return out
+}
+
+// TestFaultsKeepTokens injects a failure at each write step of a plan over
+// two bucket items (the first write, the write after a lost race, the
+// compensation of a refused plan) and wants the buckets to hold exactly
+// what one admitted or one refused decision leaves.
+func TestFaultsKeepTokens(t *testing.T) {
+	lim := mustLimit(t, 10, time.Hour, 0)
+	a, b := cascade.Key{Entity: "a", Resource: "r"}, cascade.Key{Entity: "b", Resource: "r"}
+	plan := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: lim, Amount: 1000}, {Key: b, Limit: "x", Bucket: lim, Amount: 1000}}}
+	var c *clock
+	setup := func(t *testing.T) (*dynamotest.Fake, *dynamo.Store, *dynamo.Store) {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatalf("CreateTable() = %v", err)
+		}
+		c = newClock()
+		s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond}, c)
+		other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c)
+		if _, err := s.Acquire(context.Background(), plan); err != nil { // both items exist: 9 and 9
+			t.Fatalf("Acquire(warm) = %v", err)
+		}
+		return f, s, other
+	}
+	// failOn fails the nth UpdateItem of the entity's bucket item from now.
+	failOn := func(f *dynamotest.Fake, entity string, nth int) {
+		var seen atomic.Int64
+		f.SetFailItem(func(op, pk string) error {
+			if op != "UpdateItem" || !strings.Contains(pk, "/BUCKET#"+entity+"#") {
+				return nil
+			}
+			if seen.Add(1) == int64(nth) {
+				return &types.InternalServerError{Message: new(string)}
+			}
+			return nil
+		})
+	}
+	t.Run("a write fails, the other item is given back", func(t *testing.T) {
+		f, s, other := setup(t)
+		failOn(f, "b", 1)
+		if _, err := s.Acquire(context.Background(), plan); !errors.Is(err, dynamo.ErrUnavailable) {
+			t.Fatalf("Acquire() = %v, want ErrUnavailable", err)
+		}
+		if got := tokensOf(t, other, lim, a, b); got[0] != 9000 || got[1] != 9000 {
+			t.Errorf("tokens after a failed write = %v, want [9000 9000] (a refused decision)", got)
+		}
+	})
+	t.Run("the write after a lost race fails", func(t *testing.T) {
+		f, s, other := setup(t)
+		// Two hours on, s's image says b is full again (its write would
+		// set the level); another replica takes a token of b first, so s's
+		// first write on b loses the race and its second one (an add)
+		// fails.
+		c.Advance(2 * time.Hour)
+		if _, err := other.Acquire(context.Background(), &cascade.Plan{Debits: plan.Debits[1:]}); err != nil {
+			t.Fatalf("Acquire(other) = %v", err)
+		}
+		failOn(f, "b", 2)
+		if _, err := s.Acquire(context.Background(), plan); !errors.Is(err, dynamo.ErrUnavailable) {
+			t.Fatalf("Acquire() = %v, want ErrUnavailable", err)
+		}
+		if got := tokensOf(t, other, lim, a, b); got[0] != 10000 || got[1] != 9000 {
+			t.Errorf("tokens = %v, want [10000 9000] (this decision refused, the other one's token taken)", got)
+		}
+	})
+	t.Run("the compensation fails once and is retried", func(t *testing.T) {
+		f, s, other := setup(t)
+		drain := &cascade.Plan{Debits: []cascade.Debit{{Key: b, Limit: "x", Bucket: lim, Amount: 9000}}}
+		if dec, err := other.Acquire(context.Background(), drain); err != nil || !dec.Admitted {
+			t.Fatalf("Acquire(drain b) = %+v, %v", dec, err)
+		}
+		// a is debited, b refuses (after a lost race on its stale image),
+		// a's give-back fails once.
+		failOn(f, "a", 2)
+		dec, err := s.Acquire(context.Background(), plan)
+		if err != nil || dec.Admitted {
+			t.Fatalf("Acquire() = %+v, %v, want refused", dec, err)
+		}
+		if got := tokensOf(t, other, lim, a, b); got[0] != 9000 || got[1] != 0 {
+			t.Errorf("tokens = %v, want [9000 0]: a given back exactly", got)
+		}
+	})
 }
 
 // TestOutageLocal stops DynamoDB Local under load: every decision must fail

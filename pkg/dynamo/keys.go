@@ -105,10 +105,7 @@ const (
 
 	fieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
 	fieldConsumed = "tc" // millitokens debited, for usage
-	fieldFull     = "f"  // unix second from which the limit is full again
-	fieldCapacity = "cp" // the limit the level was written with: capacity,
-	fieldAmount   = "ra" // refill amount (millitokens)
-	fieldPeriod   = "rp" // and refill period (ms)
+	fieldShape    = "l"  // the limit the level was written with: "capacity/amount/period_ms"
 )
 
 // limitAttr returns the attribute name of field f of limit.

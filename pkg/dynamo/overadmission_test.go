@@ -15,8 +15,10 @@ import (
 
 // TestOverAdmissionLocal runs three store instances (replicas) × 30
 // goroutines on one bucket (capacity 100, refill 10/s) for 10 s against
-// DynamoDB Local, unsharded and pre-sharded to 4, and wants at most
-// 100 + 10·elapsed admitted, and at least 90% of that.
+// DynamoDB Local with a budget of 200 ms a decision, unsharded and
+// pre-sharded to 4, and wants at most 100 + 10·elapsed admitted, at least
+// 97% of that unsharded (90% sharded: a refused shard tries two others, not
+// every one), and no errors: contention is a refusal, never an outage.
 func TestOverAdmissionLocal(t *testing.T) {
 	const (
 		replicas   = 3
@@ -36,7 +38,7 @@ func TestOverAdmissionLocal(t *testing.T) {
 			key := cascade.Key{Namespace: "over", Entity: "tenant", Resource: "model"}
 			var stores []*dynamo.Store
 			for range replicas {
-				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 2 * time.Second})
+				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond})
 				if err != nil {
 					t.Fatalf("NewStore() = %v", err)
 				}
@@ -79,17 +81,15 @@ func TestOverAdmissionLocal(t *testing.T) {
 			if got > most {
 				t.Errorf("admitted %v, want at most %.0f (100 + 10/s × %v)", got, most, elapsed)
 			}
-			if got < 0.9*most {
-				t.Errorf("admitted %v, want at least %.0f (90%% of %.0f)", got, 0.9*most, most)
+			least := 0.97
+			if shards > 1 {
+				least = 0.9
 			}
-			// An error counts as not admitted (the service applies
-			// ON_UNAVAILABLE). 90 callers on one item of an emulator that
-			// serialises writes, on two cores and under the race detector,
-			// sometimes lose races until the 2 s budget runs out: about 0.1%
-			// of calls in `make test`. More than 1% would mean the contention
-			// paths (per-item queueing, rejection cache) stopped working.
-			if failures.Load()*100 > calls.Load() {
-				t.Errorf("%d of %d calls failed, want under 1%%; first: %v", failures.Load(), calls.Load(), firstErr.Load())
+			if got < least*most {
+				t.Errorf("admitted %v, want at least %.0f (%.0f%% of %.0f)", got, least*most, 100*least, most)
+			}
+			if failures.Load() > 0 {
+				t.Errorf("%d of %d calls failed, want none; first: %v", failures.Load(), calls.Load(), firstErr.Load())
 			}
 		})
 	}

@@ -302,14 +302,22 @@ func (s *Store) compensate(comp []*part) error {
 	if len(comp) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(s.life, 2*s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(s.life, 4*s.cfg.Timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range comp {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.await(ctx, c)
+			// A give-back that DynamoDB did not take is tried again while
+			// the budget lasts: it returns tokens already accepted.
+			for attempt := 0; ; attempt++ {
+				s.await(ctx, c)
+				if c.err == nil || errors.Is(c.err, errClosed) || !sleep(ctx, backoff(attempt)) {
+					return
+				}
+				c.choose(c.shard)
+			}
 		}()
 	}
 	wg.Wait()

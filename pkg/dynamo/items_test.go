@@ -1,0 +1,154 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+func fakeTable(t *testing.T) *dynamotest.Fake {
+	t.Helper()
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	return f
+}
+
+func bucketItems(f *dynamotest.Fake) []map[string]types.AttributeValue {
+	var out []map[string]types.AttributeValue
+	for _, it := range f.Items("t") {
+		if pk, _ := it["PK"].(*types.AttributeValueMemberS); pk != nil && strings.Contains(pk.Value, "/BUCKET#") {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// TestItemFitsOneWriteUnit writes a bucket whose entity and resource are 256
+// bytes each, every byte one that must be escaped, with two limits: the
+// item stays within 1 KB, so each write costs one write unit.
+func TestItemFitsOneWriteUnit(t *testing.T) {
+	f := fakeTable(t)
+	s := newStore(t, f, "t", newClock())
+	key := cascade.Key{Entity: strings.Repeat("/", 256), Resource: strings.Repeat("é", 128)}
+	rpm, tpm := mustLimit(t, 1000, time.Minute, 0), mustLimit(t, 5_000_000, time.Minute, 0)
+	p := &cascade.Plan{Debits: []cascade.Debit{
+		{Key: key, Limit: "requests_per_minute", Bucket: rpm, Amount: tokenbucket.PerToken},
+		{Key: key, Limit: "tokens_per_minute", Bucket: tpm, Amount: 1500 * tokenbucket.PerToken},
+	}}
+	for range 3 {
+		if dec, err := s.Acquire(context.Background(), p); err != nil || !dec.Admitted {
+			t.Fatalf("Acquire() = %+v, %v", dec, err)
+		}
+	}
+	items := bucketItems(f)
+	if len(items) != 1 {
+		t.Fatalf("%d bucket items, want 1", len(items))
+	}
+	if size := dynamotest.ItemSize(items[0]); size > 1024 {
+		t.Errorf("bucket item of %d bytes, want at most 1024 (one write unit)", size)
+	}
+}
+
+// TestValueTooLargeIsInvalid wants an entity beyond what the store keeps
+// refused as an invalid plan, never as an outage ON_UNAVAILABLE could admit.
+func TestValueTooLargeIsInvalid(t *testing.T) {
+	s := newStore(t, fakeTable(t), "t", newClock())
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: strings.Repeat("x", dynamo.MaxValueBytes+1), Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1, time.Second, 0), Amount: 1}}}
+	if _, err := s.Acquire(context.Background(), p); !errors.Is(err, cascade.ErrInvalid) || errors.Is(err, dynamo.ErrUnavailable) {
+		t.Errorf("Acquire(entity of %d bytes) = %v, want an error wrapping cascade.ErrInvalid only", dynamo.MaxValueBytes+1, err)
+	}
+}
+
+// TestExpiryWaitsUntilFull drains a 1,000-a-month bucket: its item must live
+// until the bucket is full again (30 days), not a flat week, and after 8
+// idle days the bucket admits what refill allows (266 tokens), not 1,000.
+func TestExpiryWaitsUntilFull(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	s := newStore(t, f, "t", c)
+	month, err := tokenbucket.Rate(1000, 30*24*time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "month", Bucket: month, Amount: tokenbucket.PerToken}}}
+	all := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "month", Bucket: month, Amount: 1000 * tokenbucket.PerToken}}}
+	if dec, err := s.Acquire(context.Background(), all); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(1000) = %+v, %v", dec, err)
+	}
+	items := bucketItems(f)
+	ttl, _ := strconv.ParseInt(items[0]["ttl"].(*types.AttributeValueMemberN).Value, 10, 64)
+	if want := c.Now().Add(30 * 24 * time.Hour).Unix(); ttl < want {
+		t.Errorf("ttl = %d, want at least %d (full again in 30 days)", ttl, want)
+	}
+	c.Advance(8 * 24 * time.Hour)
+	s2 := newStore(t, f, "t", c) // a replica with no image of the bucket
+	admitted := 0
+	for range 1000 {
+		dec, err := s2.Acquire(context.Background(), one)
+		if err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+		if !dec.Admitted {
+			break
+		}
+		admitted++
+	}
+	if admitted != 266 {
+		t.Errorf("after 8 idle days admitted %d, want 266 (1000 × 8/30, rounded down)", admitted)
+	}
+}
+
+// TestRejectionCacheOff wants RejectionCacheSize 0 to ask the table for
+// every decision.
+func TestRejectionCacheOff(t *testing.T) {
+	for _, size := range []int{0, 100} {
+		obs := &countingObserver{}
+		s := newStoreCfg(t, fakeTable(t), dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: size}, newClock(), dynamo.WithObserver(obs))
+		p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1, time.Hour, 0), Amount: tokenbucket.PerToken}}}
+		for range 5 {
+			if _, err := s.Acquire(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if hits := obs.hits.Load(); (size == 0) != (hits == 0) {
+			t.Errorf("RejectionCacheSize %d: %d cache hits", size, hits)
+		}
+	}
+}
+
+// TestOldSchemaRefused wants a table of schema version 1 refused with a
+// message that names both versions.
+func TestOldSchemaRefused(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.PutItem(context.Background(), putVersion("t", "1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t"})
+	if !errors.Is(err, dynamo.ErrSchema) || !strings.Contains(err.Error(), `"1"`) || !strings.Contains(err.Error(), `"2"`) {
+		t.Errorf("NewStore(schema 1) = %v, want ErrSchema naming versions 1 and 2", err)
+	}
+}
+
+func putVersion(table, v string) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "_/SYSTEM#"}, "SK": &types.AttributeValueMemberS{Value: "#VERSION"},
+		"schema": &types.AttributeValueMemberS{Value: v},
+	}}
+}
