@@ -28,7 +28,9 @@ func TestFaultsOnFake(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 	serverErr := func(context.Context) error { return &types.InternalServerError{Message: new(string)} }
-	throttle := func(context.Context) error { return &types.ProvisionedThroughputExceededException{Message: new(string)} }
+	throttle := func(context.Context) error {
+		return &types.ProvisionedThroughputExceededException{Message: new(string)}
+	}
 	cases := []struct {
 		name    string
 		op      string
