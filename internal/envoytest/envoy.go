@@ -185,7 +185,7 @@ func (e *Envoy) waitReady() error {
 	deadline := time.Now().Add(readyTimeout)
 	for time.Now().Before(deadline) {
 		if !e.proc.running() {
-			return fmt.Errorf("exited: %v", e.proc.err)
+			return e.proc.exitError()
 		}
 		resp, err := client.Get(e.Admin + "/ready")
 		if err == nil {

@@ -78,6 +78,14 @@ func startProcess(name string, cmd *exec.Cmd) (*process, error) {
 	return p, nil
 }
 
+// exitError describes how the process ended, once it has.
+func (p *process) exitError() error {
+	if p.err == nil {
+		return fmt.Errorf("%s exited with status 0", p.name)
+	}
+	return fmt.Errorf("%s exited: %w", p.name, p.err)
+}
+
 // running reports whether the process has not exited.
 func (p *process) running() bool {
 	select {

@@ -128,7 +128,7 @@ func (s *Service) waitHealthy(p *process) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if !p.running() {
-			return fmt.Errorf("exited: %v", p.err)
+			return p.exitError()
 		}
 		resp, err := client.Get(url)
 		if err == nil {
