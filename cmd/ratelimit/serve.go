@@ -82,6 +82,11 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
 		service.WithDynamicMetadata(s.ResponseDynamicMetadata),
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
+		service.WithRequestLimits(service.RequestLimits{
+			Descriptors: s.RequestMaxDescriptors,
+			Entries:     s.RequestMaxEntries,
+			EntryBytes:  s.RequestMaxEntryBytes,
+		}),
 	)
 
 	var tlsConfig *tls.Config
@@ -103,6 +108,10 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		TLS:                   tlsConfig,
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
+		ReadHeaderTimeout:     s.HTTPReadHeaderTimeout,
+		ReadTimeout:           s.HTTPReadTimeout,
+		IdleTimeout:           s.HTTPIdleTimeout,
+		MaxConnections:        s.HTTPMaxConnections,
 		Drain:                 s.ShutdownDrain,
 		Timeout:               s.ShutdownTimeout,
 		Logger:                entry("server"),

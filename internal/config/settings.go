@@ -59,6 +59,10 @@ type Settings struct {
 	LimitResetHeader            string // LIMIT_RESET_HEADER: header carrying the seconds until reset
 	ResponseDynamicMetadata     bool   // RESPONSE_DYNAMIC_METADATA: return the lease in dynamic_metadata
 
+	RequestMaxDescriptors int // REQUEST_MAX_DESCRIPTORS: most descriptors per request
+	RequestMaxEntries     int // REQUEST_MAX_ENTRIES: most entries per descriptor
+	RequestMaxEntryBytes  int // REQUEST_MAX_ENTRY_BYTES: longest domain, key or value in bytes
+
 	GRPCServerUseTLS          bool          // GRPC_SERVER_USE_TLS: serve gRPC over TLS
 	GRPCServerTLSCert         string        // GRPC_SERVER_TLS_CERT: server certificate chain (PEM file)
 	GRPCServerTLSKey          string        // GRPC_SERVER_TLS_KEY: server private key (PEM file)
@@ -66,6 +70,11 @@ type Settings struct {
 	GRPCClientTLSSAN          string        // GRPC_CLIENT_TLS_SAN: a SAN every client certificate must carry
 	GRPCMaxConnectionAge      time.Duration // GRPC_MAX_CONNECTION_AGE: connections are sent GOAWAY after this age
 	GRPCMaxConnectionAgeGrace time.Duration // GRPC_MAX_CONNECTION_AGE_GRACE: then closed after this grace
+
+	HTTPReadHeaderTimeout time.Duration // HTTP_READ_HEADER_TIMEOUT: HTTP and debug: time to send a request's headers
+	HTTPReadTimeout       time.Duration // HTTP_READ_TIMEOUT: HTTP and debug: time to send a whole request
+	HTTPIdleTimeout       time.Duration // HTTP_IDLE_TIMEOUT: HTTP and debug: idle kept-alive connections are closed after it
+	HTTPMaxConnections    int           // HTTP_MAX_CONNECTIONS: connections each of HTTP and debug holds; 0 derives it from the open-file limit
 
 	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: time spent NOT_SERVING before stopping
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: GracefulStop deadline, then Stop
@@ -118,8 +127,16 @@ func Defaults() Settings {
 		LimitRemainingHeader: "RateLimit-Remaining",
 		LimitResetHeader:     "RateLimit-Reset",
 
+		RequestMaxDescriptors: 256,
+		RequestMaxEntries:     64,
+		RequestMaxEntryBytes:  8192,
+
 		GRPCMaxConnectionAge:      24 * time.Hour,
 		GRPCMaxConnectionAgeGrace: time.Hour,
+
+		HTTPReadHeaderTimeout: 5 * time.Second,
+		HTTPReadTimeout:       10 * time.Second,
+		HTTPIdleTimeout:       time.Minute,
 
 		ShutdownDrain:   5 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
@@ -178,6 +195,10 @@ func bindings(s *Settings) []binding {
 		{"LIMIT_RESET_HEADER", "Name of the header carrying the seconds until the limit resets.", (*stringValue)(&s.LimitResetHeader)},
 		{"RESPONSE_DYNAMIC_METADATA", "Return the request in the response's dynamic_metadata, with quota-mode violations, as envoyproxy/ratelimit does.", (*boolValue)(&s.ResponseDynamicMetadata)},
 
+		{"REQUEST_MAX_DESCRIPTORS", "Most descriptors one request may carry; a larger request is answered InvalidArgument.", (*intValue)(&s.RequestMaxDescriptors)},
+		{"REQUEST_MAX_ENTRIES", "Most entries one descriptor may carry; more is answered InvalidArgument.", (*intValue)(&s.RequestMaxEntries)},
+		{"REQUEST_MAX_ENTRY_BYTES", "Longest domain, entry key or entry value, in bytes; longer is answered InvalidArgument.", (*intValue)(&s.RequestMaxEntryBytes)},
+
 		{"GRPC_SERVER_USE_TLS", "Serve gRPC over TLS.", (*boolValue)(&s.GRPCServerUseTLS)},
 		{"GRPC_SERVER_TLS_CERT", "PEM file with the server certificate chain; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSCert)},
 		{"GRPC_SERVER_TLS_KEY", "PEM file with the server private key; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSKey)},
@@ -185,6 +206,11 @@ func bindings(s *Settings) []binding {
 		{"GRPC_CLIENT_TLS_SAN", "With mTLS, a subject alternative name (DNS, URI, IP or email) every client certificate must carry.", (*stringValue)(&s.GRPCClientTLSSAN)},
 		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY.", (*durationValue)(&s.GRPCMaxConnectionAge)},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", "Time after GRPC_MAX_CONNECTION_AGE before the connection is closed.", (*durationValue)(&s.GRPCMaxConnectionAgeGrace)},
+
+		{"HTTP_READ_HEADER_TIMEOUT", "HTTP and debug listeners: time a client has to send a request's headers.", (*durationValue)(&s.HTTPReadHeaderTimeout)},
+		{"HTTP_READ_TIMEOUT", "HTTP and debug listeners: time a client has to send a whole request, body included.", (*durationValue)(&s.HTTPReadTimeout)},
+		{"HTTP_IDLE_TIMEOUT", "HTTP and debug listeners: time an idle kept-alive connection stays open.", (*durationValue)(&s.HTTPIdleTimeout)},
+		{"HTTP_MAX_CONNECTIONS", "Most connections each of the HTTP and debug listeners holds open (further clients wait); 0 means a quarter of the open-file limit, between 16 and 4096.", (*intValue)(&s.HTTPMaxConnections)},
 
 		{"SHUTDOWN_DRAIN", "On SIGTERM, time spent reporting NOT_SERVING before the servers stop.", (*durationValue)(&s.ShutdownDrain)},
 		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},
@@ -241,8 +267,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Table describes every variable with its default, in documentation order.
-// The README's settings table and `ratelimit help settings` are generated
-// from it.
+// The README's settings table and `ratelimit settings` are generated from
+// it.
 func Table() []Var {
 	d := Defaults()
 	bs := bindings(&d)
@@ -381,6 +407,9 @@ func (s Settings) Validate() error {
 	}{
 		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, false},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", s.GRPCMaxConnectionAgeGrace, true},
+		{"HTTP_READ_HEADER_TIMEOUT", s.HTTPReadHeaderTimeout, false},
+		{"HTTP_READ_TIMEOUT", s.HTTPReadTimeout, false},
+		{"HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout, false},
 		{"SHUTDOWN_DRAIN", s.ShutdownDrain, true},
 		{"SHUTDOWN_TIMEOUT", s.ShutdownTimeout, false},
 		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
@@ -395,6 +424,21 @@ func (s Settings) Validate() error {
 		}
 	}
 
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"REQUEST_MAX_DESCRIPTORS", s.RequestMaxDescriptors},
+		{"REQUEST_MAX_ENTRIES", s.RequestMaxEntries},
+		{"REQUEST_MAX_ENTRY_BYTES", s.RequestMaxEntryBytes},
+	} {
+		if n.v <= 0 {
+			bad("%s=%d: want > 0", n.name, n.v)
+		}
+	}
+	if s.HTTPMaxConnections < 0 {
+		bad("HTTP_MAX_CONNECTIONS=%d: want ≥ 0 (0 derives it from the open-file limit)", s.HTTPMaxConnections)
+	}
 	if s.MemoryMaxBuckets <= 0 {
 		bad("MEMORY_MAX_BUCKETS=%d: want > 0", s.MemoryMaxBuckets)
 	}

@@ -5,10 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -21,18 +21,29 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/dynalimit/dynalimit/internal/service"
 )
 
 // rlsName is the gRPC service name health reports on besides the server as a
 // whole ("").
 const rlsName = "envoy.service.ratelimit.v3.RateLimitService"
 
+// Defaults of the HTTP and debug servers' timeouts.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultIdleTimeout       = time.Minute
+)
+
 // Options configures a Server. Addresses are host:port; port 0 picks a free
 // port (see Addrs).
 type Options struct {
 	GRPCAddr, HTTPAddr, DebugAddr string
 
-	// RateLimit answers ShouldRateLimit.
+	// RateLimit answers ShouldRateLimit. A *service.Service registers itself
+	// (service.Service.RegisterGRPC), so that it checks requests before they
+	// are decoded.
 	RateLimit pb.RateLimitServiceServer
 	// Register, when set, registers further gRPC services (the access-log sink).
 	Register func(*grpc.Server)
@@ -40,6 +51,11 @@ type Options struct {
 	JSON http.Handler
 	// ConfigDump returns the live descriptor configuration for /rlconfig.
 	ConfigDump func() string
+	// Degraded, when set, reports a problem that does not stop the service
+	// from answering (a descriptor watch that is lost): /healthcheck still
+	// answers 200 while SERVING, and names the problem in its body. It
+	// returns "" when there is none.
+	Degraded func() string
 	// Gatherer serves /metrics on the debug port.
 	Gatherer prometheus.Gatherer
 
@@ -48,8 +64,19 @@ type Options struct {
 	// MaxConnectionAge and its grace spread long-lived Envoy connections
 	// across replicas; zero means unlimited.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long the HTTP
+	// and debug servers wait for a request's headers, for the whole
+	// request, and for the next request on a kept-alive connection; zero
+	// means the Default of each. MaxConnections bounds the connections
+	// each of them holds open at once (further clients wait in the
+	// listen backlog); zero means DefaultMaxConnections().
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	MaxConnections                              int
+
 	// Drain is how long the server keeps answering after health turns
-	// NOT_SERVING; Timeout bounds the graceful stop that follows.
+	// NOT_SERVING; Timeout bounds the stop that follows, for every server
+	// at once.
 	Drain, Timeout time.Duration
 
 	Logger *logrus.Entry
@@ -77,6 +104,18 @@ func New(o Options) (*Server, error) {
 		o.Logger = logrus.NewEntry(logrus.StandardLogger())
 	}
 	o.Logger = o.Logger.WithField("component", "server")
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections()
+	}
 	s := &Server{o: o, health: health.NewServer()}
 
 	var err error
@@ -92,7 +131,7 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("server: listen debug %s: %w", o.DebugAddr, err)
 	}
 
-	var gopts []grpc.ServerOption
+	gopts := []grpc.ServerOption{service.ServerCodec()}
 	if o.TLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
@@ -101,16 +140,44 @@ func New(o Options) (*Server, error) {
 		gopts = append(gopts, grpc.KeepaliveParams(ka))
 	}
 	s.grpc = grpc.NewServer(gopts...)
-	pb.RegisterRateLimitServiceServer(s.grpc, o.RateLimit)
+	if r, ok := o.RateLimit.(interface{ RegisterGRPC(grpc.ServiceRegistrar) }); ok {
+		r.RegisterGRPC(s.grpc)
+	} else {
+		pb.RegisterRateLimitServiceServer(s.grpc, o.RateLimit)
+	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	if o.Register != nil {
 		o.Register(s.grpc)
 	}
 
-	s.http = &http.Server{Handler: s.httpMux(), ReadHeaderTimeout: 5 * time.Second}
-	s.debug = &http.Server{Handler: s.debugMux(), ReadHeaderTimeout: 5 * time.Second}
+	s.http = s.httpServer("http", s.httpMux())
+	s.debug = s.httpServer("debug", s.debugMux())
 	return s, nil
+}
+
+// httpServer builds the HTTP or debug server: bounded reads, and errors
+// (TLS handshakes, bad requests, handler panics) logged as JSON entries.
+func (s *Server) httpServer(name string, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		ReadTimeout:       s.o.ReadTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+		ErrorLog:          log.New(errorLog{s.o.Logger.WithField("listener", name)}, "", 0),
+	}
+}
+
+// errorLog turns net/http's error log lines into logrus entries.
+type errorLog struct{ log *logrus.Entry }
+
+func (e errorLog) Write(p []byte) (int, error) {
+	msg := string(p)
+	if n := len(msg); n > 0 && msg[n-1] == '\n' {
+		msg = msg[:n-1]
+	}
+	e.log.Warn(msg)
+	return len(p), nil
 }
 
 // Addrs returns the bound addresses of the gRPC, HTTP and debug listeners.
@@ -131,7 +198,13 @@ func (s *Server) httpMux() *http.ServeMux {
 			http.Error(w, "NOT_SERVING", http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("OK"))
+		body := "OK"
+		if s.o.Degraded != nil {
+			if problem := s.o.Degraded(); problem != "" {
+				body = "OK\ndegraded: " + problem + "\n"
+			}
+		}
+		_, _ = w.Write([]byte(body))
 	})
 	if s.o.JSON != nil {
 		mux.Handle("/json", s.o.JSON)
@@ -158,58 +231,69 @@ func (s *Server) debugMux() *http.ServeMux {
 	return mux
 }
 
-// Run serves until ctx ends, then drains and stops (see the package
-// documentation). It returns the first serving error, or nil after a clean
-// shutdown. Run must be called once.
+// Run serves until ctx ends or a listener fails, then drains and stops (see
+// the package documentation). It returns the first serving error, or nil
+// after a clean shutdown. Run must be called once.
 func (s *Server) Run(ctx context.Context) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(rlsName, healthpb.HealthCheckResponse_SERVING)
-	g, gerr := newGroup()
-	g.go_(func() error { return s.grpc.Serve(s.grpcLis) })
-	g.go_(func() error { return ignoreClosed(s.http.Serve(s.httpLis)) })
-	g.go_(func() error { return ignoreClosed(s.debug.Serve(s.debugLis)) })
 	s.o.Logger.WithFields(logrus.Fields{
 		"grpc_addr": s.grpcLis.Addr().String(), "http_addr": s.httpLis.Addr().String(),
 		"debug_addr": s.debugLis.Addr().String(), "tls": s.o.TLS != nil,
+		"max_connections": s.o.MaxConnections,
 	}).Info("serving")
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-gerr:
-		s.o.Logger.WithError(err).Error("listener failed; shutting down")
-	}
-	s.shutdown()
-	g.wait()
+	err := supervise(ctx, shutdownPlan{
+		drain:      s.o.Drain,
+		timeout:    max(s.o.Timeout, time.Millisecond),
+		notServing: s.health.Shutdown, // every service NOT_SERVING
+		log:        s.o.Logger,
+	}, []unit{
+		{name: "grpc", serve: func() error { return s.grpc.Serve(s.grpcLis) }, stop: s.stopGRPC},
+		httpUnit("http", s.http, limitListener(s.httpLis, s.o.MaxConnections)),
+		httpUnit("debug", s.debug, limitListener(s.debugLis, s.o.MaxConnections)),
+	})
+	s.o.Logger.Info("stopped")
 	return err
 }
 
-func (s *Server) shutdown() {
-	s.health.Shutdown() // every service NOT_SERVING
-	if s.o.Drain > 0 {
-		s.o.Logger.WithField("drain", s.o.Drain.String()).Info("health NOT_SERVING; draining")
-		time.Sleep(s.o.Drain)
-	}
-	stopped := make(chan struct{})
-	force := time.AfterFunc(max(s.o.Timeout, time.Millisecond), func() {
-		s.o.Logger.Warn("graceful stop timed out; stopping")
-		s.grpc.Stop()
-	})
+// stopGRPC stops gRPC gracefully, and at once (cancelling in-flight calls)
+// when ctx ends first.
+func (s *Server) stopGRPC(ctx context.Context) error {
+	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
-		close(stopped)
+		close(done)
 	}()
-	<-stopped
-	force.Stop()
-
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, time.Millisecond))
-	defer cancel()
-	for _, h := range []*http.Server{s.http, s.debug} {
-		if err := h.Shutdown(ctx); err != nil {
-			_ = h.Close()
-		}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done // GracefulStop returns once Stop has closed every connection
+		return ctx.Err()
 	}
-	s.o.Logger.Info("stopped")
+}
+
+// httpUnit serves h on lis; stopping shuts it down gracefully, and closes
+// every connection when the deadline comes first. Handlers still running
+// then are left to finish on their own: they hold no listener.
+func httpUnit(name string, h *http.Server, lis net.Listener) unit {
+	return unit{
+		name: name,
+		serve: func() error {
+			if err := h.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		stop: func(ctx context.Context) error {
+			err := h.Shutdown(ctx)
+			if err != nil {
+				_ = h.Close()
+			}
+			return err
+		},
+	}
 }
 
 func (s *Server) closeListeners() {
@@ -219,33 +303,3 @@ func (s *Server) closeListeners() {
 		}
 	}
 }
-
-func ignoreClosed(err error) error {
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// group runs goroutines and reports the first error on a channel.
-type group struct {
-	wg   sync.WaitGroup
-	errs chan error
-}
-
-func newGroup() (*group, <-chan error) {
-	g := &group{errs: make(chan error, 4)}
-	return g, g.errs
-}
-
-func (g *group) go_(f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := f(); err != nil {
-			g.errs <- err
-		}
-	}()
-}
-
-func (g *group) wait() { g.wg.Wait() }

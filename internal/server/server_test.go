@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,7 +21,11 @@ import (
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// A handler that never returns is left running by design (see
+	// TestShutdownBoundedWhateverHTTPHandlersDo).
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/dynalimit/dynalimit/internal/server.TestShutdownBoundedWhateverHTTPHandlersDo.func1"))
+}
 
 // okRLS answers OK, or blocks until release is closed when block is set.
 type okRLS struct {
@@ -232,5 +238,80 @@ func TestNewFailsOnBusyPort(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run() = %v, want nil", err)
+	}
+}
+
+func TestHTTPErrorsAreLogged(t *testing.T) {
+	l, hook := logtest.NewNullLogger()
+	o := Options{
+		RateLimit: &okRLS{},
+		JSON:      http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("handler bug") }),
+		Degraded:  func() string { return "config watch: lost" },
+	}
+	o.GRPCAddr, o.HTTPAddr, o.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	o.Logger = logrus.NewEntry(l)
+	s, err := New(o)
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitServing(t, s)
+	_, httpAddr, _ := s.Addrs()
+
+	if resp, err := http.Post("http://"+httpAddr.String()+"/json", "application/json", strings.NewReader("{}")); err == nil {
+		_ = resp.Body.Close()
+	}
+	code, body := get(t, "http://"+httpAddr.String()+"/healthcheck")
+	if code != http.StatusOK || !strings.Contains(body, "degraded: config watch: lost") {
+		t.Errorf("GET /healthcheck = %d %q, want 200 naming the degradation", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+	found := false
+	for _, e := range hook.AllEntries() {
+		if strings.Contains(e.Message, "panic serving") && e.Data["listener"] == "http" && e.Data["component"] == "server" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no logrus entry for the handler panic; entries: %v", hook.AllEntries())
+	}
+}
+
+func TestShutdownBoundedWhateverHTTPHandlersDo(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	s, cancel, done := start(t, Options{
+		RateLimit: &okRLS{},
+		JSON: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			once.Do(func() { close(started) })
+			select {} // a handler that never returns
+		}),
+		Drain:   100 * time.Millisecond,
+		Timeout: 200 * time.Millisecond,
+	})
+	_, httpAddr, _ := s.Addrs()
+	go func() {
+		if resp, err := http.Post("http://"+httpAddr.String()+"/json", "application/json", strings.NewReader("{}")); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	<-started
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return with an HTTP handler running")
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("shutdown took %v, want about drain + timeout (300ms)", took)
 	}
 }

@@ -26,6 +26,21 @@
 // Units: hits are whole tokens on the wire and millitokens (×1000) in plans;
 // limit_remaining is whole tokens, floored, never negative.
 //
+// Requests are bounded (RequestLimits: descriptors per request, entries per
+// descriptor, bytes per domain, key or value) and must be valid UTF-8. Over
+// gRPC (RegisterGRPC with the ServerCodec option) the bounds are checked on
+// the wire bytes before the request is decoded, so an oversized request
+// costs what its first bytes past a bound cost; a request that does not
+// decode is InvalidArgument too, not gRPC's Internal. Every refusal as
+// invalid is counted by reason. A decision's work is linear in the size of
+// the request.
+//
+// The handler reads in phases, one file each: request.go (what was asked),
+// plan.go (which rules apply, and the plan), settle.go (what the store
+// decided), respond.go (statuses and headers), metadata.go, observe.go
+// (metrics), throttle.go (the store-failure log throttle) and wire.go (the
+// gRPC handler).
+//
 // Handlers return only gRPC status errors (InvalidArgument for malformed
 // requests, Unavailable without a configuration) and never panic on input.
 // A Service is immutable after New and safe for concurrent use; each request

@@ -26,18 +26,18 @@ func (m *mapStore) Acquire(_ context.Context, p *cascade.Plan) (cascade.Decision
 	const now = 1_700_000_000_000
 	slot := make([]int, len(p.Debits))
 	keys := make([]string, len(p.Debits))
-	states := make([]tokenbucket.State, len(p.Debits))
+	levels := make([]tokenbucket.Level, len(p.Debits))
 	for i, d := range p.Debits {
 		keys[i] = d.Key.Namespace + "/" + d.Key.Entity + "#" + d.Key.Resource + "#" + d.Limit
-		st, ok := m.states[keys[i]]
-		if !ok {
-			st = d.Bucket.Full(now)
+		levels[i] = tokenbucket.New(d.Bucket.Full(now))
+		if st, ok := m.states[keys[i]]; ok {
+			levels[i] = tokenbucket.Stored(st)
 		}
-		slot[i], states[i] = i, st
+		slot[i] = i
 	}
-	dec := cascade.Decide(p, slot, states, now)
+	dec := cascade.Decide(p, slot, levels, now)
 	for i, k := range keys {
-		m.states[k] = states[i]
+		m.states[k] = levels[i].State()
 	}
 	return dec, nil
 }
@@ -74,5 +74,5 @@ descriptors:
 	// Output:
 	// OK 1 RateLimit-Reset: 30
 	// OK 0 RateLimit-Reset: 60
-	// OVER_LIMIT 0 RateLimit-Reset: 31
+	// OVER_LIMIT 0 RateLimit-Reset: 30
 }

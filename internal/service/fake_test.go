@@ -23,18 +23,24 @@ type bucketKey struct {
 	limit string
 }
 
+// fakeBucket is a stored bucket state with the limit it was decided under.
+type fakeBucket struct {
+	state tokenbucket.State
+	limit tokenbucket.Limit
+}
+
 // fakeStore decides plans with cascade.Decide over a map, under a mutex.
 type fakeStore struct {
 	mu     sync.Mutex
 	nowMs  int64
-	states map[bucketKey]tokenbucket.State
+	states map[bucketKey]fakeBucket
 	err    error
 	calls  int
 	plans  []cascade.Plan
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{nowMs: t0, states: map[bucketKey]tokenbucket.State{}}
+	return &fakeStore{nowMs: t0, states: map[bucketKey]fakeBucket{}}
 }
 
 func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
@@ -47,7 +53,7 @@ func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	}
 	slot := make([]int, len(p.Debits))
 	var keys []bucketKey
-	var states []tokenbucket.State
+	var levels []tokenbucket.Level
 	for i, d := range p.Debits {
 		k := bucketKey{d.Key, d.Limit}
 		idx := -1
@@ -58,19 +64,24 @@ func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 			}
 		}
 		if idx < 0 {
-			st, ok := f.states[k]
-			if !ok {
-				st = d.Bucket.Full(f.nowMs)
+			level := tokenbucket.New(d.Bucket.Full(f.nowMs))
+			if b, ok := f.states[k]; ok {
+				level = tokenbucket.Stored(b.state)
 			}
 			keys = append(keys, k)
-			states = append(states, st)
+			levels = append(levels, level)
 			idx = len(keys) - 1
 		}
 		slot[i] = idx
 	}
-	dec := cascade.Decide(p, slot, states, f.nowMs)
+	dec := cascade.Decide(p, slot, levels, f.nowMs)
 	for i, k := range keys {
-		f.states[k] = states[i]
+		for j, d := range p.Debits {
+			if slot[j] == i {
+				f.states[k] = fakeBucket{state: levels[i].State(), limit: d.Bucket}
+				break
+			}
+		}
 	}
 	return dec, nil
 }
@@ -79,9 +90,9 @@ func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 func (f *fakeStore) tokens(entity, limit string) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for k, st := range f.states {
+	for k, b := range f.states {
 		if k.key.Entity == entity && k.limit == limit {
-			return int64(st.Tokens / tokenbucket.PerToken)
+			return int64(b.limit.Tokens(b.state, f.nowMs) / tokenbucket.PerToken)
 		}
 	}
 	return -1

@@ -15,8 +15,9 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
-// FuzzShouldRateLimit feeds random wire-format requests to the handler: it
-// must never panic, must fail only with InvalidArgument, and must answer one
+// FuzzShouldRateLimit feeds random wire-format requests to the gRPC
+// handler, as they arrive: it must never panic, must fail only with
+// InvalidArgument (malformed bytes and invalid UTF-8 included), and must answer one
 // status per descriptor with an OK or OVER_LIMIT overall code.
 func FuzzShouldRateLimit(f *testing.F) {
 	seeds := []*pb.RateLimitRequest{
@@ -36,22 +37,22 @@ func FuzzShouldRateLimit(f *testing.F) {
 	}
 	cfg := mustConfig(f, testConfig)
 	f.Fuzz(func(t *testing.T, data []byte, shadow, storeDown bool) {
-		var req pb.RateLimitRequest
-		if err := proto.Unmarshal(data, &req); err != nil {
-			return
-		}
 		st := newFakeStore()
 		if storeDown {
 			st.setErr(errDown)
 		}
 		svc := New(st, func() *descriptors.Config { return cfg }, WithShadowMode(shadow),
 			WithResponseHeaders(true, "", "", ""), WithDynamicMetadata(true))
-		resp, err := svc.ShouldRateLimit(context.Background(), &req)
+		resp, err := svc.shouldRateLimitWire(context.Background(), data)
 		if err != nil {
 			if status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("ShouldRateLimit() error = %v, want nil or InvalidArgument", err)
 			}
 			return
+		}
+		var req pb.RateLimitRequest
+		if err := proto.Unmarshal(data, &req); err != nil {
+			t.Fatalf("ShouldRateLimit() answered bytes that do not decode: %v", err)
 		}
 		if len(resp.GetStatuses()) != len(req.GetDescriptors()) {
 			t.Fatalf("ShouldRateLimit() statuses = %d, want %d", len(resp.GetStatuses()), len(req.GetDescriptors()))

@@ -16,13 +16,25 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
-// serveBufconn serves srv's RLS on an in-memory listener and returns a
-// client; everything stops at the end of the test or benchmark.
+// serveBufconn serves srv's RLS on an in-memory listener (a *Service as
+// the server package registers it) and returns a client; everything stops at the end of the test or benchmark.
 func serveBufconn(tb testing.TB, srv pb.RateLimitServiceServer) pb.RateLimitServiceClient {
 	tb.Helper()
+	return pb.NewRateLimitServiceClient(dialBufconn(tb, srv))
+}
+
+// dialBufconn is serveBufconn's connection.
+func dialBufconn(tb testing.TB, srv pb.RateLimitServiceServer) *grpc.ClientConn {
+	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	pb.RegisterRateLimitServiceServer(gs, srv)
+	var gs *grpc.Server
+	if svc, ok := srv.(*Service); ok {
+		gs = grpc.NewServer(ServerCodec())
+		svc.RegisterGRPC(gs)
+	} else {
+		gs = grpc.NewServer()
+		pb.RegisterRateLimitServiceServer(gs, srv)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -39,7 +51,7 @@ func serveBufconn(tb testing.TB, srv pb.RateLimitServiceServer) pb.RateLimitServ
 		gs.Stop()
 		<-done
 	})
-	return pb.NewRateLimitServiceClient(conn)
+	return conn
 }
 
 func TestGRPCEndToEnd(t *testing.T) {

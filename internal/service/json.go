@@ -16,10 +16,10 @@ const maxJSONBody = 1 << 20
 // ServeJSON is envoyproxy/ratelimit's /json endpoint: it decodes a
 // proto-JSON RateLimitRequest from a POST body and answers with the
 // proto-JSON RateLimitResponse and status 200 (OK) or 429 (OVER_LIMIT).
-// A malformed body or request is 400, another method 405; when the store
-// failed and ON_UNAVAILABLE blocked the request the answer is 503 (with the
-// response), and any other failure is 500 (503 when no configuration is
-// loaded). The response's headers are also set on the HTTP response.
+// A malformed body or request is 400 (counted as an invalid request),
+// another method 405; when the store failed and ON_UNAVAILABLE blocked the
+// request the answer is 503 (with the response), and any other failure is
+// 500 (503 when no configuration is loaded). The response's headers are also set on the HTTP response.
 func (s *Service) ServeJSON(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -28,11 +28,13 @@ func (s *Service) ServeJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
+		s.metrics.InvalidRequest(reasonMalformed)
 		http.Error(w, "service: read request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	var req pb.RateLimitRequest
 	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.metrics.InvalidRequest(reasonMalformed)
 		http.Error(w, "service: decode request: "+err.Error(), http.StatusBadRequest)
 		return
 	}

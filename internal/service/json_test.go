@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
@@ -110,11 +113,15 @@ func TestServeJSON(t *testing.T) {
 
 func TestServeJSONBodyLimit(t *testing.T) {
 	cfg := mustConfig(t, testConfig)
-	svc := New(newFakeStore(), func() *descriptors.Config { return cfg })
+	reg := prometheus.NewRegistry()
+	svc := New(newFakeStore(), func() *descriptors.Config { return cfg }, WithMetrics(metrics.New(reg)))
 	body := `{"domain":"` + strings.Repeat("a", maxJSONBody) + `"}`
 	rec := httptest.NewRecorder()
 	svc.ServeJSON(rec, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(body)))
 	if rec.Code != http.StatusBadRequest {
 		t.Errorf("ServeJSON(%d-byte body) status = %d, want 400", len(body), rec.Code)
+	}
+	if got := counterValue(t, reg, "ratelimit_invalid_requests_total", map[string]string{"reason": reasonMalformed}); got != 1 {
+		t.Errorf("invalid requests {reason=malformed} = %v, want 1", got)
 	}
 }

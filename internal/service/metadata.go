@@ -50,18 +50,18 @@ func metadata(req *pb.RateLimitRequest, items []item) *structpb.Struct {
 	for i := range items {
 		it := &items[i]
 		if !it.applies() {
-			if it.matched && it.unlimited && !it.replaced {
+			if it.rule.matched && it.rule.unlimited && !it.rule.replaced {
 				merged = mergeRuleMetadata(merged, it)
 			}
 			continue
 		}
-		if it.quota && !it.override {
+		if it.rule.quota && !it.rule.override {
 			quota = true
-			if it.violated {
+			if it.decided.violated {
 				violations = append(violations, structpb.NewNumberValue(float64(i)))
 			}
 		}
-		if !it.violated {
+		if !it.decided.violated {
 			merged = mergeRuleMetadata(merged, it)
 		}
 	}
@@ -78,10 +78,11 @@ func metadata(req *pb.RateLimitRequest, items []item) *structpb.Struct {
 // mergeRuleMetadata merges the metadata of an item's rule into dst (created
 // when nil); keys already present win, nested maps merge.
 func mergeRuleMetadata(dst *structpb.Struct, it *item) *structpb.Struct {
-	if !it.matched || it.override || len(it.match.Rule.MetadataTree) == 0 {
+	r := &it.rule
+	if !r.matched || r.override || len(r.match.Rule.MetadataTree) == 0 {
 		return dst
 	}
-	src, err := structpb.NewStruct(it.match.Rule.MetadataTree)
+	src, err := structpb.NewStruct(r.match.Rule.MetadataTree)
 	if err != nil {
 		return dst
 	}

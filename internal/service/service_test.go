@@ -362,7 +362,7 @@ func TestResponseHeaders(t *testing.T) {
 				{Domain: "api", HitsAddend: 3, Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "2")}},
 				rlReq("api", desc("ip", "2"), desc("user", "2")),
 			},
-			want: "X-Limit: 3, X-Remaining: 0, X-Reset: 21",
+			want: "X-Limit: 3, X-Remaining: 0, X-Reset: 20",
 		},
 		{
 			name: "enforced refusal beats a quota refusal",
@@ -371,7 +371,13 @@ func TestResponseHeaders(t *testing.T) {
 				rlReq("api", desc("quota_a", "3")),
 				rlReq("api", desc("quota_a", "3"), withHits(desc("ip", "3"), 11)),
 			},
-			want: "RateLimit-Limit: 10, RateLimit-Remaining: 0, RateLimit-Reset: 7",
+			want: "RateLimit-Limit: 10, RateLimit-Remaining: 0, RateLimit-Reset: 6",
+		},
+		{
+			name: "a zero-rate rule reports its unit's period",
+			opts: []Option{WithResponseHeaders(true, "", "", "")},
+			reqs: []*pb.RateLimitRequest{rlReq("api", desc("blocked", "5"))},
+			want: "RateLimit-Limit: 0, RateLimit-Remaining: 0, RateLimit-Reset: 60",
 		},
 		{
 			name:    "disabled",

@@ -1,0 +1,70 @@
+package service
+
+import (
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// item is one request descriptor on its way through a decision. Each phase
+// writes one part and only reads the parts before it: parse writes asked,
+// resolve and replace write rule, plan and settle write decided, and
+// respond, metadata and observe only read.
+type item struct {
+	asked   asked
+	rule    rule
+	decided decided
+}
+
+// asked is what the request asked of one descriptor.
+type asked struct {
+	entries  []descriptors.Entry
+	hits     uint64 // whole tokens; 0 checks without debiting
+	negative bool   // is_negative_hits: a refund
+}
+
+// rule is what the configuration (or the descriptor's limit override) says
+// applies to one descriptor.
+type rule struct {
+	match descriptors.Match
+	// limits are the limits to apply: the rule's, or one override limit.
+	limits    []descriptors.Limit
+	matched   bool // some rule matched
+	override  bool // limits come from the descriptor's limit override
+	unlimited bool
+	replaced  bool // another matched rule of the request replaces this one
+	quota     bool // the rule is in quota mode
+	shadow    bool // the rule is in shadow mode (not the global mode)
+}
+
+// decided is what the decision made of one descriptor: its place in the plan
+// and, after the store answered, its most restrictive limit.
+type decided struct {
+	role cascade.Role
+	// first is the index in the plan of the first debit of limits (deny
+	// limits have no debit).
+	first    int
+	worst    int // index in rule.limits, -1 when none applies
+	refused  bool
+	remain   int64             // whole tokens after the decision, ≥ 0
+	retry    time.Duration     // until the refused hits would be admitted
+	reset    time.Duration     // until the bucket is full again
+	bucket   tokenbucket.Limit // the limit the store applied to worst
+	violated bool              // some limit refused (before shadow)
+}
+
+// applies reports whether the item's limits take part in the decision.
+func (it *item) applies() bool {
+	return len(it.rule.limits) > 0 && !it.rule.unlimited && !it.rule.replaced
+}
+
+// enforcedRefusal reports whether the item refuses the request (not in
+// shadow or quota mode).
+func (it *item) enforcedRefusal() bool {
+	return it.decided.refused && it.decided.role == cascade.Enforce
+}
+
+// shadowed reports whether the item's own rule is in shadow mode.
+func (it *item) shadowed() bool { return it.rule.shadow && !it.rule.override }

@@ -1,0 +1,240 @@
+package service
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// resolve matches each descriptor of a known domain and applies limit
+// overrides.
+func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, items []item) error {
+	domain := req.GetDomain()
+	ds := req.GetDescriptors()
+	nov := 0
+	for _, d := range ds {
+		if d.GetLimit() != nil {
+			nov++
+		}
+	}
+	var ovs []descriptors.Limit
+	if nov > 0 {
+		ovs = make([]descriptors.Limit, 0, nov)
+	}
+	for i := range items {
+		r := &items[i].rule
+		r.match, r.matched = cfg.Match(domain, items[i].asked.entries)
+		if o := ds[i].GetLimit(); o != nil {
+			l, err := overrideLimit(o)
+			if err != nil {
+				return invalid(reasonOverride, "service: descriptor "+strconv.Itoa(i)+": "+err.Error())
+			}
+			ovs = append(ovs, l)
+			r.limits = ovs[len(ovs)-1 : len(ovs) : len(ovs)]
+			r.override = true
+			continue
+		}
+		if !r.matched {
+			continue
+		}
+		rr := r.match.Rule
+		r.unlimited = rr.Unlimited
+		r.limits = rr.Limits
+		r.shadow = rr.ShadowMode
+		r.quota = rr.QuotaMode
+	}
+	return nil
+}
+
+// overrideLimit builds the limit of a descriptor's limit override.
+func overrideLimit(o *rlv3.RateLimitDescriptor_RateLimitOverride) (descriptors.Limit, error) {
+	unit := descriptors.Unit(o.GetUnit())
+	d := unit.Duration()
+	if d == 0 {
+		return descriptors.Limit{}, serviceError("limit override has no valid unit")
+	}
+	mult := uint32(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = m.GetValue()
+	}
+	if int64(mult) > math.MaxInt64/int64(d) {
+		return descriptors.Limit{}, serviceError("limit override period overflows")
+	}
+	rpu := uint64(o.GetRequestsPerUnit())
+	var b strings.Builder
+	b.WriteString("override_")
+	b.WriteString(strconv.FormatUint(rpu, 10))
+	b.WriteString("_per_")
+	if mult != 1 {
+		b.WriteString(strconv.FormatUint(uint64(mult), 10))
+		b.WriteByte('_')
+	}
+	b.WriteString(unit.String())
+	l := descriptors.Limit{
+		ID:              b.String(),
+		Unit:            unit,
+		RequestsPerUnit: rpu,
+		UnitMultiplier:  mult,
+		Deny:            rpu == 0,
+	}
+	if rpu == 0 {
+		return l, nil
+	}
+	bucket, err := tokenbucket.Rate(rpu, d*time.Duration(mult), 0)
+	if err != nil {
+		return descriptors.Limit{}, serviceError("limit override: " + err.Error())
+	}
+	l.Bucket = bucket
+	return l, nil
+}
+
+// replace marks the items whose rule another matched rule of the request
+// replaces, as envoyproxy/ratelimit does (overridden descriptors neither
+// replace nor are replaced). It is linear in the request: one pass collects
+// the replaced names, one marks the items.
+func replace(items []item) {
+	// replacers counts, per replaced name, the items that replace it; by
+	// is the last of them, so that an item that names its own rule is not
+	// replaced by itself alone.
+	type replacer struct{ count, by int }
+	var names map[string]replacer
+	for i := range items {
+		r := &items[i].rule
+		if !r.matched || r.override {
+			continue
+		}
+		for _, name := range r.match.Rule.Replaces {
+			if names == nil {
+				names = make(map[string]replacer)
+			}
+			// A rule that lists a name twice still replaces it once.
+			if rp := names[name]; rp.count == 0 || rp.by != i {
+				names[name] = replacer{count: rp.count + 1, by: i}
+			}
+		}
+	}
+	if names == nil {
+		return
+	}
+	for i := range items {
+		r := &items[i].rule
+		if !r.matched || r.override || r.match.Rule.Name == "" {
+			continue
+		}
+		if rp := names[r.match.Rule.Name]; rp.count > 1 || (rp.count == 1 && rp.by != i) {
+			r.replaced = true
+		}
+	}
+}
+
+// plan builds the request's one plan and reports whether the request is
+// refused whatever the store says (a deny limit that enforces, or quota
+// denies with no quota debit left to pass). A forced refusal turns every
+// consume into a check, so that the store reports without debiting.
+func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
+	n := 0
+	for i := range items {
+		if it := &items[i]; it.applies() {
+			n += len(it.rule.limits)
+		}
+	}
+	if n == 0 {
+		return cascade.Plan{}, false
+	}
+	debits := make([]cascade.Debit, 0, n)
+	enforceDeny, quotaDeny, quotaDebits := false, false, 0
+	for i := range items {
+		it := &items[i]
+		if !it.applies() {
+			continue
+		}
+		a, r, d := &it.asked, &it.rule, &it.decided
+		switch {
+		case s.shadow || it.shadowed():
+			d.role = cascade.Advisory
+		case r.quota && !r.override:
+			d.role = cascade.Quota
+		default:
+			d.role = cascade.Enforce
+		}
+		d.first = len(debits)
+		var key cascade.Key
+		keyed := false
+		for li := range r.limits {
+			l := &r.limits[li]
+			if l.Deny {
+				if a.negative {
+					continue // a refund to a deny limit changes nothing
+				}
+				switch d.role {
+				case cascade.Enforce:
+					enforceDeny = true
+				case cascade.Quota:
+					quotaDeny = true
+				}
+				continue
+			}
+			if !keyed {
+				key = itemKey(domain, it)
+				keyed = true
+			}
+			db := cascade.Debit{
+				Key:    key,
+				Limit:  l.ID,
+				Bucket: l.Bucket,
+				Amount: tokenbucket.Millitokens(a.hits) * tokenbucket.PerToken,
+				Role:   d.role,
+			}
+			switch {
+			case a.negative:
+				db.Op = cascade.Refund
+			case a.hits == 0:
+				db.Op = cascade.Check
+			case l.Charge == descriptors.ChargePost:
+				db.Op = cascade.Charge
+			default:
+				db.Op = cascade.Consume
+			}
+			if d.role == cascade.Quota {
+				quotaDebits++
+			}
+			debits = append(debits, db)
+		}
+	}
+	forced := enforceDeny || (quotaDeny && quotaDebits == 0)
+	if forced {
+		for i := range debits {
+			if debits[i].Op == cascade.Consume {
+				debits[i].Op = cascade.Check
+				debits[i].Amount = 0
+			}
+		}
+	}
+	return cascade.Plan{Debits: debits}, forced
+}
+
+// enforced reports whether some debit of p can refuse the request.
+func enforced(p *cascade.Plan) bool {
+	for i := range p.Debits {
+		if p.Debits[i].Role != cascade.Advisory {
+			return true
+		}
+	}
+	return false
+}
+
+// itemKey returns the bucket item of an item's limits.
+func itemKey(domain string, it *item) cascade.Key {
+	if it.rule.matched {
+		return cascade.Key{Namespace: it.rule.match.Rule.Namespace, Entity: it.rule.match.EntityID(), Resource: domain}
+	}
+	return cascade.Key{Namespace: descriptors.DefaultNamespace, Entity: descriptors.Match{Entries: it.asked.entries}.EntityID(), Resource: domain}
+}

@@ -1,0 +1,143 @@
+package service
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// respond builds the response from the settled items.
+func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided bool) *pb.RateLimitResponse {
+	n := len(items)
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
+	if over {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	// One allocation holds every status with its limit and reset.
+	slots := make([]respSlot, n)
+	resp.Statuses = make([]*pb.RateLimitResponse_DescriptorStatus, n)
+	best := -1 // the most restrictive descriptor, for headers
+	for i := range items {
+		it := &items[i]
+		r, d := &it.rule, &it.decided
+		slot := &slots[i]
+		st := &slot.status
+		resp.Statuses[i] = st
+		st.Code = pb.RateLimitResponse_OK
+		if r.unlimited && !r.replaced {
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		if !it.applies() || d.worst < 0 {
+			continue
+		}
+		l := &r.limits[d.worst]
+		cl := &slot.limit
+		cl.Name = l.Name
+		rpu, unit, mult := l.RequestsPerUnit, l.Unit, l.UnitMultiplier
+		if d.bucket != (tokenbucket.Limit{}) && d.bucket != l.Bucket {
+			rpu, unit, mult = describe(d.bucket) // the store applied a stored override
+		}
+		cl.RequestsPerUnit = uint32(min(rpu, math.MaxUint32))
+		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(unit)
+		if mult > 1 {
+			cl.UnitMultiplier = wrapperspb.UInt32(mult)
+		}
+		st.CurrentLimit = cl
+		if d.refused && !it.shadowed() {
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+		st.LimitRemaining = uint32(min(d.remain, math.MaxUint32))
+		if decided {
+			du := &slot.reset
+			du.Seconds = int64(d.reset / time.Second)
+			du.Nanos = int32(d.reset % time.Second)
+			st.DurationUntilReset = du
+		}
+		if decided && s.headers && restricts(items, i, best) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		resp.ResponseHeadersToAdd = s.headerValues(&items[best], resp.Statuses[best])
+	}
+	if s.dynamicMetadata {
+		resp.DynamicMetadata = metadata(req, items)
+	}
+	return resp
+}
+
+// respSlot holds one descriptor's status and what it points to.
+type respSlot struct {
+	status pb.RateLimitResponse_DescriptorStatus
+	limit  pb.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// restricts reports whether item i is more restrictive than item best for
+// the headers: an enforced refusal first, then the fewest remaining tokens.
+func restricts(items []item, i, best int) bool {
+	if best < 0 {
+		return true
+	}
+	a, b := &items[i], &items[best]
+	ae, be := a.enforcedRefusal(), b.enforcedRefusal()
+	if ae != be {
+		return ae
+	}
+	return a.decided.remain < b.decided.remain
+}
+
+// headerValues formats the RateLimit-* headers from one descriptor's status
+// as envoyproxy/ratelimit does; the reset is whole seconds, rounded up: the
+// retry-after when refused, the time until the bucket is full otherwise.
+func (s *Service) headerValues(it *item, st *pb.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	reset := it.decided.reset
+	if it.decided.refused {
+		reset = it.decided.retry
+	}
+	hv := make([]corev3.HeaderValue, 3)
+	hv[0].Key, hv[0].Value = s.limitHeader, strconv.FormatUint(uint64(st.GetCurrentLimit().GetRequestsPerUnit()), 10)
+	hv[1].Key, hv[1].Value = s.remainingHeader, strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)
+	hv[2].Key, hv[2].Value = s.resetHeader, strconv.FormatInt(ceilSeconds(reset), 10)
+	return []*corev3.HeaderValue{&hv[0], &hv[1], &hv[2]}
+}
+
+// ceilSeconds returns d in whole seconds rounded up, never negative. It
+// cannot overflow: the largest Duration is about 9.2·10⁹ seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	secs := int64(d / time.Second)
+	if d%time.Second != 0 {
+		secs++
+	}
+	return secs
+}
+
+// describeUnits are the units describe tries, largest first.
+var describeUnits = [...]descriptors.Unit{descriptors.Year, descriptors.Month, descriptors.Week, descriptors.Day, descriptors.Hour, descriptors.Minute, descriptors.Second}
+
+// describe expresses a bucket limit as Envoy's rate limit: whole requests
+// (rounded up) per the largest unit that divides its refill period, with a
+// multiplier; a sub-second or odd period is described per second.
+func describe(b tokenbucket.Limit) (rpu uint64, unit descriptors.Unit, mult uint32) {
+	perPeriod := uint64((b.RefillAmount + tokenbucket.PerToken - 1) / tokenbucket.PerToken)
+	for _, u := range describeUnits {
+		d := u.Duration()
+		if b.RefillPeriod >= d && b.RefillPeriod%d == 0 && b.RefillPeriod/d <= math.MaxUint32 {
+			return perPeriod, u, uint32(b.RefillPeriod / d)
+		}
+	}
+	perSecond := (float64(b.RefillAmount) / float64(tokenbucket.PerToken)) * float64(time.Second) / float64(b.RefillPeriod)
+	return uint64(math.Ceil(perSecond)), descriptors.Second, 1
+}

@@ -1,0 +1,72 @@
+package service
+
+import (
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// settle reads the store's decision into each item: its most restrictive
+// limit, with the remaining tokens, retry-after and reset of that limit. A
+// deny limit (requests_per_unit: 0) has no debit; it refuses with its
+// period as both retry-after and reset, since no wait would ever admit.
+func settle(items []item, dec *cascade.Decision) {
+	for i := range items {
+		it := &items[i]
+		if !it.applies() {
+			continue
+		}
+		a, r, d := &it.asked, &it.rule, &it.decided
+		k := d.first
+		for li := range r.limits {
+			l := &r.limits[li]
+			var (
+				refused      bool
+				remain       int64
+				retry, reset time.Duration
+				bucket       tokenbucket.Limit
+			)
+			if l.Deny {
+				refused = !a.negative
+				if refused {
+					retry, reset = l.Period(), l.Period()
+				}
+			} else {
+				st := &dec.Statuses[k]
+				k++
+				refused = !st.OK
+				if !refused {
+					remain = max(int64(st.Remaining/tokenbucket.PerToken), 0)
+				}
+				retry, reset, bucket = st.RetryAfter, st.ResetAfter, st.Bucket
+			}
+			d.violated = d.violated || refused
+			if d.worst < 0 || (refused && !d.refused) || (refused == d.refused && remain < d.remain) {
+				d.worst, d.refused, d.remain, d.retry, d.reset, d.bucket = li, refused, remain, retry, reset, bucket
+			}
+		}
+	}
+}
+
+// unavailable fills each item after a store failure: deny limits refuse, and
+// every other limit is refused when the policy blocks.
+func unavailable(items []item, blocked bool) {
+	for i := range items {
+		it := &items[i]
+		if !it.applies() {
+			continue
+		}
+		d := &it.decided
+		d.worst = 0
+		for li, l := range it.rule.limits {
+			if l.Deny && !it.asked.negative {
+				d.worst = li
+				d.refused = true
+				break
+			}
+		}
+		d.refused = d.refused || (blocked && d.role != cascade.Advisory)
+		d.violated = d.refused
+	}
+}
