@@ -34,11 +34,8 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	for attempt := 0; ; attempt++ {
 		if img == nil {
 			var err error
-			if img, err = s.readBucket(ctx, pk); err != nil {
-				if errors.Is(err, ErrThrottled) && sleep(ctx, backoff(attempt)) {
-					continue
-				}
-				if errors.Is(err, ErrThrottled) {
+			if img, err = s.fresh(ctx, b, pk); err != nil {
+				if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
 					s.contend(batch, nil)
 				} else {
 					s.fail(batch, err)
@@ -46,7 +43,6 @@ func (s *Store) runBatch(pk string, batch []*part) {
 				return
 			}
 			read = true
-			s.keepImage(b, pk, img)
 		}
 		now := s.nowMs()
 		j := judge(batch, img, now)
@@ -103,6 +99,40 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			return
 		}
 	}
+}
+
+// fresh reads pk's image through a flight: one read per item however many
+// batches want it, which fills the cache even when this batch's budget ends
+// first (the batch is then contended).
+func (s *Store) fresh(ctx context.Context, b bucket, pk string) (*image, error) {
+	var img *image
+	fs := s.fly([]string{"\x01" + pk}, func(ctx context.Context, _ []string, f *flight) error {
+		for attempt := 0; ; attempt++ {
+			im, err := s.readBucket(ctx, pk)
+			if err == nil {
+				s.keepImage(b, pk, im)
+				img = im
+				return nil
+			}
+			if !errors.Is(err, ErrThrottled) {
+				return err
+			}
+			f.throttled.Store(true)
+			if !sleep(ctx, backoff(attempt)) {
+				return err
+			}
+		}
+	})
+	if err := s.wait(ctx, fs[0]); err != nil {
+		return nil, err
+	}
+	if img == nil { // another batch's flight read it
+		img = s.cachedImage(pk)
+	}
+	if img == nil {
+		return nil, errContended
+	}
+	return img, nil
 }
 
 func backoff(attempt int) time.Duration {

@@ -20,7 +20,9 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 		return nil, errClosed
 	}
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
-	img, err := s.readBucket(ctx, b.pk(s.pickShard(s.shardCount(b.base))))
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	img, err := s.readBucket(cctx, b.pk(s.pickShard(s.shardCount(b.base))))
 	if err != nil {
 		return nil, err
 	}

@@ -27,11 +27,9 @@ func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *
 	return img, err == nil, err
 }
 
-// readBucket reads one bucket item, strongly consistent.
+// readBucket reads one bucket item, strongly consistent, within ctx.
 func (s *Store) readBucket(ctx context.Context, pk string) (*image, error) {
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: itemKey(pk, skState),
 		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -125,13 +125,8 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	}
 	if len(missing) > 0 {
 		for _, f := range s.loadRecords(missing) {
-			select {
-			case <-f.done:
-				if f.err != nil {
-					return f.err
-				}
-			case <-ctx.Done():
-				return fmt.Errorf("dynamo: read stored limits: %w: %w", ErrUnavailable, ctx.Err())
+			if err := s.wait(ctx, f); err != nil {
+				return err
 			}
 		}
 	}
@@ -155,63 +150,21 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	return nil
 }
 
-// flights holds the reads in progress, one per record key.
-type flights struct {
-	mu sync.Mutex
-	m  map[string]*flight
-}
-
-type flight struct {
-	done chan struct{}
-	err  error
-}
-
-// loadRecords returns the flights that read keys ("PK\x00SK"), starting one
-// read for the keys no flight is reading yet. The read runs under the
-// store's lifetime with its own deadline, not the caller's.
+// loadRecords returns the flights that read config records keys
+// ("PK\x00SK"), starting one read for the keys no flight has yet.
 func (s *Store) loadRecords(keys []string) []*flight {
-	s.loads.mu.Lock()
-	var out []*flight
-	var start []string
-	f := &flight{done: make(chan struct{})}
-	for _, k := range keys {
-		if g, ok := s.loads.m[k]; ok {
-			out = append(out, g)
-			continue
-		}
-		s.loads.m[k] = f
-		start = append(start, k)
-	}
-	if len(start) > 0 {
-		out = append(out, f)
-		s.wg.Add(1)
-		go s.readRecords(f, start)
-	}
-	s.loads.mu.Unlock()
-	return out
+	return s.fly(keys, s.readRecords)
 }
 
-func (s *Store) readRecords(f *flight, keys []string) {
-	defer s.wg.Done()
-	defer close(f.done)
-	defer func() {
-		s.loads.mu.Lock()
-		for _, k := range keys {
-			delete(s.loads.m, k)
-		}
-		s.loads.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(s.life, max(s.cfg.Timeout, time.Second))
-	defer cancel()
+func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {
 	req := make([]map[string]types.AttributeValue, len(keys))
 	for i, k := range keys {
 		pk, sk, _ := strings.Cut(k, "\x00")
 		req[i] = itemKey(pk, sk)
 	}
-	got, err := s.batchGet(ctx, req, false)
+	got, err := s.batchGet(ctx, req, false, &f.throttled)
 	if err != nil {
-		f.err = err
-		return
+		return err
 	}
 	now := s.now()
 	s.mu.Lock()
@@ -226,10 +179,11 @@ func (s *Store) readRecords(f *flight, keys []string) {
 		ttl += time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
 		s.configs[k] = cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])}
 	}
+	return nil
 }
 
-// batchGet reads keys and returns the items by PK+"\x00"+SK.
-func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) (map[string]map[string]types.AttributeValue, error) {
+// batchGet reads keys, within ctx's deadline, and returns the items by PK+"\x00"+SK.
+func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool, throttled *atomic.Bool) (map[string]map[string]types.AttributeValue, error) {
 	out := map[string]map[string]types.AttributeValue{}
 	for len(keys) > 0 {
 		n := min(len(keys), 100)
@@ -239,12 +193,11 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 			if round > 0 && !sleep(ctx, backoff(round)) {
 				return nil, fmt.Errorf("dynamo: batch get %s: not read within the budget: %w", s.cfg.Table, ErrUnavailable)
 			}
-			cctx, cancel := s.call(ctx)
-			res, err := s.api.BatchGetItem(cctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-			cancel()
+			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 			if err != nil {
 				cerr := classify("batch get "+s.cfg.Table, err)
 				if errors.Is(cerr, ErrThrottled) {
+					throttled.Store(true)
 					continue // retried within ctx, after a backoff
 				}
 				return nil, cerr
@@ -253,6 +206,9 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item
 			}
 			req = res.UnprocessedKeys
+			if len(req) > 0 {
+				throttled.Store(true) // DynamoDB left keys for later: throughput
+			}
 		}
 	}
 	return out, nil

@@ -164,13 +164,21 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 // the caches, compensations) is cancelled and waited for; calls after Close
 // fail.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	s.lanes.mu.Lock()
+	s.loads.mu.Lock()
+	s.closed.Store(true) // under both locks: no lane or flight starts after this
+	s.loads.mu.Unlock()
+	s.lanes.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
 	return nil
 }
 
 var errClosed = errors.New("dynamo: store is closed")
+
+// errContended: a decision's budget ran out waiting on work in flight for
+// its own keys (a shared read); it is refused, never an outage.
+var errContended = errors.New("dynamo: contended")
 
 func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 
@@ -210,6 +218,10 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	p := &cascade.Plan{Debits: append([]cascade.Debit(nil), plan.Debits...)}
 	buckets := s.bucketsOf(p)
 	if err := s.loadConfigs(ctx, p, buckets); err != nil {
+		if errors.Is(err, errContended) {
+			s.obs.Contended()
+			return contended(&part{debits: p.Debits}, nil, 0), nil
+		}
 		return cascade.Decision{}, err
 	}
 	if dec, ok := s.fromRejectionCache(p, buckets); ok {

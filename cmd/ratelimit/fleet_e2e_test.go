@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+)
+
+const fleetConfig = `domain: fleet
+descriptors:
+  - key: generic_key
+    value: hot
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+      burst: 100
+  - key: generic_key
+    value: wide
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+`
+
+// fleet is several replicas of the binary on one DynamoDB Local table.
+type fleet struct {
+	procs   []*proc
+	clients []pb.RateLimitServiceClient
+}
+
+func startFleet(t *testing.T, replicas int, env ...string) *fleet {
+	t.Helper()
+	local := dynamotest.Shared(t)
+	env = append([]string{
+		"BACKEND_TYPE=dynamodb",
+		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
+		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
+		"AWS_REGION=us-east-1",
+		"LOG_LEVEL=warn",
+	}, env...)
+	getenv := func(k string) string {
+		v := ""
+		for _, kv := range env {
+			if rest, ok := strings.CutPrefix(kv, k+"="); ok {
+				v = rest
+			}
+		}
+		return v
+	}
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
+		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
+	}
+	dir := t.TempDir()
+	writeConfig(t, dir, "fleet.yaml", fleetConfig)
+	f := &fleet{}
+	for range replicas {
+		p := startBinary(t, dir, env...)
+		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		f.procs = append(f.procs, p)
+		f.clients = append(f.clients, pb.NewRateLimitServiceClient(cc))
+	}
+	return f
+}
+
+// load is what callers saw.
+type load struct {
+	ok, over, errs atomic.Int64
+	firstErr       atomic.Value
+	elapsed        time.Duration
+}
+
+// drive runs callers spread over the replicas, each asking for one token of
+// value in a loop, for d.
+func (f *fleet) drive(callers int, value string, d time.Duration) *load {
+	var l load
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)}}
+	for c := range callers {
+		client := f.clients[c%len(f.clients)]
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				resp, err := client.ShouldRateLimit(ctx, req)
+				cancel()
+				switch {
+				case err != nil:
+					l.errs.Add(1)
+					l.firstErr.CompareAndSwap(nil, err.Error())
+				case resp.GetOverallCode() == pb.RateLimitResponse_OK:
+					l.ok.Add(1)
+				default:
+					l.over.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	l.elapsed = time.Since(start)
+	return &l
+}
+
+// metric sums a metric's samples whose labels contain every one of match,
+// over every replica's /metrics.
+func (f *fleet) metric(t *testing.T, name string, match ...string) float64 {
+	t.Helper()
+	var sum float64
+	for _, p := range f.procs {
+		resp, err := http.Get("http://" + p.debug + "/metrics")
+		if err != nil {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+	lines:
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+				continue
+			}
+			for _, m := range match {
+				if !strings.Contains(line, m) {
+					continue lines
+				}
+			}
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err == nil {
+				sum += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
+}
+
+// TestFleetHotBucket is the fleet as users run it: three replicas of the
+// binary on one DynamoDB Local, 90 callers over gRPC on one bucket of 10/s
+// with a burst of 100, for 10 s, BACKEND_TIMEOUT=200ms. Under either
+// ON_UNAVAILABLE, the OK answers never exceed 100 + 10·t and reach at least
+// 97% of it, and no call fails: contention is never an outage.
+func TestFleetHotBucket(t *testing.T) {
+	for _, policy := range []string{"allow", "block"} {
+		t.Run(policy, func(t *testing.T) {
+			f := startFleet(t, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE="+policy)
+			l := f.drive(90, "hot", 10*time.Second)
+			bound := 100 + 10*l.elapsed.Seconds()
+			ok := float64(l.ok.Load())
+			t.Logf("ON_UNAVAILABLE=%s: %d OK, %d OVER_LIMIT, %d errors in %v; bound %.0f (%.1f%%); UpdateItem calls %.0f, contended %.0f",
+				policy, l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, 100*ok/bound,
+				f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`), f.metric(t, "ratelimit_dynamodb_contended_total"))
+			if ok > bound {
+				t.Errorf("%v OK answers, want at most %.0f (100 + 10/s × %v)", ok, bound, l.elapsed)
+			}
+			if ok < 0.97*bound {
+				t.Errorf("%v OK answers, want at least %.0f (97%% of %.0f)", ok, 0.97*bound, bound)
+			}
+			if n := l.errs.Load(); n > 0 {
+				t.Errorf("%d calls failed, want none; first: %v", n, l.firstErr.Load())
+			}
+		})
+	}
+}
+
+// TestFleetColdStart starts three replicas with BACKEND_TIMEOUT=50ms and no
+// decision before 90 callers arrive at once: cold config and bucket reads
+// must not turn into free admissions (ON_UNAVAILABLE=allow).
+func TestFleetColdStart(t *testing.T) {
+	f := startFleet(t, 3, "BACKEND_TIMEOUT=50ms", "ON_UNAVAILABLE=allow")
+	l := f.drive(90, "hot", 3*time.Second)
+	bound := 100 + 10*l.elapsed.Seconds()
+	t.Logf("cold start, 50 ms budget: %d OK, %d OVER_LIMIT, %d errors in %v; bound %.0f; unavailable answers %.0f",
+		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound,
+		f.metric(t, "ratelimit_on_unavailable_total"))
+	if ok := float64(l.ok.Load()); ok > bound {
+		t.Errorf("%v OK answers, want at most %.0f", ok, bound)
+	}
+}
+
+// TestFleetWritesPerDecision counts DynamoDB writes per decision on one hot
+// bucket far below its limit, 3 replicas × 30 callers: decisions queued on
+// one item share one conditional write, so writes per decision stay at or
+// below 0.2.
+func TestFleetWritesPerDecision(t *testing.T) {
+	f := startFleet(t, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=block")
+	f.drive(3, "wide", 500*time.Millisecond) // warm: configs and images
+	before := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`)
+	reads := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="GetItem"`)
+	l := f.drive(90, "wide", 5*time.Second)
+	writes := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`) - before
+	reads = f.metric(t, "ratelimit_dynamodb_calls_total", `operation="GetItem"`) - reads
+	decisions := float64(l.ok.Load() + l.over.Load())
+	t.Logf("%0.f decisions in %v (%.0f/s), %.0f UpdateItem (%.3f per decision), %.0f GetItem, %d errors",
+		decisions, l.elapsed.Round(time.Millisecond), decisions/l.elapsed.Seconds(), writes, writes/decisions, reads, l.errs.Load())
+	if l.over.Load() > 0 || l.errs.Load() > 0 {
+		t.Errorf("%d refused and %d failed far below the limit, want none; first error: %v", l.over.Load(), l.errs.Load(), l.firstErr.Load())
+	}
+	if writes/decisions > 0.2 {
+		t.Errorf("%.3f UpdateItem calls per decision, want at most 0.2", writes/decisions)
+	}
+}
