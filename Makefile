@@ -58,6 +58,10 @@ bench: ## run the Go benchmarks
 bench-grpc: ## load-test the binary beside a trivial gRPC server with ghz (see BENCHMARKS.md)
 	bash internal/bench/grpc.sh
 
+.PHONY: bench-envoy
+bench-envoy: envoy ## HTTP load through Envoy: no filter, no-op RLS, ours, ours on DynamoDB Local (see BENCHMARKS.md)
+	$(GO) test -tags envoybench -run '^TestEnvoyLoad$$' -count=1 -v -timeout 60m ./internal/bench/envoyload
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \

@@ -156,6 +156,32 @@ func MoveFilterLast(filter string) Edit {
 	}
 }
 
+// RemoveFilter returns an Edit that drops the HTTP filter named filter
+// from every chain that has it.
+func RemoveFilter(filter string) Edit {
+	return func(root map[string]any) error {
+		n := 0
+		walk(root, func(m map[string]any) {
+			fs := list(m["http_filters"])
+			kept := fs[:0:0]
+			for _, f := range fs {
+				if fm, _ := f.(map[string]any); fm["name"] == filter {
+					n++
+					continue
+				}
+				kept = append(kept, f)
+			}
+			if len(kept) != len(fs) {
+				m["http_filters"] = kept
+			}
+		})
+		if n == 0 {
+			return fmt.Errorf("no HTTP filter %q", filter)
+		}
+		return nil
+	}
+}
+
 // walk calls f on every mapping under v, parents first. f may replace
 // values of the mapping it is given.
 func walk(v any, f func(map[string]any)) {

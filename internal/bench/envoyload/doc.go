@@ -1,0 +1,25 @@
+// Package envoyload is the HTTP benchmark through Envoy (make bench-envoy):
+// a fixed-concurrency HTTP load from Go through Envoy 1.40 to a trivial
+// upstream, at 1, 16 and 64 connections, in one run for four setups: no
+// rate-limit filter; the filter calling the no-op RateLimitService
+// (internal/bench/trivialrls); the filter calling the ratelimit binary on
+// the embedded store; and on DynamoDB Local (one replica). It reports
+// throughput, p50 and p99 latency, the latency a decision adds over the
+// no-op service, and the CPU time per request of each process, as a
+// Markdown table for BENCHMARKS.md.
+//
+// The benchmark is a test behind the envoybench build tag, so that `go test
+// ./...` does not run it:
+//
+//	go test -tags envoybench -run TestEnvoyLoad -v -timeout 30m ./internal/bench/envoyload
+//
+// Knobs (environment): DURATION (measured time per run, default 10s),
+// WARMUP (default 2s), CONNS (default 1,16,64), SETUPS (default
+// none,trivial,memory,dynamodb), ROUNDS (default 1), BENCH_OUT (a file that
+// receives the tables too).
+//
+// Every request must be answered 200, and for the setups with the filter
+// Envoy must count every one of them as an OK decision; otherwise the
+// benchmark fails. It uses internal/envoytest for Envoy, the binary and the
+// upstream, and internal/dynamotest for DynamoDB Local.
+package envoyload

@@ -1,0 +1,343 @@
+//go:build envoybench
+
+package envoyload
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/envoytest"
+)
+
+const (
+	bootstrap = "internal/bench/envoyload/testdata/envoy-bench.yaml"
+	configDir = "internal/bench/envoyload/testdata/config"
+	// clkTck is the kernel's USER_HZ (getconf CLK_TCK), the unit of
+	// /proc/PID/stat times.
+	clkTck = 100
+)
+
+// result is one measured run.
+type result struct {
+	round      int
+	setup      string
+	conns      int
+	requests   int
+	bad        int // transport errors and non-200 answers
+	seconds    float64
+	p50, p99   time.Duration
+	cpu        map[string]float64 // process → µs of CPU per request
+	decisionOK uint64             // Envoy's cluster.app.ratelimit.ok over the run
+}
+
+func (r result) rps() float64 { return float64(r.requests) / r.seconds }
+
+func TestEnvoyLoad(t *testing.T) {
+	duration := envDuration(t, "DURATION", 10*time.Second)
+	warmup := envDuration(t, "WARMUP", 2*time.Second)
+	conns := envInts(t, "CONNS", "1,16,64")
+	setups := strings.Split(envOr("SETUPS", "none,trivial,memory,dynamodb"), ",")
+	rounds := envInts(t, "ROUNDS", "1")[0]
+	t.Logf("load average at start: %s", loadavg())
+
+	var results []result
+	for round := 1; round <= rounds; round++ {
+		for _, s := range setups {
+			t.Run(fmt.Sprintf("round %d %s", round, s), func(t *testing.T) {
+				r, pids := start(t, s)
+				for _, c := range conns {
+					run(r.URL("/"), c, warmup)
+					res := measure(t, r, pids, s, c, duration)
+					res.round = round
+					t.Logf("%s, %d connections: %.0f req/s, p50 %v, p99 %v, %d bad, cpu µs/req %v",
+						s, c, res.rps(), res.p50, res.p99, res.bad, res.cpu)
+					if res.bad > 0 {
+						t.Errorf("%d of %d requests were not answered 200", res.bad, res.requests+res.bad)
+					}
+					if s != "none" && res.decisionOK < uint64(res.requests) {
+						t.Errorf("envoy counted %d OK decisions for %d requests", res.decisionOK, res.requests)
+					}
+					results = append(results, res)
+				}
+			})
+		}
+	}
+	t.Logf("load average at end: %s", loadavg())
+	out := report(results, duration, warmup)
+	fmt.Print(out)
+	if f := os.Getenv("BENCH_OUT"); f != "" {
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// start runs Envoy for one setup and returns the pids to account CPU to.
+func start(t *testing.T, setup string) (*envoytest.Rig, map[string]int) {
+	t.Helper()
+	pids := map[string]int{}
+	var r *envoytest.Rig
+	switch setup {
+	case "none":
+		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ServiceAddr: "127.0.0.1:1",
+			Edits: []envoytest.Edit{envoytest.RemoveFilter("envoy.filters.http.ratelimit")}})
+	case "trivial":
+		addr, pid := startTrivial(t)
+		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ServiceAddr: addr})
+		pids["rls"] = pid
+	case "memory":
+		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ConfigDir: configDir})
+		pids["rls"] = r.Service.Pid()
+	case "dynamodb":
+		local := dynamotest.Start(t)
+		env := []string{
+			"BACKEND_TYPE=dynamodb", "DYNAMODB_ENDPOINT=" + local.Endpoint(),
+			"DYNAMODB_TABLE=" + dynamotest.TableName(t), "AWS_REGION=us-east-1",
+			"BACKEND_TIMEOUT=500ms", "ON_UNAVAILABLE=block",
+		}
+		envoytest.RunBinary(t, env, "table", "create")
+		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ConfigDir: configDir, Env: env})
+		pids["rls"] = r.Service.Pid()
+		if pid := javaPid(t, local.Endpoint()); pid != 0 {
+			pids["dynamodb-local"] = pid
+		}
+	default:
+		t.Fatalf("unknown setup %q (none, trivial, memory, dynamodb)", setup)
+	}
+	pids["envoy"] = r.Envoy.Pid()
+	pids["driver+upstream"] = os.Getpid()
+	return r, pids
+}
+
+func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, conns int, d time.Duration) result {
+	t.Helper()
+	before := map[string]int64{}
+	for name, pid := range pids {
+		before[name] = cpuTicks(t, pid)
+	}
+	ok0 := r.Envoy.RateLimitStats(t, "app").OK
+	lat, bad, secs := run(r.URL("/"), conns, d)
+	res := result{setup: setup, conns: conns, requests: len(lat), bad: bad, seconds: secs, cpu: map[string]float64{}}
+	for name, pid := range pids {
+		ticks := cpuTicks(t, pid) - before[name]
+		res.cpu[name] = float64(ticks) / clkTck * 1e6 / float64(max(len(lat), 1))
+	}
+	res.decisionOK = r.Envoy.RateLimitStats(t, "app").OK - ok0
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.p50 = lat[len(lat)*50/100]
+		res.p99 = lat[min(len(lat)*99/100, len(lat)-1)]
+	}
+	return res
+}
+
+// run sends GET requests on conns connections, one at a time on each, for
+// d, and returns the latencies of the 200 answers, the number of other
+// outcomes and the elapsed seconds.
+func run(target string, conns int, d time.Duration) ([]time.Duration, int, float64) {
+	var wg sync.WaitGroup
+	lats := make([][]time.Duration, conns)
+	bads := make([]int, conns)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, DisableCompression: true}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			lat := make([]time.Duration, 0, 1<<14)
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				resp, err := c.Get(target)
+				if err != nil {
+					bads[i]++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					bads[i]++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			lats[i] = lat
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	var all []time.Duration
+	bad := 0
+	for i := range conns {
+		all = append(all, lats[i]...)
+		bad += bads[i]
+	}
+	return all, bad, secs
+}
+
+// startTrivial builds and runs internal/bench/trivialrls on a free port.
+func startTrivial(t *testing.T) (string, int) {
+	t.Helper()
+	root, err := envoytest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "trivialrls")
+	build := exec.Command("go", "build", "-o", bin, "./internal/bench/trivialrls")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build trivialrls: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("trivialrls said %q (%v), want its address", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return addr, cmd.Process.Pid
+}
+
+// javaPid finds the DynamoDB Local process serving endpoint.
+func javaPid(t *testing.T, endpoint string) int {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if slices.Contains(args, "-jar") && slices.Index(args, "-port") >= 0 {
+			if i := slices.Index(args, "-port"); i+1 < len(args) && args[i+1] == u.Port() {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+	}
+	t.Logf("DynamoDB Local's process not found; its CPU is not reported")
+	return 0
+}
+
+// cpuTicks returns utime+stime of pid in clock ticks.
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("cpu of %d: %v", pid, err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14, utime
+	s, _ := strconv.ParseInt(f[12], 10, 64) // field 15, stime
+	return u + s
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// report formats the results as Markdown tables.
+func report(results []result, d, warm time.Duration) string {
+	var b strings.Builder
+	ms := func(x time.Duration) string { return fmt.Sprintf("%.2f", float64(x)/float64(time.Millisecond)) }
+	cpu := func(r result, p string) string {
+		if v, ok := r.cpu[p]; ok {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return "–"
+	}
+	fmt.Fprintf(&b, "\n%d s measured after %d s warm-up per run; load average at the end %s\n\n", int(d.Seconds()), int(warm.Seconds()), loadavg())
+	b.WriteString("| round | setup | connections | requests/s | p50 ms | p99 ms | not 200 | Envoy CPU µs/req | RLS CPU µs/req | DynamoDB Local CPU µs/req | driver+upstream CPU µs/req |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %s | %d | %.0f | %s | %s | %d | %s | %s | %s | %s |\n", r.round, r.setup, r.conns, r.rps(),
+			ms(r.p50), ms(r.p99), r.bad, cpu(r, "envoy"), cpu(r, "rls"), cpu(r, "dynamodb-local"), cpu(r, "driver+upstream"))
+	}
+	find := func(round int, setup string, conns int) (result, bool) {
+		for _, r := range results {
+			if r.round == round && r.setup == setup && r.conns == conns {
+				return r, true
+			}
+		}
+		return result{}, false
+	}
+	b.WriteString("\n| round | setup | connections | throughput vs no-op RLS | p99 vs no-op RLS | added p50 ms | added p99 ms |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		if r.setup != "memory" && r.setup != "dynamodb" {
+			continue
+		}
+		base, ok := find(r.round, "trivial", r.conns)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %.2f | %.2f | %s | %s |\n", r.round, r.setup, r.conns, r.rps()/base.rps(),
+			float64(r.p99)/float64(base.p99), ms(r.p50-base.p50), ms(r.p99-base.p99))
+	}
+	return b.String()
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(t *testing.T, k string, def time.Duration) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(envOr(k, def.String()))
+	if err != nil {
+		t.Fatalf("%s: %v", k, err)
+	}
+	return d
+}
+
+func envInts(t *testing.T, k, def string) []int {
+	t.Helper()
+	var out []int
+	for _, s := range strings.Split(envOr(k, def), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			t.Fatalf("%s: %q is not a positive number", k, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
