@@ -2,7 +2,9 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,4 +90,109 @@ func BenchmarkAcquire(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkAtCap measures decisions on existing keys while the table is at
+// its bucket cap (every bucket holding less than full) and other goroutines
+// keep asking for new keys, each of which examines at most evictScan
+// buckets before ErrFull. It reports the existing keys' p50 and p99.
+func BenchmarkAtCap(b *testing.B) {
+	const (
+		buckets  = 1 << 20
+		inserter = 4
+	)
+	slowLimit := tokenbucket.Limit{Capacity: 1 << 40, RefillAmount: 1, RefillPeriod: time.Hour}
+	s := New(WithMaxBuckets(buckets))
+	ctx := context.Background()
+	existing := make([]*cascade.Plan, 0, buckets)
+	for i := 0; ; i++ {
+		p := &cascade.Plan{Debits: []cascade.Debit{{
+			Key:    cascade.Key{Namespace: "default", Entity: "old-" + strconv.Itoa(i), Resource: "api"},
+			Limit:  "rpm",
+			Bucket: slowLimit,
+			Amount: tokenbucket.PerToken,
+		}}}
+		if _, err := s.Acquire(ctx, p); err != nil {
+			break // a shard is at its cap
+		}
+		existing = append(existing, p)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for w := range inserter {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := &cascade.Plan{Debits: []cascade.Debit{{
+					Key:    cascade.Key{Namespace: "default", Entity: "new-" + strconv.Itoa(w) + "-" + strconv.Itoa(i), Resource: "api"},
+					Limit:  "rpm",
+					Bucket: slowLimit,
+					Amount: tokenbucket.PerToken,
+				}}}
+				if _, err := s.Acquire(ctx, p); err != nil {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	b.ReportAllocs()
+	lat := make([]time.Duration, 0, 1<<20)
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		if _, err := s.Acquire(ctx, existing[(i*7919)%len(existing)]); err != nil {
+			b.Fatalf("Acquire(existing key) error = %v", err)
+		}
+		lat = append(lat, time.Since(start))
+		i++
+	}
+	close(stop)
+	wg.Wait()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(len(existing)), "buckets")
+	b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "new-refused/s")
+}
+
+// BenchmarkHugePlan decides plans of 15,000 and 60,000 debits, of one
+// bucket (refused: the retry demands) and of as many distinct buckets: time
+// per plan grows linearly with its size.
+func BenchmarkHugePlan(b *testing.B) {
+	for _, n := range []int{15_000, 60_000} {
+		for _, distinct := range []bool{false, true} {
+			name := strconv.Itoa(n) + "/one_bucket"
+			if distinct {
+				name = strconv.Itoa(n) + "/distinct"
+			}
+			b.Run(name, func(b *testing.B) {
+				p := &cascade.Plan{}
+				for i := range n {
+					e := "one"
+					if distinct {
+						e = "e" + strconv.Itoa(i)
+					}
+					p.Debits = append(p.Debits, cascade.Debit{
+						Key:    cascade.Key{Namespace: "default", Entity: e, Resource: "api"},
+						Limit:  "rpm",
+						Bucket: tokenbucket.Limit{Capacity: 3000, RefillAmount: 3000, RefillPeriod: time.Second},
+						Amount: tokenbucket.PerToken,
+					})
+				}
+				s := New()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := s.Acquire(context.Background(), p); err != nil {
+						b.Fatalf("Acquire() error = %v", err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/debit")
+			})
+		}
+	}
 }

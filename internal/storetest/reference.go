@@ -45,9 +45,12 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	if err := ctx.Err(); err != nil {
 		return cascade.Decision{}, err
 	}
-	nowMs := s.now().UnixMilli()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The clock is read under the lock: a decision at an instant earlier
+	// than one already written sees the bucket emptier by the refill in
+	// between, so a stale instant would under-admit.
+	nowMs := s.now().UnixMilli()
 	slot := make([]int, len(p.Debits))
 	index := make(map[refKey]int)
 	var (
