@@ -104,6 +104,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		RateLimit:             svc,
 		JSON:                  svcJSON{svc},
 		ConfigDump:            func() string { return reloader.Current().Dump() },
+		Degraded:              reloader.WatchProblem,
 		Gatherer:              reg,
 		TLS:                   tlsConfig,
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,

@@ -3,6 +3,8 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,10 +18,12 @@ import (
 // fakeSource feeds the loop hand-made events; every event is relevant
 // unless its Op is Chmod alone.
 type fakeSource struct {
-	ev    chan fsnotify.Event
-	errs  chan error
-	mu    sync.Mutex
-	syncs int
+	ev      chan fsnotify.Event
+	errs    chan error
+	mu      sync.Mutex
+	syncs   int
+	syncErr error  // what sync returns
+	tree    string // what summary returns
 }
 
 func newFakeSource() *fakeSource {
@@ -35,7 +39,20 @@ func (s *fakeSource) sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncs++
-	return nil
+	return s.syncErr
+}
+
+func (s *fakeSource) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tree
+}
+
+// set changes what sync and summary return.
+func (s *fakeSource) set(syncErr error, tree string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncErr, s.tree = syncErr, tree
 }
 
 // loopRig runs Reloader.loop over a fakeSource inside a synctest bubble and
@@ -219,8 +236,8 @@ func TestTriggerSupersedesPendingDebounce(t *testing.T) {
 		g.src.mu.Lock()
 		syncs := g.src.syncs
 		g.src.mu.Unlock()
-		if syncs != 1 {
-			t.Errorf("watch re-syncs = %d, want 1", syncs)
+		if syncs != 2 { // the loop's first, and the trigger's
+			t.Errorf("watch syncs = %d, want 2", syncs)
 		}
 		g.stop()
 	})
@@ -261,6 +278,52 @@ func TestDefaultDebounce(t *testing.T) {
 		synctest.Wait()
 		if got, want := g.loadTimes(), []time.Duration{DefaultDebounce}; !equalDurations(got, want) {
 			t.Errorf("load times = %v, want %v", got, want)
+		}
+		g.stop()
+	})
+}
+
+// TestLostWatchPolls: while the watch cannot be restored, the loop says so
+// (WatchProblem, a failed OnReload), polls the tree every PollInterval and
+// reloads when it changes, and once the watch is back it reloads and
+// reports success again.
+func TestLostWatchPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newLoopRig(t, time.Second)
+		var reports []bool
+		g.r.onReload = func(ok bool, _ error, _ time.Time) {
+			g.mu.Lock()
+			reports = append(reports, ok)
+			g.mu.Unlock()
+		}
+		g.src.set(errors.New("no space left on device"), "a 1")
+		g.run()
+		synctest.Wait()
+		if p := g.r.WatchProblem(); !strings.Contains(p, "no space left on device") {
+			t.Fatalf("WatchProblem() = %q, want the sync error", p)
+		}
+		time.Sleep(3500 * time.Millisecond) // polls at 1s, 2s, 3s see no change
+		synctest.Wait()
+		if got := g.loadTimes(); len(got) != 0 {
+			t.Errorf("load times = %v while nothing changed, want none", got)
+		}
+		g.src.set(errors.New("no space left on device"), "a 2")
+		time.Sleep(time.Second) // the poll at 4s sees it
+		synctest.Wait()
+		g.src.set(nil, "a 2")
+		time.Sleep(time.Second) // the poll at 5s restores the watch
+		synctest.Wait()
+		if got, want := g.loadTimes(), []time.Duration{4 * time.Second, 5 * time.Second}; !equalDurations(got, want) {
+			t.Errorf("load times = %v, want %v", got, want)
+		}
+		if p := g.r.WatchProblem(); p != "" {
+			t.Errorf("WatchProblem() after restore = %q, want none", p)
+		}
+		g.mu.Lock()
+		got := append([]bool(nil), reports...)
+		g.mu.Unlock()
+		if want := []bool{false, false, true}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("OnReload outcomes = %v, want %v (lost, polled while lost, restored)", got, want)
 		}
 		g.stop()
 	})

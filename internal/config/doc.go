@@ -9,7 +9,7 @@
 // adds one flag per variable (lower-cased name) whose default is the value
 // at registration, so flags parsed after FromEnv override it; Validate
 // checks the combination. Table is the single description of every
-// variable, from which the README table and `ratelimit help settings` are
+// variable, from which the README table and `ratelimit settings` are
 // produced. Durations use Go's syntax (15ms, 10s, 24h); booleans use
 // strconv.ParseBool; enumerated values are case-insensitive and stored
 // lower-cased.
@@ -20,9 +20,13 @@
 // directory, symlinks followed, the list re-synced after every burst so
 // that Kubernetes ConfigMap swaps of the ..data link keep being seen — and
 // reloads after Debounce of quiet (at most 4×Debounce after the first event
-// of a burst), or at once on Trigger (SIGHUP). A failed load keeps the old
-// configuration, is logged once with every problem, and is reported to
-// OnReload; the live configuration is never nil.
+// of a burst), or at once on Trigger (SIGHUP). The nearest existing ancestor
+// of the watched directory is watched too, so a directory removed and
+// recreated is watched again; a watch that cannot be restored is retried
+// every PollInterval while the tree is polled for changes, and WatchProblem
+// says why (every reload meanwhile is reported to OnReload as failed). A
+// failed load keeps the old configuration, is logged once with every
+// problem, and is reported to OnReload; the live configuration is never nil.
 //
 // CertWatcher serves the newest valid certificate, key and client CA to
 // every new TLS handshake through GetConfigForClient; Run rereads the files

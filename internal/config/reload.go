@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,10 @@ const DefaultDebounce = time.Second
 // maxDebounceFactor bounds how long a steady stream of events can postpone a
 // reload: at most maxDebounceFactor×Debounce after the first event of a burst.
 const maxDebounceFactor = 4
+
+// DefaultPollInterval is how often a Reloader whose watch is lost tries to
+// restore it and, meanwhile, looks for changes itself.
+const DefaultPollInterval = time.Second
 
 // maxWatchDepth bounds the directory tree the Reloader watches, so a
 // symlink loop cannot make it recurse forever.
@@ -50,27 +55,40 @@ type ReloaderOptions struct {
 	OnReload func(ok bool, err error, at time.Time)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// PollInterval is how often a lost watch is retried and the tree
+	// polled for changes meanwhile; zero means DefaultPollInterval.
+	PollInterval time.Duration
 }
 
 // Reloader holds the live descriptor configuration and replaces it when the
 // files change, when Trigger is called, or when Reload is called. A failed
 // load never replaces the live configuration.
 //
-// Current is safe for concurrent use and costs one atomic load; the
-// configuration it returns is immutable and never nil. Run must be called at
-// most once at a time.
+// A watch that is lost (the watched directory removed, a watch that cannot
+// be added) is retried every PollInterval, and the tree is polled for
+// changes meanwhile; the directory's parent is watched too, so a directory
+// that is removed and recreated is watched again as soon as it is back.
+// While the watch is lost, WatchProblem says why and every reload is
+// reported to OnReload as failed.
+//
+// Current and WatchProblem are safe for concurrent use; Current costs one
+// atomic load, and the configuration it returns is immutable and never nil.
+// Run must be called at most once at a time.
 type Reloader struct {
 	dir, watchDir string
 	load          func(dir string) (*descriptors.Config, error)
 	debounce      time.Duration
+	pollInterval  time.Duration
 	log           *logrus.Entry
 	onReload      func(ok bool, err error, at time.Time)
 	now           func() time.Time
 
 	current atomic.Pointer[descriptors.Config]
-	trigger chan struct{}
-	running atomic.Bool
-	mu      sync.Mutex // serialises loads
+	// watchLost holds why the watch is lost, nil while it is complete.
+	watchLost atomic.Pointer[error]
+	trigger   chan struct{}
+	running   atomic.Bool
+	mu        sync.Mutex // serialises loads
 }
 
 // NewReloader validates o and loads the configuration once; a failed first
@@ -85,15 +103,19 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 	if o.Debounce < 0 {
 		return nil, fmt.Errorf("config: reloader: Debounce %s is negative", o.Debounce)
 	}
+	if o.PollInterval < 0 {
+		return nil, fmt.Errorf("config: reloader: PollInterval %s is negative", o.PollInterval)
+	}
 	r := &Reloader{
-		dir:      o.Dir,
-		watchDir: o.WatchDir,
-		load:     o.Load,
-		debounce: o.Debounce,
-		log:      o.Logger,
-		onReload: o.OnReload,
-		now:      o.Now,
-		trigger:  make(chan struct{}, 1),
+		dir:          o.Dir,
+		watchDir:     o.WatchDir,
+		load:         o.Load,
+		debounce:     o.Debounce,
+		pollInterval: o.PollInterval,
+		log:          o.Logger,
+		onReload:     o.OnReload,
+		now:          o.Now,
+		trigger:      make(chan struct{}, 1),
 	}
 	if r.watchDir == "" {
 		r.watchDir = r.dir
@@ -103,6 +125,9 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 	}
 	if r.debounce == 0 {
 		r.debounce = DefaultDebounce
+	}
+	if r.pollInterval == 0 {
+		r.pollInterval = DefaultPollInterval
 	}
 	if r.log == nil {
 		r.log = logrus.NewEntry(logrus.StandardLogger()).WithField("component", "config")
@@ -118,6 +143,15 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 
 // Current returns the live configuration.
 func (r *Reloader) Current() *descriptors.Config { return r.current.Load() }
+
+// WatchProblem returns why the descriptor watch is lost, or "" while Run
+// watches every directory of the tree (and before Run starts).
+func (r *Reloader) WatchProblem() string {
+	if err := r.watchLost.Load(); err != nil {
+		return (*err).Error()
+	}
+	return ""
+}
 
 // Trigger asks Run to reload now, e.g. on SIGHUP. It never blocks; triggers
 // that arrive before Run gets to them are coalesced into one reload.
@@ -165,7 +199,12 @@ func (r *Reloader) reload(cause string, logFailure bool) error {
 	}
 	r.log.WithFields(fields).Info("descriptor configuration loaded")
 	if r.onReload != nil {
-		r.onReload(true, nil, at)
+		if lost := r.watchLost.Load(); lost != nil {
+			// Loaded, but later changes may be missed: say so.
+			r.onReload(false, *lost, at)
+		} else {
+			r.onReload(true, nil, at)
+		}
 	}
 	return nil
 }
@@ -200,31 +239,37 @@ func (r *Reloader) Run(ctx context.Context) error {
 		return fmt.Errorf("config: watch %s: %w", r.watchDir, err)
 	}
 	defer w.Close()
-	src := newFSSource(w, r.watchDir)
-	if err := src.sync(); err != nil {
-		return err
-	}
-	return r.loop(ctx, src)
+	defer r.watchLost.Store(nil)
+	return r.loop(ctx, newFSSource(w, r.watchDir))
 }
 
 // source is what the debounce loop reads: file events and watcher errors,
-// and a way to bring the watch list up to date with the tree.
+// a way to bring the watch list up to date with the tree (an error means
+// some directory is not watched), and a summary of the tree's files that
+// changes when they do, for polling while the watch is lost.
 type source interface {
 	events() <-chan fsnotify.Event
 	errors() <-chan error
 	relevant(ev fsnotify.Event) bool
 	sync() error
+	summary() string
 }
 
 // loop is Run's select loop. A relevant event starts or extends the
 // debounce timer; the timer reloads; a trigger reloads at once and cancels a
-// pending debounce, since the reload it does covers those events.
+// pending debounce, since the reload it does covers those events. Every
+// sync that fails marks the watch lost and starts polling: each tick retries
+// the watch, reloads when it is back, and meanwhile reloads whenever the
+// tree's summary changes.
 func (r *Reloader) loop(ctx context.Context, src source) error {
 	var (
 		timer       *time.Timer
 		timerC      <-chan time.Time
 		burstStart  time.Time
 		maxDebounce = maxDebounceFactor * r.debounce
+		poll        *time.Ticker
+		pollC       <-chan time.Time
+		seen        string // the tree's summary at the last poll
 	)
 	stopTimer := func() {
 		if timer != nil {
@@ -233,6 +278,11 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 		timerC = nil
 	}
 	defer stopTimer()
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	schedule := func() {
 		now := time.Now()
 		if timerC == nil {
@@ -249,6 +299,35 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 		}
 		timerC = timer.C
 	}
+	// sync brings the watch list up to date and reports whether the watch
+	// is complete, marking it lost (and polling) or restored.
+	sync := func() bool {
+		err := src.sync()
+		if err == nil {
+			if r.watchLost.Swap(nil) != nil {
+				r.log.WithField("dir", r.watchDir).Info("descriptor watch restored")
+				poll.Stop()
+				pollC = nil
+			}
+			return true
+		}
+		lost := fmt.Errorf("config: descriptor watch lost, polling every %s: %w", r.pollInterval, err)
+		if r.watchLost.Swap(&lost) == nil {
+			r.log.WithError(err).WithField("dir", r.watchDir).Error("descriptor watch lost; polling until it is restored")
+			if r.onReload != nil {
+				r.onReload(false, lost, r.now())
+			}
+			if poll == nil {
+				poll = time.NewTicker(r.pollInterval)
+			} else {
+				poll.Reset(r.pollInterval)
+			}
+			pollC = poll.C
+			seen = src.summary()
+		}
+		return false
+	}
+	sync()
 	for {
 		select {
 		case <-ctx.Done():
@@ -269,16 +348,22 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 			schedule()
 		case <-timerC:
 			timerC = nil
-			if err := src.sync(); err != nil {
-				r.log.WithError(err).Warn("descriptor watch list incomplete")
-			}
+			sync()
 			_ = r.reload("watch", true) // logged and reported inside
 		case <-r.trigger:
 			stopTimer()
-			if err := src.sync(); err != nil {
-				r.log.WithError(err).Warn("descriptor watch list incomplete")
-			}
+			sync()
 			_ = r.reload("trigger", true) // logged and reported inside
+		case <-pollC:
+			if sync() {
+				stopTimer()
+				_ = r.reload("watch restored", true)
+				continue
+			}
+			if now := src.summary(); now != seen {
+				seen = now
+				_ = r.reload("poll", true)
+			}
 		}
 	}
 }
@@ -286,82 +371,121 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 // fsSource watches a directory tree with fsnotify. fsnotify watches single
 // directories, so fsSource adds one watch per directory under root,
 // following symlinks to directories (Kubernetes' ..data), once per real
-// directory, and re-syncs after changes so that new directories and
-// symlink swaps are watched too. If root itself is a symlink, its parent is
-// watched as well, for events on root's name only, so that swapping the
-// link is seen.
+// directory, and re-syncs after changes so that new directories, symlink
+// swaps and directories removed and recreated (a new directory under an old
+// name, whose watch went with the old one) are watched too. The nearest
+// existing ancestor of root is watched as well, for events on root's path
+// only, so that root's removal, recreation or link swap is seen even while
+// root itself cannot be watched.
 type fsSource struct {
 	w       *fsnotify.Watcher
 	root    string
-	parent  string            // watched for root's link only; "" if root is no link
-	watched map[string]string // path as added → real path it resolved to
+	anchor  string                 // watched for events on root's path; "" if none
+	watched map[string]os.FileInfo // path as added → the directory it was then
 }
 
 func newFSSource(w *fsnotify.Watcher, root string) *fsSource {
-	return &fsSource{w: w, root: filepath.Clean(root), watched: map[string]string{}}
+	return &fsSource{w: w, root: filepath.Clean(root), watched: map[string]os.FileInfo{}}
 }
 
 func (s *fsSource) events() <-chan fsnotify.Event { return s.w.Events }
 func (s *fsSource) errors() <-chan error          { return s.w.Errors }
 
 // relevant drops events that cannot change what Load reads: attribute
-// changes alone, and events on the root's parent about other names.
+// changes alone, and events in root's anchor about names off root's path.
 func (s *fsSource) relevant(ev fsnotify.Event) bool {
 	if ev.Op&^fsnotify.Chmod == 0 {
 		return false
 	}
-	if s.parent != "" && filepath.Dir(ev.Name) == s.parent && filepath.Clean(ev.Name) != s.root {
-		return false
+	name := filepath.Clean(ev.Name)
+	if s.anchor != "" && filepath.Dir(name) == s.anchor {
+		return name == s.root || strings.HasPrefix(s.root, name+string(filepath.Separator))
 	}
 	return true
 }
 
-// sync makes the watch list equal the directories now under root, re-adding
-// any path whose symlinks now resolve elsewhere. A failure to watch root is
-// an error; a failure on a subdirectory is returned joined but the rest is
-// watched, since it may be racing a removal.
+// sync makes the watch list equal the directories now under root, plus
+// root's anchor, re-adding any path that now names another directory. It
+// returns an error when some directory is not watched (root missing, or a
+// watch that could not be added); everything else is watched regardless.
 func (s *fsSource) sync() error {
-	want := map[string]string{}
-	s.parent = ""
-	if fi, err := os.Lstat(s.root); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		s.parent = filepath.Dir(s.root)
-		want[s.parent] = s.parent
-		if real, err := filepath.EvalSymlinks(s.parent); err == nil {
-			want[s.parent] = real
+	want := map[string]os.FileInfo{}
+	s.anchor = ""
+	for dir := filepath.Dir(s.root); dir != s.root; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			s.anchor = dir
+			want[dir] = fi
+			break
+		}
+		if dir == filepath.Dir(dir) {
+			break
 		}
 	}
+	var errs []error
 	if err := collectDirs(s.root, 0, want, map[string]bool{}); err != nil {
-		return fmt.Errorf("config: watch %s: %w", s.root, err)
+		errs = append(errs, fmt.Errorf("config: watch %s: %w", s.root, err))
 	}
-	for p, real := range s.watched {
-		if want[p] != real {
-			// The directory may be gone, and its watch with it; either way
-			// this watch is stale.
+	live := map[string]bool{}
+	for _, p := range s.w.WatchList() {
+		live[p] = true
+	}
+	for p, fi := range s.watched {
+		if now, ok := want[p]; !ok || !live[p] || !os.SameFile(fi, now) {
+			// The directory may be gone, and its watch with it (a directory
+			// recreated at once may even reuse the old inode, but not the
+			// old watch); either way this watch is stale.
 			_ = s.w.Remove(p)
 			delete(s.watched, p)
 		}
 	}
-	var errs []error
-	for p, real := range want {
+	for p, fi := range want {
 		if _, ok := s.watched[p]; ok {
 			continue
 		}
 		if err := s.w.Add(p); err != nil {
-			if p == s.root {
-				return fmt.Errorf("config: watch %s: %w", p, err)
-			}
 			errs = append(errs, fmt.Errorf("config: watch %s: %w", p, err))
 			continue
 		}
-		s.watched[p] = real
+		s.watched[p] = fi
 	}
 	return errors.Join(errs...)
 }
 
+// summary describes every regular file under root (following symlinks to
+// directories, as the watch does) by path, size and modification time, or
+// why root cannot be read.
+func (s *fsSource) summary() string {
+	dirs := map[string]os.FileInfo{}
+	if err := collectDirs(s.root, 0, dirs, map[string]bool{}); err != nil {
+		return "unreadable: " + err.Error()
+	}
+	paths := make([]string, 0, len(dirs))
+	for p := range dirs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	for _, dir := range paths {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", dir, err)
+			continue
+		}
+		for _, e := range entries {
+			fi, err := os.Stat(filepath.Join(dir, e.Name()))
+			if err != nil || fi.IsDir() {
+				continue
+			}
+			fmt.Fprintf(&b, "%s/%s %d %d\n", dir, e.Name(), fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
 // collectDirs records dir and every directory beneath it (following
-// symlinks) in want, path → real path, skipping directories whose real path
-// is already in seen.
-func collectDirs(dir string, depth int, want map[string]string, seen map[string]bool) error {
+// symlinks) in want, path → the directory it names, skipping directories
+// whose real path is already in seen.
+func collectDirs(dir string, depth int, want map[string]os.FileInfo, seen map[string]bool) error {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return err
@@ -369,8 +493,12 @@ func collectDirs(dir string, depth int, want map[string]string, seen map[string]
 	if seen[real] || depth > maxWatchDepth {
 		return nil
 	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
 	seen[real] = true
-	want[dir] = real
+	want[dir] = fi
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err

@@ -113,6 +113,11 @@ type harness struct {
 
 func startReloader(t *testing.T, dir, watchDir string) *harness {
 	t.Helper()
+	return startReloaderDebounce(t, dir, watchDir, 50*time.Millisecond)
+}
+
+func startReloaderDebounce(t *testing.T, dir, watchDir string, debounce time.Duration) *harness {
+	t.Helper()
 	h := &harness{t: t, loader: newFakeLoader(), events: make(chan reloadEvent, 64)}
 	logger, hook := logtest.NewNullLogger()
 	h.hook = hook
@@ -120,7 +125,7 @@ func startReloader(t *testing.T, dir, watchDir string) *harness {
 		Dir:      dir,
 		WatchDir: watchDir,
 		Load:     h.loader.load,
-		Debounce: 50 * time.Millisecond,
+		Debounce: debounce,
 		Logger:   logrus.NewEntry(logger),
 		OnReload: func(ok bool, err error, _ time.Time) { h.events <- reloadEvent{ok, err} },
 	})
@@ -392,23 +397,51 @@ func nullLogger() *logrus.Entry {
 	return logrus.NewEntry(l)
 }
 
-func TestRunMissingWatchDir(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	dir := filepath.Join(root, "config")
-	writeFile(t, filepath.Join(dir, "a.yaml"), "v1")
-	l := newFakeLoader()
-	r, err := NewReloader(ReloaderOptions{Dir: dir, WatchDir: root, Load: l.load, Logger: nullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(root); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "config: watch") {
-		t.Errorf("Run() with a missing watch dir = %v, want a config: watch error", err)
-	}
-	if r.Current() == nil {
-		t.Errorf("Current() = nil after Run failed, want the loaded config")
+// TestReloadDirRemovedAndRecreated: the watched directory is removed, the
+// watch is lost and says so (WatchProblem, a failed reload), and once the
+// directory is back with a changed file the change is applied within 2 s,
+// at the default debounce.
+func TestReloadDirRemovedAndRecreated(t *testing.T) {
+	for _, gap := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(fmt.Sprintf("recreated after %v", gap), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "config")
+			writeFile(t, filepath.Join(dir, "a.yaml"), "v1")
+			h := startReloaderDebounce(t, dir, dir, DefaultDebounce)
+			if p := h.r.WatchProblem(); p != "" {
+				t.Fatalf("WatchProblem() = %q before the removal, want none", p)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			if gap > 0 {
+				// The reload after the removal fails, and the lost watch is
+				// reported.
+				deadline := time.Now().Add(5 * time.Second)
+				for h.r.WatchProblem() == "" && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if p := h.r.WatchProblem(); !strings.Contains(p, "watch lost") {
+					t.Fatalf("WatchProblem() with the directory gone = %q, want it lost", p)
+				}
+				time.Sleep(gap)
+			}
+			recreated := time.Now()
+			writeFile(t, filepath.Join(dir, "a.yaml"), "v2")
+			h.waitContent("v2")
+			if took := time.Since(recreated); took > 2*time.Second {
+				t.Errorf("change applied %v after the directory came back, want within 2s", took)
+			}
+			// Watched again: a later write is seen without polling.
+			deadline := time.Now().Add(5 * time.Second)
+			for h.r.WatchProblem() != "" && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if p := h.r.WatchProblem(); p != "" {
+				t.Fatalf("WatchProblem() after the directory came back = %q, want none", p)
+			}
+			writeFile(t, filepath.Join(dir, "a.yaml"), "v3")
+			h.waitContent("v3")
+		})
 	}
 }
 
@@ -476,7 +509,7 @@ func TestReloadManual(t *testing.T) {
 }
 
 func TestFSSourceRelevant(t *testing.T) {
-	s := &fsSource{root: "/srv/current", parent: "/srv"}
+	s := &fsSource{root: "/srv/current", anchor: "/srv"}
 	tests := []struct {
 		name string
 		ev   fsnotify.Event
@@ -495,6 +528,14 @@ func TestFSSourceRelevant(t *testing.T) {
 				t.Errorf("relevant(%v) = %v, want %v", tt.ev, got, tt.want)
 			}
 		})
+	}
+	// Root and its parent gone: the anchor is their nearest ancestor.
+	deep := &fsSource{root: "/srv/current/config", anchor: "/srv"}
+	if !deep.relevant(fsnotify.Event{Name: "/srv/current", Op: fsnotify.Create}) {
+		t.Errorf("relevant(root's parent recreated) = false, want true")
+	}
+	if deep.relevant(fsnotify.Event{Name: "/srv/cur", Op: fsnotify.Create}) {
+		t.Errorf("relevant(a name that prefixes root's parent) = true, want false")
 	}
 }
 
