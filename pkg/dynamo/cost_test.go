@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,6 +206,53 @@ func BenchmarkDecisionCost(b *testing.B) {
 			acquire(b, s, p, true)
 		}
 		report(b, c, b.N)
+	})
+	b.Run("realistic_entity_256B", func(b *testing.B) {
+		b.ReportAllocs()
+		s, c := newS(b)
+		key := cascade.Key{Entity: "x-api-key=" + strings.Repeat("k", 246), Resource: "llm/" + strings.Repeat("m", 252)}
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(key, big)}}
+		acquire(b, s, p, true)
+		c.reset()
+		for b.Loop() {
+			acquire(b, s, p, true)
+		}
+		report(b, c, b.N)
+	})
+	// Three replicas on one hot bucket: decisions queued on an item within
+	// a replica share one conditional write, and writers commute.
+	b.Run("hot_bucket_3_replicas_90_callers", func(b *testing.B) {
+		b.ReportAllocs()
+		var stores []*dynamo.Store
+		var counters []*counter
+		for range 3 {
+			s, c := newS(b)
+			stores, counters = append(stores, s), append(counters, c)
+		}
+		p := &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "hot3", Resource: "r"}, big)}}
+		for i, s := range stores {
+			acquire(b, s, p, true)
+			counters[i].reset()
+		}
+		var wg sync.WaitGroup
+		per := max(b.N/90, 1)
+		for g := range 90 {
+			wg.Go(func() {
+				for range per {
+					if _, err := stores[g%3].Acquire(context.Background(), p); err != nil {
+						b.Errorf("Acquire() = %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		sum := &counter{}
+		for _, c := range counters {
+			w, r, wu, ru := c.reset()
+			sum.writes, sum.reads, sum.wunits, sum.runits = sum.writes+w, sum.reads+r, sum.wunits+wu, sum.runits+ru
+		}
+		report(b, sum, per*90)
 	})
 	b.Run("hot_bucket_50_callers", func(b *testing.B) {
 		b.ReportAllocs()

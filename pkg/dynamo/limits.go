@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -67,151 +64,6 @@ func (sc Scope) String() string {
 	default:
 		return "resource " + strconv.Quote(sc.Resource)
 	}
-}
-
-type cachedConfig struct {
-	expires time.Time
-	limits  map[string]tokenbucket.Limit // nil: no record
-}
-
-const attrLimits = "limits"
-
-func (s *Store) nsOr(ns string) string {
-	if ns == "" {
-		return s.cfg.Namespace
-	}
-	return ns
-}
-
-// configChain is where stored limits for one bucket item are looked up, in
-// order: entity+resource, entity default, resource, system.
-func configChain(b bucket) [4][2]string {
-	return [4][2]string{
-		{entityPK(b.ns, b.key.Entity), entityConfigSK(b.key.Resource)},
-		{entityPK(b.ns, b.key.Entity), entityDefaultSK},
-		{resourcePK(b.ns, b.key.Resource), skConfig},
-		{systemPK(b.ns), skConfig},
-	}
-}
-
-// loadConfigs resolves stored limits for every debit of p (in place). Config
-// records the cache lacks are read once per record however many decisions
-// want them (single flight), in a read that outlives the decisions that gave
-// up on it, so the cache fills. A record past its lifetime is served as it
-// is while one read refreshes it.
-func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []bucket) error {
-	now := s.now()
-	var missing, stale []string
-	seen := map[string]bool{}
-	s.mu.Lock()
-	for _, b := range buckets {
-		for _, r := range configChain(b) {
-			k := r[0] + "\x00" + r[1]
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			switch cc, ok := s.configs[k]; {
-			case !ok:
-				missing = append(missing, k)
-			case !now.Before(cc.expires):
-				stale = append(stale, k)
-			}
-		}
-	}
-	s.mu.Unlock()
-	if len(stale) > 0 {
-		s.loadRecords(stale) // refresh in the background; the stale records serve meanwhile
-	}
-	if len(missing) > 0 {
-		for _, f := range s.loadRecords(missing) {
-			if err := s.wait(ctx, f); err != nil {
-				return err
-			}
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range p.Debits {
-		d := &p.Debits[i]
-		for _, b := range buckets {
-			if b.key != d.Key {
-				continue
-			}
-			for _, r := range configChain(b) {
-				if l, ok := s.configs[r[0]+"\x00"+r[1]].limits[d.Limit]; ok {
-					d.Bucket = l
-					break
-				}
-			}
-			break
-		}
-	}
-	return nil
-}
-
-// loadRecords returns the flights that read config records keys
-// ("PK\x00SK"), starting one read for the keys no flight has yet.
-func (s *Store) loadRecords(keys []string) []*flight {
-	return s.fly(keys, s.readRecords)
-}
-
-func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {
-	req := make([]map[string]types.AttributeValue, len(keys))
-	for i, k := range keys {
-		pk, sk, _ := strings.Cut(k, "\x00")
-		req[i] = itemKey(pk, sk)
-	}
-	got, err := s.batchGet(ctx, req, false, &f.throttled)
-	if err != nil {
-		return err
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.configs) >= maxImages {
-		evict(s.configs, maxImages/100+1)
-	}
-	for _, k := range keys {
-		// Lifetimes spread over ±10% so that records read together do not
-		// all expire together.
-		ttl := s.cfg.ConfigCacheTTL
-		ttl += time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
-		s.configs[k] = cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])}
-	}
-	return nil
-}
-
-// batchGet reads keys, within ctx's deadline, and returns the items by PK+"\x00"+SK.
-func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool, throttled *atomic.Bool) (map[string]map[string]types.AttributeValue, error) {
-	out := map[string]map[string]types.AttributeValue{}
-	for len(keys) > 0 {
-		n := min(len(keys), 100)
-		req := map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys[:n], ConsistentRead: aws.Bool(consistent)}}
-		keys = keys[n:]
-		for round := 0; len(req) > 0; round++ {
-			if round > 0 && !sleep(ctx, backoff(round)) {
-				return nil, fmt.Errorf("dynamo: batch get %s: not read within the budget: %w", s.cfg.Table, ErrUnavailable)
-			}
-			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-			if err != nil {
-				cerr := classify("batch get "+s.cfg.Table, err)
-				if errors.Is(cerr, ErrThrottled) {
-					throttled.Store(true)
-					continue // retried within ctx, after a backoff
-				}
-				return nil, cerr
-			}
-			for _, item := range res.Responses[s.cfg.Table] {
-				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item
-			}
-			req = res.UnprocessedKeys
-			if len(req) > 0 {
-				throttled.Store(true) // DynamoDB left keys for later: throughput
-			}
-		}
-	}
-	return out, nil
 }
 
 func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.Limit {
