@@ -161,4 +161,3 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 	}
 	return out, nil
 }
-
