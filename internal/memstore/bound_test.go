@@ -188,8 +188,10 @@ func TestHugePlan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Acquire(60,000 debits) error = %v", err)
 			}
-			if elapsed := time.Since(start); elapsed > 2*time.Second {
-				t.Errorf("Acquire(60,000 debits) took %v, want well under a second", elapsed)
+			// Generous for the race detector on a loaded machine; the
+			// quadratic path took minutes there.
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("Acquire(60,000 debits) took %v, want well under 10 s", elapsed)
 			}
 			if dec.Admitted == !distinct {
 				t.Errorf("Acquire(60,000 debits, distinct %t) admitted = %t", distinct, dec.Admitted)
