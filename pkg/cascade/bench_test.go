@@ -1,6 +1,7 @@
 package cascade_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -9,39 +10,55 @@ import (
 
 var sinkDecision cascade.Decision
 
-// big refills 1,000,000 tokens per minute: never exhausted by a benchmark.
-var big = tokenbucket.Limit{Capacity: 1e9, RefillAmount: 1e9, RefillPeriod: 60_000_000_000}
+// huge refills 1,000,000 tokens per minute: never exhausted by a benchmark.
+var huge = tokenbucket.Limit{Capacity: 1e9, RefillAmount: 1e9, RefillPeriod: 60_000_000_000}
 
+// benchDecide decides p the way a store does: load the levels, decide,
+// read each write and its condition, keep the new levels.
 func benchDecide(b *testing.B, p *cascade.Plan, slot []int, states []State) {
 	b.ReportAllocs()
+	levels := make([]tokenbucket.Level, len(states))
 	now := t0
 	for b.Loop() {
 		now++
-		sinkDecision = cascade.Decide(p, slot, states, now)
+		for k, s := range states {
+			levels[k] = tokenbucket.Stored(s)
+		}
+		sinkDecision = cascade.Decide(p, slot, levels, now)
+		for k := range levels {
+			levels[k].Bounds()
+			levels[k].Write()
+			states[k] = levels[k].State()
+		}
 	}
 }
 
 func BenchmarkDecide(b *testing.B) {
-	b.Run("1debit", func(b *testing.B) {
-		p := &cascade.Plan{Debits: []cascade.Debit{consume(big, tok)}}
-		benchDecide(b, p, []int{0}, []State{big.Full(t0)})
-	})
-	b.Run("2debits", func(b *testing.B) {
-		p := &cascade.Plan{Debits: []cascade.Debit{consume(big, tok), consume(big, 50*tok)}}
-		benchDecide(b, p, []int{0, 1}, []State{big.Full(t0), big.Full(t0)})
-	})
+	for _, n := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("%ddebits", n), func(b *testing.B) {
+			p := &cascade.Plan{}
+			var slot []int
+			var states []State
+			for i := range n {
+				p.Debits = append(p.Debits, consume(huge, tok))
+				slot = append(slot, i)
+				states = append(states, huge.Full(t0))
+			}
+			benchDecide(b, p, slot, states)
+		})
+	}
 	b.Run("2debits_refused", func(b *testing.B) {
-		p := &cascade.Plan{Debits: []cascade.Debit{consume(big, tok), consume(three, 4*tok)}}
-		benchDecide(b, p, []int{0, 1}, []State{big.Full(t0), three.Full(t0)})
+		p := &cascade.Plan{Debits: []cascade.Debit{consume(huge, tok), consume(three, 4*tok)}}
+		benchDecide(b, p, []int{0, 1}, []State{huge.Full(t0), three.Full(t0)})
 	})
 	b.Run("12debits", func(b *testing.B) {
 		p := &cascade.Plan{}
 		var slot []int
 		var states []State
 		for i := range 12 {
-			p.Debits = append(p.Debits, consume(big, tok))
+			p.Debits = append(p.Debits, consume(huge, tok))
 			slot = append(slot, i)
-			states = append(states, big.Full(t0))
+			states = append(states, huge.Full(t0))
 		}
 		benchDecide(b, p, slot, states)
 	})

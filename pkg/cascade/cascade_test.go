@@ -33,7 +33,28 @@ func d(op cascade.Op, l tokenbucket.Limit, n Millitokens) cascade.Debit {
 	return cascade.Debit{Key: cascade.Key{Namespace: "default", Entity: "e", Resource: "r"}, Limit: "rpm", Bucket: l, Amount: n, Op: op}
 }
 
-func st(tokens Millitokens, last int64) State { return State{Tokens: tokens, LastRefill: last} }
+// hold returns the level of a bucket of l holding tokens at t.
+func hold(l tokenbucket.Limit, tokens Millitokens, t int64) State {
+	x := tokenbucket.Mul(t, int64(l.RefillAmount)).Sub(tokenbucket.Mul(int64(tokens), l.RefillPeriod.Milliseconds()))
+	return State{X: x}
+}
+
+// stored returns the levels of buckets a store holds in states.
+func stored(states []State) []tokenbucket.Level {
+	levels := make([]tokenbucket.Level, len(states))
+	for i, s := range states {
+		levels[i] = tokenbucket.Stored(s)
+	}
+	return levels
+}
+
+func statesOf(levels []tokenbucket.Level) []State {
+	states := make([]State, len(levels))
+	for i := range levels {
+		states[i] = levels[i].State()
+	}
+	return states
+}
 
 func consume(l tokenbucket.Limit, n Millitokens) cascade.Debit { return d(cascade.Consume, l, n) }
 func check(l tokenbucket.Limit) cascade.Debit                  { return d(cascade.Check, l, 0) }
@@ -129,52 +150,52 @@ func TestDecide(t *testing.T) {
 			debits: []cascade.Debit{consume(three, tok)},
 			slot:   []int{0}, states: []State{full3}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(2000, 334*ms)}},
-			after: []State{st(2000, t0)},
+			after: []State{hold(three, 2000, t0)},
 		},
 		{
-			name:   "refill before the decision, persisted",
+			name:   "refill is implicit in the clock",
 			debits: []cascade.Debit{consume(three, tok)},
-			slot:   []int{0}, states: []State{st(0, t0)}, at: t0 + 500,
+			slot:   []int{0}, states: []State{hold(three, 0, t0)}, at: t0 + 500,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(500, 834*ms)}},
-			after: []State{st(500, t0+500)},
+			after: []State{hold(three, 500, t0+500)},
 		},
 		{
 			name:   "all or nothing: the second bucket refuses, the first keeps its tokens",
 			debits: []cascade.Debit{consume(three, tok), consume(one, tok)},
-			slot:   []int{0, 1}, states: []State{full3, st(0, t0)}, at: t0,
-			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(0, 1001*ms, 1000*ms)}},
-			after: []State{full3, st(0, t0)},
+			slot:   []int{0, 1}, states: []State{full3, hold(one, 0, t0)}, at: t0,
+			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(0, 1000*ms, 1000*ms)}},
+			after: []State{full3, hold(one, 0, t0)},
 		},
 		{
-			name:   "refused plan still persists the refill",
+			name:   "a refused plan writes nothing, not even refill",
 			debits: []cascade.Debit{consume(three, tok), consume(one, tok)},
-			slot:   []int{0, 1}, states: []State{st(0, t0), st(0, t0)}, at: t0 + 400,
+			slot:   []int{0, 1}, states: []State{hold(three, 0, t0), hold(one, 0, t0)}, at: t0 + 400,
 			// three holds 1200 and admits; one holds 400 of the 1000 it needs.
-			want:  cascade.Decision{Statuses: []cascade.Status{ok(1200, 600*ms), no(400, 601*ms, 600*ms)}},
-			after: []State{st(1200, t0+400), st(400, t0+400)},
+			want:  cascade.Decision{Statuses: []cascade.Status{ok(1200, 600*ms), no(400, 600*ms, 600*ms)}},
+			after: []State{hold(three, 0, t0), hold(one, 0, t0)},
 		},
 		{
 			name:   "two debits sharing a slot: the second sees the first",
 			debits: []cascade.Debit{consume(three, 2*tok), consume(three, tok)},
 			slot:   []int{0, 0}, states: []State{full3}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(0, 1000*ms), ok(0, 1000*ms)}},
-			after: []State{st(0, t0)},
+			after: []State{hold(three, 0, t0)},
 		},
 		{
 			name:   "two debits sharing a slot: the second is refused, nothing is debited",
 			debits: []cascade.Debit{consume(three, 2*tok), consume(three, 2*tok)},
 			slot:   []int{0, 0}, states: []State{full3}, at: t0,
-			// A retry needs 4 tokens in a bucket that holds 3: ⌊1000·1000/3000⌋+1 ms.
+			// A retry needs 4 tokens in a bucket that holds 3: as if uncapped, 1000 mt at 3 mt/ms.
 			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(3000, 334*ms, 0)}},
 			after: []State{full3},
 		},
 		{
 			name:   "shared slot: the first is refused, the second alone would fit",
 			debits: []cascade.Debit{consume(three, 2*tok), consume(three, tok)},
-			slot:   []int{0, 0}, states: []State{st(1500, t0)}, at: t0,
+			slot:   []int{0, 0}, states: []State{hold(three, 1500, t0)}, at: t0,
 			// a retry must pass both: 3000 from 1500.
-			want:  cascade.Decision{Statuses: []cascade.Status{no(1500, 501*ms, 500*ms), ok(1500, 500*ms)}},
-			after: []State{st(1500, t0)},
+			want:  cascade.Decision{Statuses: []cascade.Status{no(1500, 500*ms, 500*ms), ok(1500, 500*ms)}},
+			after: []State{hold(three, 1500, t0)},
 		},
 		{
 			name:   "shared slot asking one millitoken more than the capacity",
@@ -184,16 +205,23 @@ func TestDecide(t *testing.T) {
 			after: []State{full3},
 		},
 		{
+			name:   "the same from a bucket full for long",
+			debits: []cascade.Debit{consume(three, 3*tok), check(three)},
+			slot:   []int{0, 0}, states: []State{hold(three, 9000, t0)}, at: t0,
+			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(3000, 1*ms, 0)}},
+			after: []State{hold(three, 9000, t0)},
+		},
+		{
 			name:   "order decides: refund first lets the consume pass",
 			debits: []cascade.Debit{refund(three, tok), consume(three, 3*tok)},
-			slot:   []int{0, 0}, states: []State{st(2000, t0)}, at: t0,
+			slot:   []int{0, 0}, states: []State{hold(three, 2000, t0)}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(0, 1000*ms), ok(0, 1000*ms)}},
-			after: []State{st(0, t0)},
+			after: []State{hold(three, 0, t0)},
 		},
 		{
 			name:   "order decides: refund after the consume comes too late",
 			debits: []cascade.Debit{consume(three, 3*tok), refund(three, tok)},
-			slot:   []int{0, 0}, states: []State{st(2000, t0)}, at: t0,
+			slot:   []int{0, 0}, states: []State{hold(three, 2000, t0)}, at: t0,
 			// refused; the refund is applied anyway.
 			want:  cascade.Decision{Statuses: []cascade.Status{no(3000, 0, 0), ok(3000, 0)}},
 			after: []State{full3},
@@ -201,63 +229,63 @@ func TestDecide(t *testing.T) {
 		{
 			name:   "charge applied even when the plan is refused",
 			debits: []cascade.Debit{consume(one, tok), charge(three, 5*tok)},
-			slot:   []int{0, 1}, states: []State{st(0, t0), full3}, at: t0,
+			slot:   []int{0, 1}, states: []State{hold(one, 0, t0), full3}, at: t0,
 			want: cascade.Decision{Statuses: []cascade.Status{
-				no(0, 1001*ms, 1000*ms), ok(-2000, 1667*ms)}},
-			after: []State{st(0, t0), st(-2000, t0)},
+				no(0, 1000*ms, 1000*ms), ok(-2000, 1667*ms)}},
+			after: []State{hold(one, 0, t0), hold(three, -2000, t0)},
 		},
 		{
-			name:   "charge into debt is admitted while the bucket holds tokens",
+			name:   "charge into debt is admitted while the bucket holds a millitoken",
 			debits: []cascade.Debit{charge(three, 10*tok)},
-			slot:   []int{0}, states: []State{st(1, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(three, 1, t0)}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(-9999, 4333*ms)}},
-			after: []State{st(-9999, t0)},
+			after: []State{hold(three, -9999, t0)},
 		},
 		{
 			name:   "charge on an empty bucket is refused and applied",
 			debits: []cascade.Debit{charge(slow, tok)},
-			slot:   []int{0}, states: []State{st(0, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(slow, 0, t0)}, at: t0,
 			// −1000 mt: retry once one millitoken is back, 1001 mt at 20 ms each.
-			want:  cascade.Decision{Statuses: []cascade.Status{no(-1000, 20_021*ms, 80_000*ms)}},
-			after: []State{st(-1000, t0)},
+			want:  cascade.Decision{Statuses: []cascade.Status{no(-1000, 20_020*ms, 80_000*ms)}},
+			after: []State{hold(slow, -1000, t0)},
 		},
 		{
 			name:   "advisory charge refused does not refuse the plan and is applied",
 			debits: []cascade.Debit{advisory(charge(slow, tok)), consume(three, tok)},
-			slot:   []int{0, 1}, states: []State{st(0, t0), full3}, at: t0,
+			slot:   []int{0, 1}, states: []State{hold(slow, 0, t0), full3}, at: t0,
 			want: cascade.Decision{Admitted: true, Statuses: []cascade.Status{
-				no(-1000, 20_021*ms, 80_000*ms), ok(2000, 334*ms)}},
-			after: []State{st(-1000, t0), st(2000, t0)},
+				no(-1000, 20_020*ms, 80_000*ms), ok(2000, 334*ms)}},
+			after: []State{hold(slow, -1000, t0), hold(three, 2000, t0)},
 		},
 		{
 			name:   "refund capped at capacity",
 			debits: []cascade.Debit{refund(three, 10*tok)},
-			slot:   []int{0}, states: []State{st(1000, t0)}, at: t0 + 100,
+			slot:   []int{0}, states: []State{hold(three, 1000, t0)}, at: t0 + 100,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(3000, 0)}},
-			after: []State{st(3000, t0+100)},
+			after: []State{three.Full(t0 + 100)},
 		},
 		{
 			name:   "refund repays debt",
 			debits: []cascade.Debit{refund(three, 2*tok)},
-			slot:   []int{0}, states: []State{st(-3000, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(three, -3000, t0)}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(-1000, 1334*ms)}},
-			after: []State{st(-1000, t0)},
+			after: []State{hold(three, -1000, t0)},
 		},
 		{
 			name:   "advisory refusal is reported and not debited",
 			debits: []cascade.Debit{advisory(consume(three, 2*tok)), consume(one, tok)},
-			slot:   []int{0, 1}, states: []State{st(1500, t0), one.Full(t0)}, at: t0,
-			// 500 mt short at 3 mt/ms: ⌊166.6⌋+1 ms.
+			slot:   []int{0, 1}, states: []State{hold(three, 1500, t0), one.Full(t0)}, at: t0,
+			// 500 mt short at 3 mt/ms: ⌈166.7⌉ ms.
 			want: cascade.Decision{Admitted: true, Statuses: []cascade.Status{
 				no(1500, 167*ms, 500*ms), ok(0, 1000*ms)}},
-			after: []State{st(1500, t0), st(0, t0)},
+			after: []State{hold(three, 1500, t0), hold(one, 0, t0)},
 		},
 		{
 			name:   "advisory admitted is debited",
 			debits: []cascade.Debit{advisory(consume(one, tok)), consume(three, tok)},
 			slot:   []int{0, 1}, states: []State{one.Full(t0), full3}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(0, 1000*ms), ok(2000, 334*ms)}},
-			after: []State{st(0, t0), st(2000, t0)},
+			after: []State{hold(one, 0, t0), hold(three, 2000, t0)},
 		},
 		{
 			name:   "advisory admitted is not debited when an enforced debit refuses",
@@ -270,77 +298,80 @@ func TestDecide(t *testing.T) {
 		{
 			name:   "quota: one refused, one admitted; only the admitted is debited",
 			debits: []cascade.Debit{quota(consume(one, tok)), quota(consume(three, tok))},
-			slot:   []int{0, 1}, states: []State{st(0, t0), full3}, at: t0,
+			slot:   []int{0, 1}, states: []State{hold(one, 0, t0), full3}, at: t0,
 			want: cascade.Decision{Admitted: true, Statuses: []cascade.Status{
-				no(0, 1001*ms, 1000*ms), ok(2000, 334*ms)}},
-			after: []State{st(0, t0), st(2000, t0)},
+				no(0, 1000*ms, 1000*ms), ok(2000, 334*ms)}},
+			after: []State{hold(one, 0, t0), hold(three, 2000, t0)},
 		},
 		{
 			name:   "quota: every quota refused refuses the plan",
 			debits: []cascade.Debit{quota(consume(one, tok)), quota(consume(three, 4*tok)), consume(three, tok)},
-			slot:   []int{0, 1, 1}, states: []State{st(0, t0), full3}, at: t0,
-			// the refused plan waits until three holds 4 tokens (then 1 more after them: 5).
+			slot:   []int{0, 1, 1}, states: []State{hold(one, 0, t0), full3}, at: t0,
+			// the refused plan waits until three holds 4 tokens and 1 more after them: 5, as if uncapped.
 			want: cascade.Decision{Statuses: []cascade.Status{
-				no(0, 1001*ms, 1000*ms), no(3000, 667*ms, 0), ok(3000, 0)}},
-			after: []State{st(0, t0), full3},
+				no(0, 1000*ms, 1000*ms), no(3000, 667*ms, 0), ok(3000, 0)}},
+			after: []State{hold(one, 0, t0), full3},
 		},
 		{
 			name:   "quota refused with an enforced refusal",
 			debits: []cascade.Debit{quota(consume(three, tok)), consume(one, tok)},
-			slot:   []int{0, 1}, states: []State{full3, st(0, t0)}, at: t0,
+			slot:   []int{0, 1}, states: []State{full3, hold(one, 0, t0)}, at: t0,
 			want: cascade.Decision{Statuses: []cascade.Status{
-				ok(3000, 0), no(0, 1001*ms, 1000*ms)}},
-			after: []State{full3, st(0, t0)},
+				ok(3000, 0), no(0, 1000*ms, 1000*ms)}},
+			after: []State{full3, hold(one, 0, t0)},
 		},
 		{
-			name:   "check admitted while the bucket holds more than zero",
+			name:   "check admitted while the bucket holds a millitoken",
 			debits: []cascade.Debit{check(three)},
-			slot:   []int{0}, states: []State{st(1, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(three, 1, t0)}, at: t0,
 			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(1, 1000*ms)}},
-			after: []State{st(1, t0)},
+			after: []State{hold(three, 1, t0)},
 		},
 		{
-			name:   "check refused at zero",
+			name:   "check refused below one millitoken",
 			debits: []cascade.Debit{check(three)},
-			slot:   []int{0}, states: []State{st(0, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(three, 0, t0)}, at: t0,
 			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 1*ms, 1000*ms)}},
-			after: []State{st(0, t0)},
+			after: []State{hold(three, 0, t0)},
 		},
 		{
 			name:   "consume of zero admitted at zero, refused in debt",
 			debits: []cascade.Debit{consume(three, 0), consume(slow, 0)},
-			slot:   []int{0, 1}, states: []State{st(0, t0), st(-1, t0)}, at: t0,
-			// slow must reach 0: 1 mt at 20 ms each, plus one.
-			want:  cascade.Decision{Statuses: []cascade.Status{ok(0, 1000*ms), no(-1, 21*ms, 60_020*ms)}},
-			after: []State{st(0, t0), st(-1, t0)},
+			slot:   []int{0, 1}, states: []State{hold(three, 0, t0), hold(slow, -1, t0)}, at: t0,
+			// slow must reach 0: 1 mt at 20 ms each.
+			want:  cascade.Decision{Statuses: []cascade.Status{ok(0, 1000*ms), no(-1, 20*ms, 60_020*ms)}},
+			after: []State{hold(three, 0, t0), hold(slow, -1, t0)},
 		},
 		{
-			name:   "clock behind the stored refill",
+			name:   "a clock behind the level sees the bucket in debt",
 			debits: []cascade.Debit{consume(three, tok)},
-			slot:   []int{0}, states: []State{st(0, t0)}, at: t0 - 500,
+			slot:   []int{0}, states: []State{hold(three, 0, t0)}, at: t0 - 500,
 			// nothing accrues for the 500 ms until t0, then 334 ms.
-			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 834*ms, 1500*ms)}},
-			after: []State{st(0, t0)},
+			want:  cascade.Decision{Statuses: []cascade.Status{no(-1500, 834*ms, 1500*ms)}},
+			after: []State{hold(three, 0, t0)},
 		},
 		{
 			name:   "an unknown op is refused and changes nothing",
 			debits: []cascade.Debit{d(cascade.Op(77), three, tok)},
-			slot:   []int{0}, states: []State{st(0, t0)}, at: t0,
+			slot:   []int{0}, states: []State{hold(three, 0, t0)}, at: t0,
 			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 1*ms, 1000*ms)}},
-			after: []State{st(0, t0)},
+			after: []State{hold(three, 0, t0)},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &cascade.Plan{Debits: tt.debits}
-			states := append([]State(nil), tt.states...)
-			got := cascade.Decide(p, tt.slot, states, tt.at)
+			levels := stored(tt.states)
+			got := cascade.Decide(p, tt.slot, levels, tt.at)
 			if !sameDecision(p, got, tt.want) {
 				t.Errorf("Decide(%s) = %s, want %s", describe(p, tt.slot), format(got), format(tt.want))
 			}
 			for i := range tt.after {
-				if states[i] != tt.after[i] {
-					t.Errorf("Decide(%s): state %d = %+v, want %+v", describe(p, tt.slot), i, states[i], tt.after[i])
+				if s := levels[i].State(); s != tt.after[i] {
+					t.Errorf("Decide(%s): level %d = %v, want %v", describe(p, tt.slot), i, s.X, tt.after[i].X)
+				}
+				if changed := tt.after[i] != tt.states[i]; levels[i].Changed() != changed {
+					t.Errorf("Decide(%s): level %d Changed = %t, want %t", describe(p, tt.slot), i, levels[i].Changed(), changed)
 				}
 			}
 		})
@@ -360,18 +391,20 @@ func TestDecideManySlots(t *testing.T) {
 				slot = append(slot, i)
 				states = append(states, three.Full(t0))
 			}
-			dec := cascade.Decide(p, slot, states, t0)
+			levels := stored(states)
+			dec := cascade.Decide(p, slot, levels, t0)
 			if !dec.Admitted || len(dec.Statuses) != n {
 				t.Fatalf("Decide(%d slots) = %s, want admitted with %d statuses", n, format(dec), n)
 			}
-			for i, s := range states {
-				if s != (st(2000, t0)) {
-					t.Fatalf("Decide(%d slots): state %d = %+v, want {2000 %d}", n, i, s, t0)
+			for i := range levels {
+				if s := levels[i].State(); s != hold(three, 2000, t0) {
+					t.Fatalf("Decide(%d slots): level %d = %v, want 2000 held", n, i, s.X)
 				}
 			}
 			// The last bucket now refuses 3 tokens: nothing anywhere is debited.
 			p.Debits[n-1].Amount = 3 * tok
-			dec = cascade.Decide(p, slot, states, t0)
+			levels = stored(statesOf(levels))
+			dec = cascade.Decide(p, slot, levels, t0)
 			if dec.Admitted {
 				t.Fatalf("Decide(%d slots, last over) admitted, want refused", n)
 			}
@@ -385,18 +418,18 @@ func TestDecideManySlots(t *testing.T) {
 					t.Errorf("Decide(%d slots, last over): status %d = %+v, want %+v", n, i, st, want)
 				}
 			}
-			for i, s := range states {
-				if s != (st(2000, t0)) {
-					t.Fatalf("Decide(%d slots, last over): state %d = %+v, want unchanged {2000 %d}", n, i, s, t0)
+			for i := range levels {
+				if s := levels[i].State(); s != hold(three, 2000, t0) || levels[i].Changed() {
+					t.Fatalf("Decide(%d slots, last over): level %d = %v (changed %t), want unchanged", n, i, s.X, levels[i].Changed())
 				}
 			}
 		})
 	}
 }
 
-// TestDecideRetry: after a refused plan of consumes and checks, retrying the
-// same plan once the longest RetryAfter has passed is admitted when every
-// bucket can hold what the plan asks of it.
+// TestDecideRetry: after a refused plan of consumes and checks, the same
+// plan is admitted once the longest RetryAfter has passed, and not a
+// millisecond earlier, when every bucket can hold what the plan asks of it.
 func TestDecideRetry(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -404,18 +437,19 @@ func TestDecideRetry(t *testing.T) {
 		slot   []int
 		states []State
 	}{
-		{"one bucket", []cascade.Debit{consume(three, 2*tok)}, []int{0}, []State{st(0, t0)}},
-		{"two buckets", []cascade.Debit{consume(three, 2*tok), consume(one, tok)}, []int{0, 1}, []State{st(2500, t0), st(0, t0)}},
-		{"shared, second refused", []cascade.Debit{consume(three, 2*tok), consume(three, tok)}, []int{0, 0}, []State{st(2000, t0)}},
-		{"shared, first refused", []cascade.Debit{consume(three, 2*tok), consume(three, tok)}, []int{0, 0}, []State{st(1500, t0)}},
-		{"shared with a check", []cascade.Debit{consume(three, 2*tok), check(three)}, []int{0, 0}, []State{st(1999, t0)}},
-		{"shared in debt", []cascade.Debit{check(slow), consume(slow, tok), consume(slow, 500)}, []int{0, 0, 0}, []State{st(-100_000, t0)}},
+		{"one bucket", []cascade.Debit{consume(three, 2*tok)}, []int{0}, []State{hold(three, 0, t0)}},
+		{"two buckets", []cascade.Debit{consume(three, 2*tok), consume(one, tok)}, []int{0, 1}, []State{hold(three, 2500, t0), hold(one, 0, t0)}},
+		{"shared, second refused", []cascade.Debit{consume(three, 2*tok), consume(three, tok)}, []int{0, 0}, []State{hold(three, 2000, t0)}},
+		{"shared, first refused", []cascade.Debit{consume(three, 2*tok), consume(three, tok)}, []int{0, 0}, []State{hold(three, 1500, t0)}},
+		{"shared with a check", []cascade.Debit{consume(three, 2*tok), check(three)}, []int{0, 0}, []State{hold(three, 1999, t0)}},
+		{"shared in debt", []cascade.Debit{check(slow), consume(slow, tok), consume(slow, 500)}, []int{0, 0, 0}, []State{hold(slow, -100_000, t0)}},
+		{"a check alone", []cascade.Debit{check(slow)}, []int{0}, []State{hold(slow, -3, t0)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &cascade.Plan{Debits: tt.debits}
-			states := append([]State(nil), tt.states...)
-			dec := cascade.Decide(p, tt.slot, states, t0)
+			levels := stored(tt.states)
+			dec := cascade.Decide(p, tt.slot, levels, t0)
 			if dec.Admitted {
 				t.Fatalf("Decide(%s) admitted, want refused", describe(p, tt.slot))
 			}
@@ -427,28 +461,14 @@ func TestDecideRetry(t *testing.T) {
 				t.Fatalf("Decide(%s) = %s: refused with no wait", describe(p, tt.slot), format(dec))
 			}
 			later := t0 + wait.Milliseconds()
-			if again := cascade.Decide(p, tt.slot, append([]State(nil), states...), later); !again.Admitted {
+			if again := cascade.Decide(p, tt.slot, stored(statesOf(levels)), later); !again.Admitted {
 				t.Errorf("Decide(%s) at +%v = %s, want admitted after the longest RetryAfter", describe(p, tt.slot), wait, format(again))
 			}
-			// The formula's +1 ms may be one more than needed, never two.
-			if wait > 2*ms && !shared(tt.slot) {
-				if again := cascade.Decide(p, tt.slot, append([]State(nil), states...), later-2); again.Admitted {
-					t.Errorf("Decide(%s) at +%v−2ms admitted: RetryAfter later than needed by more than 1 ms", describe(p, tt.slot), wait)
-				}
+			if again := cascade.Decide(p, tt.slot, stored(statesOf(levels)), later-1); again.Admitted {
+				t.Errorf("Decide(%s) at +%v−1ms admitted: RetryAfter is not exact", describe(p, tt.slot), wait)
 			}
 		})
 	}
-}
-
-func shared(slot []int) bool {
-	seen := map[int]bool{}
-	for _, k := range slot {
-		if seen[k] {
-			return true
-		}
-		seen[k] = true
-	}
-	return false
 }
 
 // sameDecision compares a decision on p with the one wanted; each status

@@ -117,7 +117,7 @@ func step(d *Debit, v *tokenbucket.Level, nowMs int64) bool {
 
 // need is what a debit's bucket must hold to admit it: a consume's amount
 // (zero for a non-positive one, as TryConsume), or one millitoken for checks
-// and charges (admitted while the bucket holds more than zero).
+// and charges (admitted while the bucket holds at least one millitoken).
 func need(d *Debit) tokenbucket.Millitokens {
 	if d.Op == Consume {
 		return max(d.Amount, 0)

@@ -27,7 +27,19 @@ func ExampleDecide() {
 	const t0 = 1_700_000_000_000
 	states := []tokenbucket.State{keyLimit.Full(t0), tenantLimit.Full(t0), shadow.Full(t0)}
 	for i := 1; i <= 3; i++ {
-		dec := cascade.Decide(p, slot, states, t0)
+		// A store loads each bucket's level, decides, and writes back the
+		// levels that changed (a store with conditional writes sends each
+		// level's Write with its Bounds as the condition).
+		levels := make([]tokenbucket.Level, len(states))
+		for k, s := range states {
+			levels[k] = tokenbucket.Stored(s)
+		}
+		dec := cascade.Decide(p, slot, levels, t0)
+		for k := range levels {
+			if levels[k].Changed() {
+				states[k] = levels[k].State()
+			}
+		}
 		fmt.Printf("request %d: admitted %t\n", i, dec.Admitted)
 		for j, st := range dec.Statuses {
 			fmt.Printf("  %s/%s: ok %t, remaining %d, retry after %v, full in %v\n",
@@ -42,9 +54,9 @@ func ExampleDecide() {
 	// request 2: admitted true
 	//   key-1/rpm: ok true, remaining 0, retry after 0s, full in 1m0s
 	//   tenant-a/rpm: ok true, remaining 98, retry after 0s, full in 1.2s
-	//   key-1/trial: ok false, remaining 0, retry after 1m0.001s, full in 1m0s
+	//   key-1/trial: ok false, remaining 0, retry after 1m0s, full in 1m0s
 	// request 3: admitted false
-	//   key-1/rpm: ok false, remaining 0, retry after 30.001s, full in 1m0s
+	//   key-1/rpm: ok false, remaining 0, retry after 30s, full in 1m0s
 	//   tenant-a/rpm: ok true, remaining 98, retry after 0s, full in 1.2s
-	//   key-1/trial: ok false, remaining 0, retry after 1m0.001s, full in 1m0s
+	//   key-1/trial: ok false, remaining 0, retry after 1m0s, full in 1m0s
 }

@@ -29,12 +29,13 @@ const (
 	// Consume debits Amount if the bucket holds at least Amount; otherwise the
 	// debit is refused and nothing is debited.
 	Consume Op = iota
-	// Check debits nothing and is admitted while the bucket holds more than
-	// zero millitokens (a request with zero hits).
+	// Check debits nothing and is admitted while the bucket holds at least
+	// one millitoken (a request with zero hits).
 	Check
 	// Charge debits Amount even past zero (cost already spent). It is
-	// admitted while the bucket holds more than zero before the charge (not
-	// exhausted, not in debt), and applied whether or not the plan is admitted.
+	// admitted while the bucket holds at least one millitoken before the
+	// charge (not exhausted, not in debt), and applied whether or not the plan
+	// is admitted.
 	Charge
 	// Refund credits Amount, never above capacity; always admitted and applied.
 	Refund

@@ -121,10 +121,10 @@ func (a Int128) divFloor(d int64) int64 {
 		}
 		return q
 	}
-	// ⌊a/d⌋ = −⌈−a/d⌉ for a < 0.
+	// ⌊a/d⌋ = −⌈|a|/d⌉ for a < 0.
 	q, r, ok := a.Neg().divU(uint64(d))
-	if !ok {
-		return math.MinInt64
+	if !ok || (r != 0 && q == math.MaxInt64) {
+		return math.MinInt64 // ⌈|a|/d⌉ ≥ 2^63
 	}
 	if r != 0 {
 		q++
@@ -134,7 +134,22 @@ func (a Int128) divFloor(d int64) int64 {
 
 // divCeil returns ⌈a/d⌉ for d > 0, saturated to the int64 range.
 func (a Int128) divCeil(d int64) int64 {
-	return -a.Neg().divFloor(d)
+	if a.Sign() < 0 {
+		// ⌈a/d⌉ = −⌊|a|/d⌋ for a < 0.
+		q, _, ok := a.Neg().divU(uint64(d))
+		if !ok {
+			return math.MinInt64 // ⌊|a|/d⌋ ≥ 2^63
+		}
+		return -q
+	}
+	q, r, ok := a.divU(uint64(d))
+	if !ok || (r != 0 && q == math.MaxInt64) {
+		return math.MaxInt64
+	}
+	if r != 0 {
+		q++
+	}
+	return q
 }
 
 // divU divides a non-negative a (MinInt128's magnitude included) by d > 0;
@@ -177,13 +192,12 @@ func (a Int128) String() string {
 			r /= 10
 		}
 	}
+	// What is left is at least 1 (a magnitude past 2^64 leaves a quotient
+	// of at least 1 after dividing by 10^19), so no leading zero is written.
 	for lo != 0 {
 		i--
 		buf[i] = byte('0' + lo%10)
 		lo /= 10
-	}
-	for i < len(buf)-1 && buf[i] == '0' {
-		i++
 	}
 	if neg {
 		i--

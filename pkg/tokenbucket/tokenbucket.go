@@ -152,13 +152,15 @@ func (l Limit) FullAt(s State) int64 {
 	return s.X.Add(l.span(l.Capacity)).divCeil(int64(l.RefillAmount))
 }
 
-// until returns the time from nowMs until t·ra ≥ target.
+// until returns the time from nowMs until t·ra ≥ target: ⌈(target −
+// nowMs·ra)/ra⌉ ms, computed as one difference so that an instant past
+// MaxInt64 still counts as later than nowMs.
 func (l Limit) until(target Int128, nowMs int64) time.Duration {
-	t := target.divCeil(int64(l.RefillAmount))
-	if t <= nowMs {
+	d := target.Sub(l.at(nowMs))
+	if d.Sign() <= 0 {
 		return 0
 	}
-	return durationMs(int64(min(uint64(t)-uint64(nowMs), math.MaxInt64)))
+	return durationMs(d.divCeil(int64(l.RefillAmount)))
 }
 
 func floorDiv(a, b int64) int64 {
