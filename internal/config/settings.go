@@ -33,7 +33,7 @@ const (
 type Settings struct {
 	Host      string // HOST: HTTP listener address (/healthcheck, /json)
 	Port      int    // PORT: HTTP listener port
-	GRPCHost  string // GRPC_HOST: gRPC listener address (RLS, ALS, health)
+	GRPCHost  string // GRPC_HOST: gRPC listener address (rate limit, health, reflection)
 	GRPCPort  int    // GRPC_PORT: gRPC listener port
 	DebugHost string // DEBUG_HOST: debug listener address (/metrics, pprof)
 	DebugPort int    // DEBUG_PORT: debug listener port
@@ -57,7 +57,7 @@ type Settings struct {
 	LimitLimitHeader            string // LIMIT_LIMIT_HEADER: header carrying the limit
 	LimitRemainingHeader        string // LIMIT_REMAINING_HEADER: header carrying the remaining count
 	LimitResetHeader            string // LIMIT_RESET_HEADER: header carrying the seconds until reset
-	ResponseDynamicMetadata     bool   // RESPONSE_DYNAMIC_METADATA: return the lease in dynamic_metadata
+	ResponseDynamicMetadata     bool   // RESPONSE_DYNAMIC_METADATA: return the request in dynamic_metadata
 
 	RequestMaxDescriptors int // REQUEST_MAX_DESCRIPTORS: most descriptors per request
 	RequestMaxEntries     int // REQUEST_MAX_ENTRIES: most entries per descriptor

@@ -45,8 +45,6 @@ type Options struct {
 	// (service.Service.RegisterGRPC), so that it checks requests before they
 	// are decoded.
 	RateLimit pb.RateLimitServiceServer
-	// Register, when set, registers further gRPC services (the access-log sink).
-	Register func(*grpc.Server)
 	// JSON serves POST /json on the HTTP port.
 	JSON http.Handler
 	// ConfigDump returns the live descriptor configuration for /rlconfig.
@@ -147,9 +145,6 @@ func New(o Options) (*Server, error) {
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
-	if o.Register != nil {
-		o.Register(s.grpc)
-	}
 
 	s.http = s.httpServer("http", s.httpMux())
 	s.debug = s.httpServer("debug", s.debugMux())

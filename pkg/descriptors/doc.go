@@ -13,7 +13,12 @@
 // limit, and `entity:`, `resource:` and `cascade:` on a level.
 //
 // Parse reports every problem of every file at once (*Error), each with its
-// file, line and key. LoadDir reads a directory the way envoyproxy/ratelimit's
+// file, line and key. Reading is in two layers: a strict YAML-node reader
+// (yamlnode.go: string and unique keys, typed scalars with yaml.v2's
+// spellings, aliases and merge keys followed with bounds, a per-file budget
+// of nodes visited with aliases expanded) under the descriptor schema
+// (parse.go for files and descriptors, limits.go for rate_limit and
+// limits:). Descriptors nest at most MaxDepth levels. LoadDir reads a directory the way envoyproxy/ratelimit's
 // runtime loader does, Kubernetes ConfigMap layout included.
 //
 // Matching follows envoyproxy/ratelimit's GetLimit: per level, the exact key

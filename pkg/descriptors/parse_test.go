@@ -88,6 +88,8 @@ func TestBadFiles(t *testing.T) {
 			"limits_names.bad.yaml:13: name: invalid limit name \"bad name\"",
 		},
 		"limits_unknown_key.bad.yaml": {"limits_unknown_key.bad.yaml:8: unlimited: config error, unknown key 'unlimited' in limits entry"},
+		"merge_depth.bad.yaml":        {"merge_depth.bad.yaml:", "merge keys nested more than 8 deep"},
+		"node_budget.bad.yaml":        {"node_budget.bad.yaml: error loading config file: more than 1048576 YAML nodes after expanding aliases"},
 		"many_problems.bad.yaml": {
 			"3 problems",
 			"many_problems.bad.yaml:5: unit: invalid rate limit unit 'fortnight'",

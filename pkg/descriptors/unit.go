@@ -92,8 +92,8 @@ const (
 	// does not fit is refused and nothing is debited (the default).
 	ChargePre Charge = iota
 	// ChargePost debits hits that report cost already spent (stream-done
-	// calls, access-log adjustments): they are always debited, even past zero,
-	// and admission on such a limit means "not in debt".
+	// calls): they are always debited, even past zero, and admission on such
+	// a limit means "not in debt".
 	ChargePost
 )
 
