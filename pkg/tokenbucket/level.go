@@ -46,7 +46,7 @@ func Stored(s State) Level {
 // whatever it does, and it makes no conditions on a stored level. Like any
 // level, it is Changed only once an operation debits or credits it.
 func New(s State) Level {
-	return Level{x0: s.X, x: s.X, konst: true, lo: MinInt128, hi: MaxInt128, dirty: true}
+	return Level{x0: s.X, x: s.X, konst: true, lo: MinInt128, hi: MaxInt128}
 }
 
 // set reports whether the write is a SET of x.
