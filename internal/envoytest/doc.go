@@ -12,11 +12,18 @@
 // pip or Envoy fails the test with the reason: nothing here skips.
 //
 // Bootstraps are used as written, with three kinds of change made by
-// Render: the well-known example ports (ExamplePorts) are mapped to free
-// ports, whole clusters may be pointed elsewhere, and literal strings (such as
-// certificate paths) may be replaced. A port the map does not know is left
-// alone, so an example with a wrong port fails its tests. Edit functions
-// change single fields for the tests that flip a setting on purpose.
+// Render: the ports the examples use (ExampleListenerPort, ExampleAdminPort,
+// ExampleServicePort, ExampleAppPort) are mapped to free ports, literal
+// strings (such as certificate paths) may be replaced, and whole clusters may
+// be pointed elsewhere. A port the map does not know is left alone, so an
+// example with a wrong port fails its tests. Edits (SetFilterField,
+// RemoveFilter, MoveFilterLast) change single settings for the tests that
+// flip or break one on purpose.
+//
+// DelayProxy stands between a client and a TCP service and delays what the
+// client sends: a slow DynamoDB in front of DynamoDB Local. PKI issues the
+// certificates of the mTLS example, and a client certificate from another
+// CA. Scenario and Report count the scenarios a test binary ran.
 //
 // Every process a helper starts belongs to the test that started it and is
 // stopped at its cleanup; on failure the cleanup logs the process output and
