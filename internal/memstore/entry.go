@@ -43,7 +43,7 @@ func (e *entry) level(l tokenbucket.Limit, nowMs int64) tokenbucket.Level {
 	case !e.stored:
 		return tokenbucket.New(l.Full(nowMs))
 	case e.limit != l:
-		return tokenbucket.New(restate(e.state, e.limit, l, nowMs))
+		return tokenbucket.New(l.Restate(e.state, e.limit, nowMs))
 	}
 	return tokenbucket.Stored(e.state)
 }

@@ -442,14 +442,6 @@ func isFull(l tokenbucket.Limit, st tokenbucket.State, nowMs int64) bool {
 	return l.FullAt(st) <= nowMs
 }
 
-// restate returns the level under limit to that holds at nowMs what st
-// holds under limit from (whole millitokens, rounded down), as
-// storetest's reference: a level means nothing without its limit's rate.
-func restate(st tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
-	held := from.Tokens(st, nowMs)
-	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}
-}
-
 // Run sweeps the store every sweep interval, dropping the buckets that are
 // full again, until ctx ends; then it returns nil. It starts no other
 // goroutine.

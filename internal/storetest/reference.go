@@ -17,7 +17,7 @@ import (
 // Each bucket limit keeps its level and the Limit it was last written with.
 // A debit that names the bucket with a different Limit (a reloaded config)
 // first restates the level in the new limit's terms, keeping what the bucket
-// holds (see restate); a bucket never seen starts full.
+// holds (see tokenbucket.Limit.Restate); a bucket never seen starts full.
 type Reference struct {
 	now func() time.Time
 	mu  sync.Mutex
@@ -73,7 +73,7 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 			case !ok:
 				levels = append(levels, tokenbucket.New(d.Bucket.Full(nowMs)))
 			case e.limit != d.Bucket:
-				levels = append(levels, tokenbucket.New(restate(e.state, e.limit, d.Bucket, nowMs)))
+				levels = append(levels, tokenbucket.New(d.Bucket.Restate(e.state, e.limit, nowMs)))
 			default:
 				levels = append(levels, tokenbucket.Stored(e.state))
 			}
@@ -88,17 +88,4 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 		}
 	}
 	return dec, nil
-}
-
-// restate returns the level under limit to that holds at nowMs what state s
-// holds under limit from (whole millitokens, rounded down; debt included):
-// a level means nothing without the refill rate it was written with, so a
-// bucket whose limit changes keeps its tokens, not its level. The result
-// may exceed to's capacity; the next operation clamps it.
-func restate(s tokenbucket.State, from, to tokenbucket.Limit, nowMs int64) tokenbucket.State {
-	if from == to {
-		return s
-	}
-	held := from.Tokens(s, nowMs)
-	return tokenbucket.State{X: to.Empty(nowMs).X.Sub(tokenbucket.Mul(int64(held), to.RefillPeriod.Milliseconds()))}
 }

@@ -214,3 +214,12 @@ func (l Limit) Refund(v *Level, n Millitokens, nowMs int64) {
 	v.add(l.span(n).Neg())
 	v.clamp(l.base(nowMs))
 }
+
+// Replaced returns the level of a bucket whose stored level old was written
+// under another limit and now stands for s (see Limit.Restate): its write
+// is a SET, on the condition that the stored level is still exactly old.
+func Replaced(old, s State) Level {
+	v := New(s)
+	v.lo, v.hi, v.dirty = old.X, old.X, true
+	return v
+}
