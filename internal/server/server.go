@@ -21,8 +21,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-
-	"github.com/dynalimit/dynalimit/internal/service"
 )
 
 // rlsName is the gRPC service name health reports on besides the server as a
@@ -41,9 +39,9 @@ const (
 type Options struct {
 	GRPCAddr, HTTPAddr, DebugAddr string
 
-	// RateLimit answers ShouldRateLimit. A *service.Service registers itself
-	// (service.Service.RegisterGRPC), so that it checks requests before they
-	// are decoded.
+	// RateLimit answers ShouldRateLimit. One with GRPCServerOptions and
+	// RegisterGRPC methods (a *service.Service) registers itself with its
+	// options, so that it checks requests before they are decoded.
 	RateLimit pb.RateLimitServiceServer
 	// JSON serves POST /json on the HTTP port.
 	JSON http.Handler
@@ -129,7 +127,14 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("server: listen debug %s: %w", o.DebugAddr, err)
 	}
 
-	gopts := []grpc.ServerOption{service.ServerCodec()}
+	var gopts []grpc.ServerOption
+	rls, selfRegistering := o.RateLimit.(interface {
+		GRPCServerOptions() []grpc.ServerOption
+		RegisterGRPC(grpc.ServiceRegistrar)
+	})
+	if selfRegistering {
+		gopts = append(gopts, rls.GRPCServerOptions()...)
+	}
 	if o.TLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
@@ -138,8 +143,8 @@ func New(o Options) (*Server, error) {
 		gopts = append(gopts, grpc.KeepaliveParams(ka))
 	}
 	s.grpc = grpc.NewServer(gopts...)
-	if r, ok := o.RateLimit.(interface{ RegisterGRPC(grpc.ServiceRegistrar) }); ok {
-		r.RegisterGRPC(s.grpc)
+	if selfRegistering {
+		rls.RegisterGRPC(s.grpc)
 	} else {
 		pb.RegisterRateLimitServiceServer(s.grpc, o.RateLimit)
 	}

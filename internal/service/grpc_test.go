@@ -29,7 +29,7 @@ func dialBufconn(tb testing.TB, srv pb.RateLimitServiceServer) *grpc.ClientConn 
 	lis := bufconn.Listen(1 << 20)
 	var gs *grpc.Server
 	if svc, ok := srv.(*Service); ok {
-		gs = grpc.NewServer(ServerCodec())
+		gs = grpc.NewServer(svc.GRPCServerOptions()...)
 		svc.RegisterGRPC(gs)
 	} else {
 		gs = grpc.NewServer()

@@ -45,6 +45,7 @@ func (l RequestLimits) withDefaults() RequestLimits {
 	if l.EntryBytes <= 0 {
 		l.EntryBytes = DefaultMaxEntryBytes
 	}
+
 	return l
 }
 

@@ -22,24 +22,44 @@ import (
 // descriptors is refused after reading the 257th tag rather than after
 // decoding them all.
 
-// rawRequest carries a request's wire bytes from ServerCodec to the handler.
-type rawRequest struct{ b []byte }
+// rawRequest carries a request's wire bytes from ServerCodec to the
+// handler, or the problem found in them before they were copied.
+type rawRequest struct {
+	b       []byte
+	invalid *invalidError
+}
 
-// ServerCodec returns the gRPC server option the service's handler needs
-// (see RegisterGRPC): the standard proto codec, except that a
-// RateLimitRequest reaches the handler undecoded.
-func ServerCodec() grpc.ServerOption {
-	return grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2(grpcproto.Name)})
+// GRPCServerOptions returns the gRPC server options the service's handler
+// needs (see RegisterGRPC): the standard proto codec, except that a
+// RateLimitRequest reaches the handler undecoded, checked against the
+// request limits on its first buffer before it is copied.
+func (s *Service) GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2(grpcproto.Name), limits: s.limits}),
+	}
 }
 
 // codec is the proto codec for every message but rawRequest, whose bytes it
 // copies.
-type codec struct{ proto encoding.CodecV2 }
+type codec struct {
+	proto  encoding.CodecV2
+	limits RequestLimits
+}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawRequest); ok {
+		// A request far past a bound is usually refused on its first
+		// buffer (a 16 KiB frame holds a thousand small descriptors), so
+		// it costs no copy: a scan of a prefix finds every problem that
+		// lies inside it, and ignores the cut.
+		if len(data) > 1 {
+			if e := c.limits.scanRequest(data[0].ReadOnlyData()); e != nil {
+				r.invalid = e
+				return nil
+			}
+		}
 		r.b = data.Materialize()
 		return nil
 	}
@@ -49,7 +69,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 func (c codec) Name() string { return grpcproto.Name }
 
 // RegisterGRPC registers s as envoy.service.ratelimit.v3.RateLimitService on
-// gs, which must be built with the ServerCodec option. Interceptors see the
+// gs, which must be built with s's GRPCServerOptions. Interceptors see the
 // request undecoded.
 func (s *Service) RegisterGRPC(gs grpc.ServiceRegistrar) {
 	gs.RegisterService(&serviceDesc, s)
@@ -63,13 +83,17 @@ var serviceDesc = grpc.ServiceDesc{
 }
 
 func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	s := srv.(*Service)
 	var raw rawRequest
 	if err := dec(&raw); err != nil {
 		return nil, err
 	}
-	s := srv.(*Service)
 	call := func(ctx context.Context, req any) (any, error) {
-		return s.shouldRateLimitWire(ctx, req.(*rawRequest).b)
+		raw := req.(*rawRequest)
+		if raw.invalid != nil {
+			return nil, s.refuse(raw.invalid)
+		}
+		return s.shouldRateLimitWire(ctx, raw.b)
 	}
 	if interceptor == nil {
 		return call(ctx, &raw)
