@@ -157,9 +157,16 @@ func (s *Store) fail(batch []*part, err error) {
 	}
 }
 
+// contend ends a batch that its own item kept too busy. Parts that only
+// ask are refused (contended); parts that charge or refund report cost
+// already spent, so they are handed back to be queued again (see await).
 func (s *Store) contend(batch []*part, img *image) {
 	now := s.nowMs()
 	for _, pt := range batch {
+		if pt.hasCost() {
+			pt.err = errContended
+			continue
+		}
 		pt.dec = contended(pt, img, now)
 		s.obs.Contended()
 	}

@@ -2,8 +2,11 @@ package dynamo
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 )
@@ -177,9 +180,13 @@ type lane struct {
 // still queued when ctx ends is withdrawn and refused as contended (its own
 // key was too busy); one already in a write waits for that write, whose
 // outcome is what the table holds. A part that charges or refunds is never
-// withdrawn. A sharded part refused with nothing to
+// withdrawn, and is queued again when its item was too busy, for up to
+// four budgets. A sharded part refused with nothing to
 // charge or refund tries up to two other shards.
 func (s *Store) await(ctx context.Context, pt *part) {
+	// A part with cost that its item kept too busy is queued again for up
+	// to this long.
+	costDeadline := time.Now().Add(4 * s.cfg.Timeout)
 	for {
 		if !s.enqueue(pt) {
 			pt.err = errClosed
@@ -196,6 +203,19 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				return
 			}
 			<-pt.done
+		}
+		if errors.Is(pt.err, errContended) {
+			if time.Now().Before(costDeadline) {
+				pt.choose(pt.shard)
+				continue
+			}
+			s.obs.Contended()
+			if pt.scale > 0 {
+				pt.err = fmt.Errorf("dynamo: give back on %s: bucket too busy: %w", pt.pk, errContended)
+				return
+			}
+			pt.err, pt.dec = nil, contended(pt, s.cachedImage(pt.pk), s.nowMs())
+			return
 		}
 		if pt.err != nil || pt.dec.Admitted || pt.n <= 1 || pt.tried >= 2 || pt.tried+1 >= pt.n || pt.hasCost() || pt.scale > 0 || ctx.Err() != nil {
 			return

@@ -337,8 +337,6 @@ func (s *Store) compensate(comp []*part) error {
 	for _, c := range comp {
 		if c.err != nil {
 			errs = append(errs, c.err)
-		} else if !c.dec.Admitted {
-			errs = append(errs, fmt.Errorf("dynamo: compensate %s: refused (bucket too busy)", c.pk))
 		}
 	}
 	return errors.Join(errs...)
