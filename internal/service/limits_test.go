@@ -274,3 +274,22 @@ func FuzzResetHeader(f *testing.F) {
 		t.Fatalf("no %s header in %v", DefaultResetHeader, resp.GetResponseHeadersToAdd())
 	})
 }
+
+// TestProblemPastTheFirstBuffer: a problem far into a large request (past
+// the first buffer the codec scans) is still found, with the same message.
+func TestProblemPastTheFirstBuffer(t *testing.T) {
+	cfg := mustConfig(t, testConfig)
+	conn := dialBufconn(t, New(admitStore{}, func() *descriptors.Config { return cfg }))
+	ds := repeat(200, [][2]string{{"user", strings.Repeat("v", 400)}})
+	ds = append(ds, [][2]string{{"user", "bad\xff"}})
+	req := wireRequest("api", ds...)
+	if len(req) < 64<<10 {
+		t.Fatalf("request of %d bytes, want more than one 16 KiB frame", len(req))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := callRaw(ctx, conn, req)
+	if want := "descriptor 200 entry 0 value is not valid UTF-8"; status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), want) {
+		t.Errorf("ShouldRateLimit(large request, bad last value) error = %v, want InvalidArgument containing %q", err, want)
+	}
+}
