@@ -47,9 +47,12 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		now := s.nowMs()
 		j := judge(batch, img, now)
 		if !j.changed {
-			// Nothing to write: a refusal or a check stands only on an
-			// image DynamoDB returned during this batch.
-			if !read {
+			// Nothing to write. A check stands only on an image DynamoDB
+			// returned during this batch. So does a refusal, unless the
+			// rejection cache is on: then, as for the cache, an image of
+			// at most maxRejection ago will do (levels only rise between
+			// refunds).
+			if !read && (j.admitted || s.cfg.RejectionCacheSize <= 0 || now-img.atMs > maxRejection.Milliseconds()) {
 				img = nil
 				continue
 			}

@@ -50,8 +50,9 @@
 // which those decisions hold (tokenbucket.Level). Writers that consume
 // commute: a condition fails only when the outcome would differ, and then
 // DynamoDB's old image (ALL_OLD) decides the batch again, exactly, with one
-// more write. A refusal or a check stands only on an image DynamoDB returned
-// during the batch. A warm replica decides in one write and no read; a
+// more write. A check stands only on an image DynamoDB returned during the
+// batch; so does a refusal when the rejection cache is off, and otherwise,
+// like the cache's answers, on an image of at most a second ago. A warm replica decides in one write and no read; a
 // cold item is read first (strongly consistent, once per lane).
 //
 // A plan over several items is decided part by part (quota debits taken

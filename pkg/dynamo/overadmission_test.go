@@ -38,7 +38,7 @@ func TestOverAdmissionLocal(t *testing.T) {
 			key := cascade.Key{Namespace: "over", Entity: "tenant", Resource: "model"}
 			var stores []*dynamo.Store
 			for range replicas {
-				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond})
+				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
 				if err != nil {
 					t.Fatalf("NewStore() = %v", err)
 				}
