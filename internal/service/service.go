@@ -194,6 +194,11 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			storeErr = errStatuses
 		}
 	}
+	if errors.Is(storeErr, cascade.ErrInvalid) {
+		// The store cannot hold what the request names (a value past its
+		// size limit): a bad request, never ON_UNAVAILABLE.
+		return nil, false, s.refuse(invalid(reasonUnstorable, "service: "+storeErr.Error()))
+	}
 	if storeErr != nil && ctx.Err() != nil {
 		return nil, false, status.FromContextError(ctx.Err()).Err()
 	}

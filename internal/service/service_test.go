@@ -572,6 +572,27 @@ func TestOnUnavailable(t *testing.T) {
 	}
 }
 
+// TestStoreRefusesValue has the store refuse a plan it cannot hold (a
+// value past its size limit): the answer is InvalidArgument, counted as an
+// invalid request, never decided by ON_UNAVAILABLE.
+func TestStoreRefusesValue(t *testing.T) {
+	st := newFakeStore()
+	st.setErr(fmt.Errorf("dynamo: debit 0: entity of 20000 bytes, at most 16384: %w", cascade.ErrInvalid))
+	reg := prometheus.NewRegistry()
+	cfg := mustConfig(t, testConfig)
+	svc := New(st, func() *descriptors.Config { return cfg }, WithMetrics(metrics.New(reg)))
+	_, err := svc.ShouldRateLimit(context.Background(), rlReq("api", desc("user", "u")))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "at most 16384") {
+		t.Errorf("ShouldRateLimit() error = %v, want InvalidArgument with the store's reason", err)
+	}
+	if got := counterValue(t, reg, "ratelimit_invalid_requests_total", map[string]string{"reason": "unstorable"}); got != 1 {
+		t.Errorf("invalid requests (unstorable) = %v, want 1", got)
+	}
+	if got := counterValue(t, reg, "ratelimit_on_unavailable_total", map[string]string{"decision": "allowed"}); got != 0 {
+		t.Errorf("on_unavailable allowed = %v, want 0", got)
+	}
+}
+
 func TestInvalidArgument(t *testing.T) {
 	huge := &rlv3.RateLimitDescriptor{Entries: desc("user", "x").Entries, HitsAddend: wrapperspb.UInt64(MaxHits + 1)}
 	tests := []struct {
