@@ -65,52 +65,70 @@ func TestDynamoDBTimeouts(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := envoytest.Start(t, envoytest.Options{
-				Bootstrap: plainBootstrap, ConfigDir: configDir,
-				Env: append(append([]string{}, env...), tc.env...), Edits: tc.edits,
-			})
-			// A client address of its own per case: a bucket of its own.
-			c := envoytest.Client(t, fmt.Sprintf("127.0.1.%d", i+1))
-			var codes []int
-			var slowest time.Duration
-			for range 8 {
-				start := time.Now()
-				resp := r.Do(t, c, http.MethodPost, "/login")
-				slowest = max(slowest, time.Since(start))
-				codes = append(codes, resp.Status)
-			}
-			admitted := 0
-			for _, code := range codes {
-				if code == http.StatusOK {
-					admitted++
-				}
-			}
-			st := r.Envoy.RateLimitStats(t, appCluster)
-			m := r.Service.Metrics(t)
-			unavailable := m[`ratelimit_on_unavailable_total{decision="allowed"}`]
-			t.Logf("users see %v (%d of 8 admitted against 5 a minute), slowest %v; envoy %s; service answered %v by ON_UNAVAILABLE",
-				codes, admitted, slowest.Round(time.Millisecond), st, unavailable)
-
-			switch {
-			case tc.enforced:
-				if admitted != 5 || st.Error != 0 || unavailable != 0 {
-					t.Errorf("%d of 8 admitted, envoy %s, %v ON_UNAVAILABLE answers; want exactly 5, no error, none", admitted, st, unavailable)
-				}
-			case admitted <= 5:
-				t.Errorf("%d of 8 admitted, want more than 5: the limit is not enforced with these timeouts", admitted)
-			}
-			if st.FailureModeAllowed != st.Error {
-				t.Errorf("envoy %s, want every error let through (failure_mode_deny: false)", st)
-			}
-			if tc.envoyErrors && st.Error == 0 {
-				t.Errorf("envoy %s, want filter timeouts counted as errors", st)
-			}
-			if tc.onUnavailable && unavailable == 0 {
-				t.Error("the service answered no request by ON_UNAVAILABLE, want it to give up on DynamoDB first")
-			}
-			if !tc.onUnavailable && unavailable != 0 {
-				t.Errorf("the service answered %v requests by ON_UNAVAILABLE, want none", unavailable)
+			// A client address of its own per attempt: a bucket of its own.
+			ip := fmt.Sprintf("127.0.1.%d", i+1)
+			ok := loginsThroughDynamoDB(t, env, tc.edits, tc.env, ip, tc.enforced, tc.envoyErrors, tc.onUnavailable, tc.enforced)
+			if !ok {
+				// DynamoDB Local on a busy machine can be slower than even a
+				// generous budget; the example's timeouts get one more try.
+				t.Logf("DynamoDB Local was slower than BACKEND_TIMEOUT; once more on new buckets")
+				loginsThroughDynamoDB(t, env, tc.edits, tc.env, fmt.Sprintf("127.0.2.%d", i+1), tc.enforced, tc.envoyErrors, tc.onUnavailable, false)
 			}
 		})
 	}
+}
+
+// loginsThroughDynamoDB sends 8 logins from ip through a fresh Envoy and
+// service and checks what users see. With retryable set, a run whose only
+// fault is the service answering by ON_UNAVAILABLE returns false instead of
+// failing t.
+func loginsThroughDynamoDB(t *testing.T, env []string, edits []envoytest.Edit, extra []string, ip string, enforced, envoyErrors, onUnavailable, retryable bool) bool {
+	t.Helper()
+	r := envoytest.Start(t, envoytest.Options{
+		Bootstrap: plainBootstrap, ConfigDir: configDir,
+		Env: append(append([]string{}, env...), extra...), Edits: edits,
+	})
+	c := envoytest.Client(t, ip)
+	var codes []int
+	var slowest time.Duration
+	for range 8 {
+		start := time.Now()
+		resp := r.Do(t, c, http.MethodPost, "/login")
+		slowest = max(slowest, time.Since(start))
+		codes = append(codes, resp.Status)
+	}
+	admitted := 0
+	for _, code := range codes {
+		if code == http.StatusOK {
+			admitted++
+		}
+	}
+	st := r.Envoy.RateLimitStats(t, appCluster)
+	unavailable := r.Service.Metrics(t)[`ratelimit_on_unavailable_total{decision="allowed"}`]
+	t.Logf("users see %v (%d of 8 admitted against 5 a minute), slowest %v; envoy %s; service answered %v by ON_UNAVAILABLE",
+		codes, admitted, slowest.Round(time.Millisecond), st, unavailable)
+	if retryable && st.Error == 0 && unavailable > 0 {
+		return false
+	}
+	switch {
+	case enforced:
+		if admitted != 5 || st.Error != 0 || unavailable != 0 {
+			t.Errorf("%d of 8 admitted, envoy %s, %v ON_UNAVAILABLE answers; want exactly 5, no error, none", admitted, st, unavailable)
+		}
+	case admitted <= 5:
+		t.Errorf("%d of 8 admitted, want more than 5: the limit is not enforced with these timeouts", admitted)
+	}
+	if st.FailureModeAllowed != st.Error {
+		t.Errorf("envoy %s, want every error let through (failure_mode_deny: false)", st)
+	}
+	if envoyErrors && st.Error == 0 {
+		t.Errorf("envoy %s, want filter timeouts counted as errors", st)
+	}
+	if onUnavailable && unavailable == 0 {
+		t.Error("the service answered no request by ON_UNAVAILABLE, want it to give up on DynamoDB first")
+	}
+	if !onUnavailable && unavailable != 0 {
+		t.Errorf("the service answered %v requests by ON_UNAVAILABLE, want none", unavailable)
+	}
+	return true
 }
