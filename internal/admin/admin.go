@@ -17,7 +17,7 @@ import (
 const Usage = `usage: ratelimit <command> [flags] [args]
 
 commands:
-  table create                              create the table (GSIs, stream, TTL) if missing; for development
+  table create                              create the table (its index, stream, TTL) if missing; for development
   namespace register NAME                   register a namespace (idempotent)
   namespace list                            list registered namespaces
   limits set SCOPE SPEC...                  store limits, merged over those already there

@@ -229,10 +229,10 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 			Name: "ratelimit_dynamodb_rejection_cache_hits_total",
 			Help: "Decisions refused from the local rejection cache without a DynamoDB call.",
 		})),
-		contended: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		contended: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_dynamodb_contended_total",
-			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE).",
-		})),
+			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE), by reason: queued, raced, throttled, read.",
+		}, []string{"reason"})),
 		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratelimit_dynamodb_batch_decisions",
 			Help:    "Decisions carried by one conditional bucket write (decisions on one item that queued while the write before was in flight).",
@@ -242,11 +242,14 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 }
 
 type dynamoObserver struct {
-	doublings, hits, contended prometheus.Counter
-	batch                      prometheus.Histogram
+	doublings, hits prometheus.Counter
+	contended       *prometheus.CounterVec
+	batch           prometheus.Histogram
 }
 
 func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
 func (o *dynamoObserver) RejectionCacheHit() { o.hits.Inc() }
-func (o *dynamoObserver) Contended()         { o.contended.Inc() }
-func (o *dynamoObserver) Batched(n int)      { o.batch.Observe(float64(n)) }
+func (o *dynamoObserver) Contended(reason string) {
+	o.contended.WithLabelValues(reason).Inc()
+}
+func (o *dynamoObserver) Batched(n int) { o.batch.Observe(float64(n)) }

@@ -26,6 +26,7 @@ import (
 func (s *Store) runBatch(pk string, batch []*part) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	b, shard := batch[0].b, batch[0].shard
 	img := s.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
@@ -36,7 +37,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			var err error
 			if img, err = s.fresh(ctx, b, pk); err != nil {
 				if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
-					s.contend(batch, nil)
+					s.contend(batch, nil, contendReason(err))
 				} else {
 					s.fail(batch, err)
 				}
@@ -59,6 +60,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			s.deliver(batch, j, now)
 			return
 		}
+		left := time.Until(deadline)
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, shard, img, j, now))
 		switch {
 		case err == nil && ok:
@@ -83,22 +85,24 @@ func (s *Store) runBatch(pk string, batch []*part) {
 				img = nil
 			}
 			if !sleep(ctx, backoff(attempt)) {
-				s.contend(batch, img)
+				s.contend(batch, img, ContendedThrottled)
 				return
 			}
 		default:
 			s.forgetImage(pk)
-			if lost > 0 && ctx.Err() != nil {
-				// The budget went on races lost to other replicas, and the
-				// last call ran out of what was left: contention.
-				s.contend(batch, img)
+			if lost > 0 && ctx.Err() != nil && left < s.cfg.Timeout/2 {
+				// Most of the budget went on races lost to other replicas,
+				// and the last call ran out of what was left: contention.
+				// A call that had half the budget and did not answer is
+				// DynamoDB not answering.
+				s.contend(batch, img, ContendedRaced)
 				return
 			}
 			s.fail(batch, err)
 			return
 		}
 		if ctx.Err() != nil {
-			s.contend(batch, img) // lost races until the budget ran out: contention, not an outage
+			s.contend(batch, img, ContendedRaced) // lost races until the budget ran out: contention, not an outage
 			return
 		}
 	}
@@ -138,6 +142,14 @@ func (s *Store) fresh(ctx context.Context, b bucket, pk string) (*image, error) 
 	return img, nil
 }
 
+// contendReason names why a read ended a batch for contention.
+func contendReason(err error) string {
+	if errors.Is(err, ErrThrottled) {
+		return ContendedThrottled
+	}
+	return ContendedRead
+}
+
 func backoff(attempt int) time.Duration {
 	d := time.Millisecond << min(attempt, 6)
 	return d/2 + rand.N(d/2+1)
@@ -163,7 +175,7 @@ func (s *Store) fail(batch []*part, err error) {
 // contend ends a batch that its own item kept too busy. Parts that only
 // ask are refused (contended); parts that charge or refund report cost
 // already spent, so they are handed back to be queued again (see await).
-func (s *Store) contend(batch []*part, img *image) {
+func (s *Store) contend(batch []*part, img *image, reason string) {
 	now := s.nowMs()
 	for _, pt := range batch {
 		if pt.hasCost() {
@@ -171,7 +183,7 @@ func (s *Store) contend(batch []*part, img *image) {
 			continue
 		}
 		pt.dec = contended(pt, img, now)
-		s.obs.Contended()
+		s.obs.Contended(reason)
 	}
 }
 

@@ -136,7 +136,7 @@ func BenchmarkDecisionCost(b *testing.B) {
 	one := mustLimit(b, 1, time.Hour, 0)
 	newS := func(b *testing.B) (*dynamo.Store, *counter) {
 		c := &counter{API: l.Client(b)}
-		s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second})
+		s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
 		if err != nil {
 			b.Fatalf("NewStore() = %v", err)
 		}

@@ -199,7 +199,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			// stays queued rather than be dropped.
 			if !pt.hasCost() && s.withdraw(pt) {
 				pt.dec = contended(pt, s.cachedImage(pt.pk), s.nowMs())
-				s.obs.Contended()
+				s.obs.Contended(ContendedQueued)
 				return
 			}
 			<-pt.done
@@ -209,7 +209,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				pt.choose(pt.shard)
 				continue
 			}
-			s.obs.Contended()
+			s.obs.Contended(ContendedRaced)
 			if pt.scale > 0 {
 				pt.err = fmt.Errorf("dynamo: give back on %s: bucket too busy: %w", pt.pk, errContended)
 				return

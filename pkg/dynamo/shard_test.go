@@ -18,7 +18,7 @@ type countingObserver struct{ doublings, hits, contended, writes, batched atomic
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
 func (o *countingObserver) RejectionCacheHit() { o.hits.Add(1) }
-func (o *countingObserver) Contended()         { o.contended.Add(1) }
+func (o *countingObserver) Contended(string)   { o.contended.Add(1) }
 func (o *countingObserver) Batched(n int)      { o.writes.Add(1); o.batched.Add(int64(n)) }
 
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store

@@ -54,6 +54,21 @@ type Config struct {
 	RejectionCacheSize int
 }
 
+// Why a decision was refused for contention (Observer.Contended).
+const (
+	// ContendedQueued: still queued behind its item's write in flight
+	// when its budget ended.
+	ContendedQueued = "queued"
+	// ContendedRaced: its batch lost races to other writers until the
+	// budget ran out.
+	ContendedRaced = "raced"
+	// ContendedThrottled: DynamoDB kept throttling its item.
+	ContendedThrottled = "throttled"
+	// ContendedRead: its budget ended waiting for a read of its item or
+	// its stored limits that other decisions started.
+	ContendedRead = "read"
+)
+
 // Observer receives the store's own events (the DynamoDB calls themselves are
 // observed by wrapping the API). Implementations must be safe for concurrent
 // use and must not block.
@@ -64,8 +79,10 @@ type Observer interface {
 	// rejection cache without a DynamoDB call.
 	RejectionCacheHit()
 	// Contended is called when a decision is refused because its own bucket
-	// was too busy to decide it within its budget (never an outage).
-	Contended()
+	// was too busy to decide it within its budget (never an outage), with
+	// why: ContendedQueued, ContendedRaced, ContendedThrottled or
+	// ContendedRead.
+	Contended(reason string)
 	// Batched is called once per conditional write of decisions, with the
 	// number of decisions it carried.
 	Batched(decisions int)
@@ -87,7 +104,7 @@ type nopObserver struct{}
 
 func (nopObserver) ShardDoubled()      {}
 func (nopObserver) RejectionCacheHit() {}
-func (nopObserver) Contended()         {}
+func (nopObserver) Contended(string)   {}
 func (nopObserver) Batched(int)        {}
 
 // Store is the DynamoDB store. It is safe for concurrent use.
@@ -219,7 +236,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	buckets := s.bucketsOf(p)
 	if err := s.loadConfigs(ctx, p, buckets); err != nil {
 		if errors.Is(err, errContended) {
-			s.obs.Contended()
+			s.obs.Contended(ContendedRead)
 			return contended(&part{debits: p.Debits}, nil, 0), nil
 		}
 		return cascade.Decision{}, err
