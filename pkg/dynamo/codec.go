@@ -25,8 +25,7 @@ type image struct {
 	empty      bool // shard created by doubling: absent limits start empty
 	shardCount int
 	limits     map[string]limitImage // by attribute prefix ("b_"+esc(name))
-	atMs       int64                 // when this replica got the image (unix ms)
-	fresh      bool                  // read or returned by DynamoDB (not guessed)
+	atMs       int64                 // when this replica got the image from DynamoDB (unix ms)
 }
 
 // limitsOrNil returns the item's limits (nil when it does not exist).

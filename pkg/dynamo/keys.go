@@ -108,9 +108,6 @@ const (
 	fieldShape    = "l"  // the limit the level was written with: "capacity/amount/period_ms"
 )
 
-// limitAttr returns the attribute name of field f of limit.
-func limitAttr(limit, f string) string { return limitPrefix(limit) + "_" + f }
-
 // GSI1 (parent → children) is the one index: entity records carry its keys.
 const (
 	attrGSI1PK = "GSI1PK"

@@ -147,17 +147,17 @@ func (pt *part) compensation() *part {
 	return c
 }
 
-// restored reports, in the plan's decision, what the compensated part's
-// limits hold once the compensation gave their debits back.
-func (c *part) restored(dec *cascade.Decision) {
-	if c.err != nil || len(c.dec.Statuses) == 0 {
+// restored reports, in the plan's decision, what the limits of the part
+// that pt (a compensation) gave back for hold once it landed.
+func (pt *part) restored(dec *cascade.Decision) {
+	if pt.err != nil || len(pt.dec.Statuses) == 0 {
 		return
 	}
-	for j, d := range c.of.debits {
-		for k, cd := range c.debits {
+	for j, d := range pt.of.debits {
+		for k, cd := range pt.debits {
 			if cd.Limit == d.Limit {
-				st := &dec.Statuses[c.of.idx[j]]
-				st.Remaining, st.ResetAfter = c.dec.Statuses[k].Remaining, c.dec.Statuses[k].ResetAfter
+				st := &dec.Statuses[pt.of.idx[j]]
+				st.Remaining, st.ResetAfter = pt.dec.Statuses[k].Remaining, pt.dec.Statuses[k].ResetAfter
 			}
 		}
 	}
