@@ -3,44 +3,15 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"sync"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/service"
-	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
-
-// mapStore is a minimal store: cascade.Decide over a map at a fixed instant.
-type mapStore struct {
-	mu     sync.Mutex
-	states map[string]tokenbucket.State
-}
-
-func (m *mapStore) Acquire(_ context.Context, p *cascade.Plan) (cascade.Decision, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	const now = 1_700_000_000_000
-	slot := make([]int, len(p.Debits))
-	keys := make([]string, len(p.Debits))
-	levels := make([]tokenbucket.Level, len(p.Debits))
-	for i, d := range p.Debits {
-		keys[i] = d.Key.Namespace + "/" + d.Key.Entity + "#" + d.Key.Resource + "#" + d.Limit
-		levels[i] = tokenbucket.New(d.Bucket.Full(now))
-		if st, ok := m.states[keys[i]]; ok {
-			levels[i] = tokenbucket.Stored(st)
-		}
-		slot[i] = i
-	}
-	dec := cascade.Decide(p, slot, levels, now)
-	for i, k := range keys {
-		m.states[k] = levels[i].State()
-	}
-	return dec, nil
-}
 
 func Example() {
 	cfg, err := descriptors.Parse([]descriptors.File{{Name: "api.yaml", Data: []byte(`
@@ -53,7 +24,9 @@ descriptors:
 		fmt.Println(err)
 		return
 	}
-	svc := service.New(&mapStore{states: map[string]tokenbucket.State{}},
+	// The embedded store, on a clock that stands still.
+	store := memstore.New(memstore.WithClock(func() time.Time { return time.UnixMilli(1_700_000_000_000) }))
+	svc := service.New(store,
 		func() *descriptors.Config { return cfg },
 		service.WithResponseHeaders(true, "", "", ""))
 	req := &pb.RateLimitRequest{

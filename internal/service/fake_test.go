@@ -5,11 +5,13 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -18,84 +20,41 @@ import (
 // t0 is the fake store's default clock, in unix milliseconds.
 const t0 = int64(1_700_000_000_000)
 
-type bucketKey struct {
-	key   cascade.Key
-	limit string
-}
-
-// fakeBucket is a stored bucket state with the limit it was decided under.
-type fakeBucket struct {
-	state tokenbucket.State
-	limit tokenbucket.Limit
-}
-
-// fakeStore decides plans with cascade.Decide over a map, under a mutex.
+// fakeStore is the reference store (storetest.Reference) on a settable
+// clock, recording the plans it was asked and failing on demand.
 type fakeStore struct {
-	mu     sync.Mutex
-	nowMs  int64
-	states map[bucketKey]fakeBucket
-	err    error
-	calls  int
-	plans  []cascade.Plan
+	ref   *storetest.Reference
+	clock *storetest.Clock
+	mu    sync.Mutex
+	err   error
+	calls int
+	plans []cascade.Plan
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{nowMs: t0, states: map[bucketKey]fakeBucket{}}
+	c := storetest.NewClock(time.UnixMilli(t0))
+	return &fakeStore{ref: storetest.NewReference(c.Now), clock: c}
 }
 
 func (f *fakeStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls++
 	f.plans = append(f.plans, cascade.Plan{Debits: append([]cascade.Debit(nil), p.Debits...)})
-	if f.err != nil {
-		return cascade.Decision{}, f.err
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return cascade.Decision{}, err
 	}
-	slot := make([]int, len(p.Debits))
-	var keys []bucketKey
-	var levels []tokenbucket.Level
-	for i, d := range p.Debits {
-		k := bucketKey{d.Key, d.Limit}
-		idx := -1
-		for j := range keys {
-			if keys[j] == k {
-				idx = j
-				break
-			}
-		}
-		if idx < 0 {
-			level := tokenbucket.New(d.Bucket.Full(f.nowMs))
-			if b, ok := f.states[k]; ok {
-				level = tokenbucket.Stored(b.state)
-			}
-			keys = append(keys, k)
-			levels = append(levels, level)
-			idx = len(keys) - 1
-		}
-		slot[i] = idx
-	}
-	dec := cascade.Decide(p, slot, levels, f.nowMs)
-	for i, k := range keys {
-		for j, d := range p.Debits {
-			if slot[j] == i {
-				f.states[k] = fakeBucket{state: levels[i].State(), limit: d.Bucket}
-				break
-			}
-		}
-	}
-	return dec, nil
+	return f.ref.Acquire(ctx, p)
 }
 
 // tokens returns the whole tokens of a stored bucket, or -1 if none.
 func (f *fakeStore) tokens(entity, limit string) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for k, b := range f.states {
-		if k.key.Entity == entity && k.limit == limit {
-			return int64(b.limit.Tokens(b.state, f.nowMs) / tokenbucket.PerToken)
-		}
+	n, ok := f.ref.Tokens(func(k cascade.Key, l string) bool { return k.Entity == entity && l == limit })
+	if !ok {
+		return -1
 	}
-	return -1
+	return int64(n / tokenbucket.PerToken)
 }
 
 func (f *fakeStore) setErr(err error) {

@@ -255,7 +255,7 @@ func TestShouldRateLimit(t *testing.T) {
 			svc := New(st, func() *descriptors.Config { return cfg }, tt.opts...)
 			for i, s := range tt.steps {
 				st.mu.Lock()
-				st.nowMs += s.advance.Milliseconds()
+				st.clock.Advance(s.advance)
 				st.mu.Unlock()
 				resp, err := svc.ShouldRateLimit(context.Background(), s.req)
 				if err != nil {

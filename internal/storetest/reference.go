@@ -89,3 +89,17 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	}
 	return dec, nil
 }
+
+// Tokens returns what the first stored bucket limit that match accepts
+// holds now, in millitokens, and whether there is one.
+func (s *Reference) Tokens(match func(k cascade.Key, limit string) bool) (tokenbucket.Millitokens, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nowMs := s.now().UnixMilli()
+	for k, e := range s.m {
+		if match(k.k, k.limit) {
+			return e.limit.Tokens(e.state, nowMs), true
+		}
+	}
+	return 0, false
+}
