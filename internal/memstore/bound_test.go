@@ -57,7 +57,16 @@ func TestMaxBytes(t *testing.T) {
 }
 
 // TestMemoryBound: eight goroutines storing distinct 1 MB keys stay within
-// the byte bound, by the store's accounting and by the live heap.
+// the byte bound, by the store's accounting, by what its shards reference,
+// and by the live heap.
+//
+// The heap is measured only while the workers are paused between plans: a
+// GC run while they allocate 1 MB values leaves HeapAlloc counting
+// everything allocated since its mark phase began (on a loaded machine,
+// 100–200 MB of values already garbage), which says nothing about what the
+// store retains. Paused, no value is in flight, so after a GC the heap
+// above the empty store's is exactly what the store retains (its keys, the
+// entries, the maps) plus heapOverhead.
 func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates gigabytes")
@@ -66,6 +75,11 @@ func TestMemoryBound(t *testing.T) {
 		maxBytes = 64 << 20
 		workers  = 8
 		valueLen = 1 << 20
+		// heapOverhead is what the live heap may hold besides the bytes the
+		// store accounts for: the shards' maps and the page rounding of ≤ 64
+		// large keys (8 KB each).
+		heapOverhead = 4 << 20
+		samples      = 30
 	)
 	// Half the keys refill in 20 ms (evictable soon), half in an hour.
 	fast := tokenbucket.Limit{Capacity: 1000, RefillAmount: 1000, RefillPeriod: 20 * time.Millisecond}
@@ -76,6 +90,9 @@ func TestMemoryBound(t *testing.T) {
 		failed          atomic.Value
 		wg              sync.WaitGroup
 		stop            = make(chan struct{})
+		// Workers hold pause for reading while they build a value and
+		// decide it; the sampler holds it for writing to measure.
+		pause sync.RWMutex
 	)
 	for w := range workers {
 		wg.Go(func() {
@@ -85,12 +102,13 @@ func TestMemoryBound(t *testing.T) {
 					return
 				default:
 				}
-				value := fmt.Sprintf("%d-%d-", w, i) + strings.Repeat("v", valueLen)
+				pause.RLock()
 				l := slow
 				if i%2 == 0 {
 					l = fast
 				}
-				_, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{debit(value, l, cascade.Consume, 1000)}})
+				err := acquireValue(s, fmt.Sprintf("%d-%d-", w, i)+strings.Repeat("v", valueLen), l)
+				pause.RUnlock()
 				switch {
 				case err == nil:
 					stored.Add(1)
@@ -103,39 +121,80 @@ func TestMemoryBound(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(3 * time.Second)
 	peakStats, peakHeap := int64(0), uint64(0)
-	for time.Now().Before(deadline) {
+	for range samples {
 		time.Sleep(100 * time.Millisecond)
 		peakStats = max(peakStats, s.Stats().Bytes)
+		pause.Lock()
 		peakHeap = max(peakHeap, liveHeap())
+		checkShards(t, s)
+		pause.Unlock()
 	}
 	close(stop)
 	wg.Wait()
 	if err := failed.Load(); err != nil {
 		t.Fatalf("Acquire error = %v, want nil or ErrFull", err)
 	}
-	// In flight besides the store: each worker's values being built and
-	// stored, and garbage not yet swept (issue 11 allows 100 MB over).
-	const slack = 100 << 20
+	st := s.Stats()
+	peakStats = max(peakStats, st.Bytes)
+	peakHeap = max(peakHeap, liveHeap())
+	checkShards(t, s)
 	if peakStats > maxBytes {
 		t.Errorf("Stats().Bytes peaked at %d, want ≤ %d", peakStats, maxBytes)
 	}
-	if peakHeap > before+maxBytes+slack {
-		t.Errorf("live heap peaked at %d MB over %d MB before, want ≤ %d MB more (bound + in-flight values)", (peakHeap-before)>>20, before>>20, (maxBytes+slack)>>20)
+	if grown := int64(peakHeap) - int64(before); grown > maxBytes+heapOverhead {
+		t.Errorf("live heap between plans peaked at %d KB over %d KB before, want ≤ %d KB more (bound + overhead)", grown>>10, before>>10, (maxBytes+heapOverhead)>>10)
 	}
-	st := s.Stats()
 	if stored.Load() == 0 || refused.Load() == 0 || st.Evictions == 0 {
 		t.Errorf("stored %d, refused %d, %+v; want some of each and evictions", stored.Load(), refused.Load(), st)
 	}
-	t.Logf("stored %d, refused %d; peak accounted %d MB, peak live heap +%d MB; %+v", stored.Load(), refused.Load(), peakStats>>20, (int64(peakHeap)-int64(before))>>20, st)
+	t.Logf("stored %d, refused %d; peak accounted %d MB, peak live heap between plans +%d MB; %+v", stored.Load(), refused.Load(), peakStats>>20, (int64(peakHeap)-int64(before))>>20, st)
+	runtime.KeepAlive(s)
 }
 
+// acquireValue consumes a token of the bucket named by value (a fresh key)
+// under limit l.
+func acquireValue(s *Store, value string, l tokenbucket.Limit) error {
+	_, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{debit(value, l, cascade.Consume, 1000)}})
+	return err
+}
+
+// liveHeap returns the heap in use after a full collection. It measures
+// what is retained only while nothing allocates.
 func liveHeap() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// checkShards checks that what each shard references is what it accounts
+// for: its list holds exactly the entries of its map, none dropped, and
+// their sizes (each key's bytes plus entryOverhead) add up to its byte
+// count, within its bounds. An entry dropped but still linked, or linked
+// but not in the map, would be memory the accounting does not see.
+func checkShards(t *testing.T, s *Store) {
+	t.Helper()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n, bytes := 0, int64(0)
+		for e := sh.ring.next; e != &sh.ring; e = e.next {
+			if e.dead || e.transient || sh.m[e.key] != e {
+				t.Errorf("shard %d lists an entry (dead %t, transient %t) that its map does not hold", i, e.dead, e.transient)
+			}
+			if got := entryBytes(&e.key); e.size != got {
+				t.Errorf("shard %d entry size = %d, want %d", i, e.size, got)
+			}
+			n++
+			bytes += e.size
+		}
+		if n != len(sh.m) || n != sh.n || bytes != sh.bytes || n > s.perShard || bytes > s.perShardBytes {
+			t.Errorf("shard %d lists %d entries of %d bytes; map holds %d, accounted %d entries of %d bytes; bounds %d, %d bytes",
+				i, n, bytes, len(sh.m), sh.n, sh.bytes, s.perShard, s.perShardBytes)
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // TestDecidingHoldsNoSharedLock: while a plan holds a bucket (as a long
