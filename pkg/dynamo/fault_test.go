@@ -160,6 +160,29 @@ func TestFaultsKeepTokens(t *testing.T) {
 			t.Errorf("tokens = %v, want [10000 9000] (this decision refused, the other one's token taken)", got)
 		}
 	})
+	t.Run("a throttled write whose shard doubling fails", func(t *testing.T) {
+		f, s, other := setup(t)
+		var throttled atomic.Int64
+		f.SetFailItem(func(op, pk string) error {
+			if op == "UpdateItem" && strings.Contains(pk, "/BUCKET#b#") && throttled.Add(1) == 1 {
+				return &types.ProvisionedThroughputExceededException{Message: new(string)}
+			}
+			return nil
+		})
+		f.SetFail(func(_ context.Context, op string) error {
+			if op == "TransactWriteItems" {
+				return &types.InternalServerError{Message: new(string)}
+			}
+			return nil
+		})
+		dec, err := s.Acquire(context.Background(), plan)
+		if err != nil || !dec.Admitted {
+			t.Fatalf("Acquire() = %+v, %v, want admitted after the retry", dec, err)
+		}
+		if got := tokensOf(t, other, lim, a, b); got[0] != 8000 || got[1] != 8000 {
+			t.Errorf("tokens = %v, want [8000 8000]: one admitted decision", got)
+		}
+	})
 	t.Run("the compensation fails once and is retried", func(t *testing.T) {
 		f, s, other := setup(t)
 		drain := &cascade.Plan{Debits: []cascade.Debit{{Key: b, Limit: "x", Bucket: lim, Amount: 9000}}}
