@@ -58,6 +58,11 @@ type ReloaderOptions struct {
 	// PollInterval is how often a lost watch is retried and the tree
 	// polled for changes meanwhile; zero means DefaultPollInterval.
 	PollInterval time.Duration
+	// StartEmpty (FORCE_START_WITHOUT_INITIAL_CONFIG): when the first load
+	// fails, NewReloader logs it and serves an empty configuration (every
+	// domain unknown, every answer OK) until a load succeeds, instead of
+	// returning the error.
+	StartEmpty bool
 }
 
 // Reloader holds the live descriptor configuration and replaces it when the
@@ -136,7 +141,16 @@ func NewReloader(o ReloaderOptions) (*Reloader, error) {
 		r.now = time.Now
 	}
 	if err := r.reload("start", false); err != nil {
-		return nil, err
+		if !o.StartEmpty {
+			return nil, err
+		}
+		empty, perr := descriptors.Parse(nil, descriptors.Options{})
+		if perr != nil {
+			return nil, fmt.Errorf("config: reloader: empty configuration: %w", perr)
+		}
+		r.current.Store(empty)
+		r.logFailure(logrus.Fields{"dir": r.dir, "cause": "start"}, err)
+		r.log.Warn("starting without a descriptor configuration: every request answers OK until one loads")
 	}
 	return r, nil
 }

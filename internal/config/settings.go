@@ -35,6 +35,7 @@ type Settings struct {
 	Port      int    // PORT: HTTP listener port
 	GRPCHost  string // GRPC_HOST: gRPC listener address (rate limit, health, reflection)
 	GRPCPort  int    // GRPC_PORT: gRPC listener port
+	GRPCUDS   string // GRPC_UDS: unix socket path for gRPC instead of GRPC_HOST:GRPC_PORT
 	DebugHost string // DEBUG_HOST: debug listener address (/metrics, pprof)
 	DebugPort int    // DEBUG_PORT: debug listener port
 
@@ -46,11 +47,15 @@ type Settings struct {
 	ConfigDirOverride     string // CONFIG_DIR: descriptor directory; overrides the RUNTIME_* path
 	MergeDomainConfig     bool   // MERGE_DOMAIN_CONFIG: merge files that declare the same domain
 
+	HealthyWithAtLeastOneConfigLoaded bool // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: NOT_SERVING until a config with a domain is loaded
+	ForceStartWithoutInitialConfig    bool // FORCE_START_WITHOUT_INITIAL_CONFIG: serve (every answer OK) when the first load fails
+
 	LogLevel  string // LOG_LEVEL: logrus level (trace, debug, info, warn, error, fatal, panic)
 	LogFormat string // LOG_FORMAT: json or text
 
 	BackendType    string  // BACKEND_TYPE: memory or dynamodb
 	ShadowMode     bool    // SHADOW_MODE: decide and record, but always answer OK
+	QuotaMode      bool    // QUOTA_MODE: every rule is in quota mode
 	NearLimitRatio float64 // NEAR_LIMIT_RATIO: fraction of a limit counted as near the limit, in (0,1]
 
 	LimitResponseHeadersEnabled bool   // LIMIT_RESPONSE_HEADERS_ENABLED: add rate-limit headers to responses
@@ -76,6 +81,18 @@ type Settings struct {
 	HTTPIdleTimeout       time.Duration // HTTP_IDLE_TIMEOUT: HTTP and debug: idle kept-alive connections are closed after it
 	HTTPMaxConnections    int           // HTTP_MAX_CONNECTIONS: connections each of HTTP and debug holds; 0 derives it from the open-file limit
 
+	UsePrometheus                        bool          // USE_PROMETHEUS: serve metrics on PROMETHEUS_ADDR too
+	PrometheusAddr                       string        // PROMETHEUS_ADDR: address of that listener
+	PrometheusPath                       string        // PROMETHEUS_PATH: its metrics path
+	PrometheusMapperYAML                 string        // PROMETHEUS_MAPPER_YAML: statsd-exporter mapping file for the compatible metrics
+	PrometheusResponseTimeAsMilliseconds bool          // PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: default mapping keeps response time in ms
+	UseStatsd                            bool          // USE_STATSD: send the compatible stats to a statsd server
+	StatsdHost                           string        // STATSD_HOST: statsd server host
+	StatsdPort                           int           // STATSD_PORT: statsd server port
+	ExtraTags                            string        // EXTRA_TAGS: tags added to every statsd stat (key:value,…; see ExtraTagMap)
+	StatsFlushInterval                   time.Duration // STATS_FLUSH_INTERVAL: how often counters are flushed
+	DisableStats                         bool          // DISABLE_STATS: no compatible stats at all
+
 	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: time spent NOT_SERVING before stopping
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: GracefulStop deadline, then Stop
 
@@ -100,6 +117,9 @@ type Var struct {
 	Name    string
 	Default string
 	Help    string
+	// Compat says how the setting compares with envoyproxy/ratelimit's of
+	// the same name (CompatSame, …), or "—" when it has none.
+	Compat string
 }
 
 // Defaults returns the settings used when no variable is set. It is the
@@ -138,6 +158,12 @@ func Defaults() Settings {
 		HTTPReadTimeout:       10 * time.Second,
 		HTTPIdleTimeout:       time.Minute,
 
+		PrometheusAddr:     ":9090",
+		PrometheusPath:     "/metrics",
+		StatsdHost:         "localhost",
+		StatsdPort:         8125,
+		StatsFlushInterval: 10 * time.Second,
+
 		ShutdownDrain:   5 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 
@@ -171,6 +197,7 @@ func bindings(s *Settings) []binding {
 		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
 		{"GRPC_HOST", "gRPC listener address (rate limit, health, reflection).", (*stringValue)(&s.GRPCHost)},
 		{"GRPC_PORT", "gRPC listener port.", (*intValue)(&s.GRPCPort)},
+		{"GRPC_UDS", "Unix socket path to serve gRPC on instead of GRPC_HOST:GRPC_PORT (e.g. /var/run/ratelimit.sock); a stale socket file is replaced.", (*stringValue)(&s.GRPCUDS)},
 		{"DEBUG_HOST", "Debug listener address (/metrics, pprof).", (*stringValue)(&s.DebugHost)},
 		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
 
@@ -181,12 +208,15 @@ func bindings(s *Settings) []binding {
 		{"RUNTIME_WATCH_ROOT", "Watch all of RUNTIME_ROOT for changes rather than the descriptor directory only.", (*boolValue)(&s.RuntimeWatchRoot)},
 		{"CONFIG_DIR", "Descriptor directory; when set it replaces the RUNTIME_* path and is the directory watched.", (*stringValue)(&s.ConfigDirOverride)},
 		{"MERGE_DOMAIN_CONFIG", "Merge descriptor files that declare the same domain instead of rejecting them.", (*boolValue)(&s.MergeDomainConfig)},
+		{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "Health is NOT_SERVING until a configuration with at least one domain is loaded, and again whenever a load leaves none.", (*boolValue)(&s.HealthyWithAtLeastOneConfigLoaded)},
+		{"FORCE_START_WITHOUT_INITIAL_CONFIG", "Start even when the first configuration load fails: every request answers OK until a load succeeds.", (*boolValue)(&s.ForceStartWithoutInitialConfig)},
 
 		{"LOG_LEVEL", "Log level: trace, debug, info, warn, error, fatal or panic.", &enumValue{p: &s.LogLevel, allowed: logLevels}},
 		{"LOG_FORMAT", "Log format: json or text.", &enumValue{p: &s.LogFormat, allowed: []string{LogFormatJSON, LogFormatText}}},
 
 		{"BACKEND_TYPE", "Store: memory (embedded, one process) or dynamodb.", &enumValue{p: &s.BackendType, allowed: []string{BackendMemory, BackendDynamoDB}}},
 		{"SHADOW_MODE", "Decide and record every request but always answer OK.", (*boolValue)(&s.ShadowMode)},
+		{"QUOTA_MODE", "Treat every rule as quota_mode: a request is refused only when an enforced descriptor is over or every quota descriptor is.", (*boolValue)(&s.QuotaMode)},
 		{"NEAR_LIMIT_RATIO", "Fraction of a limit above which requests count as near the limit, in (0,1].", (*floatValue)(&s.NearLimitRatio)},
 
 		{"LIMIT_RESPONSE_HEADERS_ENABLED", "Add rate-limit headers to responses.", (*boolValue)(&s.LimitResponseHeadersEnabled)},
@@ -204,13 +234,25 @@ func bindings(s *Settings) []binding {
 		{"GRPC_SERVER_TLS_KEY", "PEM file with the server private key; reloaded when it changes.", (*stringValue)(&s.GRPCServerTLSKey)},
 		{"GRPC_CLIENT_TLS_CACERT", "PEM file with the client CA bundle; when set, clients must present a certificate it verifies (mTLS).", (*stringValue)(&s.GRPCClientTLSCACert)},
 		{"GRPC_CLIENT_TLS_SAN", "With mTLS, a subject alternative name (DNS, URI, IP or email) every client certificate must carry.", (*stringValue)(&s.GRPCClientTLSSAN)},
-		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY.", (*durationValue)(&s.GRPCMaxConnectionAge)},
+		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY; 0 means no maximum.", (*durationValue)(&s.GRPCMaxConnectionAge)},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", "Time after GRPC_MAX_CONNECTION_AGE before the connection is closed.", (*durationValue)(&s.GRPCMaxConnectionAgeGrace)},
 
 		{"HTTP_READ_HEADER_TIMEOUT", "HTTP and debug listeners: time a client has to send a request's headers.", (*durationValue)(&s.HTTPReadHeaderTimeout)},
 		{"HTTP_READ_TIMEOUT", "HTTP and debug listeners: time a client has to send a whole request, body included.", (*durationValue)(&s.HTTPReadTimeout)},
 		{"HTTP_IDLE_TIMEOUT", "HTTP and debug listeners: time an idle kept-alive connection stays open.", (*durationValue)(&s.HTTPIdleTimeout)},
 		{"HTTP_MAX_CONNECTIONS", "Most connections each of the HTTP and debug listeners holds open (further clients wait); 0 means a quarter of the open-file limit, between 16 and 4096.", (*intValue)(&s.HTTPMaxConnections)},
+
+		{"USE_PROMETHEUS", "Also serve every metric on PROMETHEUS_ADDR at PROMETHEUS_PATH (they are always on the debug port's /metrics).", (*boolValue)(&s.UsePrometheus)},
+		{"PROMETHEUS_ADDR", "Address of the USE_PROMETHEUS listener.", (*stringValue)(&s.PrometheusAddr)},
+		{"PROMETHEUS_PATH", "Path of the metrics on the USE_PROMETHEUS listener.", (*stringValue)(&s.PrometheusPath)},
+		{"PROMETHEUS_MAPPER_YAML", "statsd-exporter mapping file naming the envoyproxy/ratelimit-compatible metrics; empty means its default mapping. A file that does not load stops the start.", (*stringValue)(&s.PrometheusMapperYAML)},
+		{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "With the default mapping, observe ratelimit_service_response_time_seconds in milliseconds, as envoyproxy/ratelimit does with this setting.", (*boolValue)(&s.PrometheusResponseTimeAsMilliseconds)},
+		{"USE_STATSD", "Send the envoyproxy/ratelimit stats (same names) to STATSD_HOST:STATSD_PORT over UDP.", (*boolValue)(&s.UseStatsd)},
+		{"STATSD_HOST", "statsd server host.", (*stringValue)(&s.StatsdHost)},
+		{"STATSD_PORT", "statsd server port.", (*intValue)(&s.StatsdPort)},
+		{"EXTRA_TAGS", "Tags added to every statsd stat, as key:value pairs separated by commas, encoded in the name as envoyproxy/ratelimit does (.__key=value).", (*tagsValue)(&s.ExtraTags)},
+		{"STATS_FLUSH_INTERVAL", "How often counters are sent to statsd and folded into the compatible Prometheus metrics (a scrape folds them in too).", (*durationValue)(&s.StatsFlushInterval)},
+		{"DISABLE_STATS", "Emit none of the envoyproxy/ratelimit-compatible stats (the ratelimit_* metrics stay).", (*boolValue)(&s.DisableStats)},
 
 		{"SHUTDOWN_DRAIN", "On SIGTERM, time spent reporting NOT_SERVING before the servers stop.", (*durationValue)(&s.ShutdownDrain)},
 		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},
@@ -246,6 +288,10 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		if v == "" {
 			continue
 		}
+		if err := legacyValueError(b.name, v); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s=%q: %w", b.name, v, err))
+			continue
+		}
 		if err := b.value.Set(v); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s=%q: %w", b.name, v, err))
 		}
@@ -274,24 +320,38 @@ func Table() []Var {
 	bs := bindings(&d)
 	vars := make([]Var, len(bs))
 	for i, b := range bs {
-		vars[i] = Var{Name: b.name, Default: b.value.String(), Help: b.help}
+		vars[i] = Var{Name: b.name, Default: b.value.String(), Help: b.help, Compat: compatOf(b.name)}
 	}
 	return vars
 }
 
 // MarkdownTable renders Table as the README's settings table: one row per
-// variable with its default in code style ("" for empty) and its help.
+// variable with its default in code style ("" for empty), its help and how
+// it compares with envoyproxy/ratelimit's, then one row per group of
+// envoyproxy/ratelimit settings that no binding reads (Unbound).
 func MarkdownTable() string {
 	var b strings.Builder
-	b.WriteString("| Variable | Default | Description |\n|---|---|---|\n")
+	b.WriteString("| Variable | Default | Description | envoyproxy/ratelimit |\n|---|---|---|---|\n")
 	for _, v := range Table() {
 		def := "`" + v.Default + "`"
 		if v.Default == "" {
 			def = `""`
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, strings.ReplaceAll(v.Help, "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, def, strings.ReplaceAll(v.Help, "|", "\\|"), v.Compat)
+	}
+	for _, v := range Unbound() {
+		fmt.Fprintf(&b, "| `%s` | | %s | %s |\n", v.Name, strings.ReplaceAll(v.Help, "|", "\\|"), v.Compat)
 	}
 	return b.String()
+}
+
+// ExtraTagMap returns EXTRA_TAGS as a map (empty when unset).
+func (s Settings) ExtraTagMap() map[string]string {
+	m, err := parseTags(s.ExtraTags)
+	if err != nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // ConfigDir is the directory holding the descriptor YAML: CONFIG_DIR when
@@ -321,11 +381,22 @@ func (s Settings) LoadOptions() descriptors.Options {
 }
 
 // Loader returns a function that loads the descriptor directory with the
-// settings' options, as ReloaderOptions.Load expects.
+// settings' options, as ReloaderOptions.Load expects. With QUOTA_MODE every
+// rule of a loaded configuration is in quota mode, as envoyproxy/ratelimit's
+// global quota mode treats every limited descriptor; the configuration is
+// changed before anything else can see it.
 func (s Settings) Loader() func(dir string) (*descriptors.Config, error) {
 	opts := s.LoadOptions()
+	quota := s.QuotaMode
 	return func(dir string) (*descriptors.Config, error) {
-		return descriptors.LoadDir(dir, opts)
+		cfg, err := descriptors.LoadDir(dir, opts)
+		if err != nil || !quota {
+			return cfg, err
+		}
+		for _, r := range cfg.Rules() {
+			r.QuotaMode = true
+		}
+		return cfg, nil
 	}
 }
 
@@ -343,10 +414,22 @@ func (s Settings) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"PORT", s.Port}, {"GRPC_PORT", s.GRPCPort}, {"DEBUG_PORT", s.DebugPort}} {
+	}{{"PORT", s.Port}, {"GRPC_PORT", s.GRPCPort}, {"DEBUG_PORT", s.DebugPort}, {"STATSD_PORT", s.StatsdPort}} {
 		if p.v < 0 || p.v > 65535 {
 			bad("%s=%d: want a port in [0,65535]", p.name, p.v)
 		}
+	}
+
+	if s.UsePrometheus {
+		if s.PrometheusAddr == "" {
+			bad("USE_PROMETHEUS is true but PROMETHEUS_ADDR is empty")
+		}
+		if !strings.HasPrefix(s.PrometheusPath, "/") {
+			bad("PROMETHEUS_PATH=%q: want a path starting with /", s.PrometheusPath)
+		}
+	}
+	if s.UseStatsd && s.StatsdHost == "" {
+		bad("USE_STATSD is true but STATSD_HOST is empty")
 	}
 
 	if s.ConfigDirOverride == "" && s.RuntimeRoot == "" {
@@ -405,7 +488,7 @@ func (s Settings) Validate() error {
 		v      time.Duration
 		allow0 bool
 	}{
-		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, false},
+		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, true},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", s.GRPCMaxConnectionAgeGrace, true},
 		{"HTTP_READ_HEADER_TIMEOUT", s.HTTPReadHeaderTimeout, false},
 		{"HTTP_READ_TIMEOUT", s.HTTPReadTimeout, false},
@@ -413,6 +496,7 @@ func (s Settings) Validate() error {
 		{"SHUTDOWN_DRAIN", s.ShutdownDrain, true},
 		{"SHUTDOWN_TIMEOUT", s.ShutdownTimeout, false},
 		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
+		{"STATS_FLUSH_INTERVAL", s.StatsFlushInterval, false},
 		{"BACKEND_TIMEOUT", s.BackendTimeout, false},
 		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
 	} {

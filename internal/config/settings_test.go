@@ -378,20 +378,22 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 func TestMarkdownTable(t *testing.T) {
 	md := MarkdownTable()
 	lines := strings.Split(strings.TrimSuffix(md, "\n"), "\n")
-	if want := len(Table()) + 2; len(lines) != want {
+	if want := len(Table()) + len(Unbound()) + 2; len(lines) != want {
 		t.Fatalf("MarkdownTable() has %d lines, want %d", len(lines), want)
 	}
 	for _, want := range []string{
-		"| `GRPC_PORT` | `8081` | gRPC listener port. |",
-		"| `RUNTIME_SUBDIRECTORY` | \"\" | Subdirectory of RUNTIME_ROOT. |",
+		"| `GRPC_PORT` | `8081` | gRPC listener port. | same |",
+		"| `RUNTIME_SUBDIRECTORY` | \"\" | Subdirectory of RUNTIME_ROOT. | same |",
+		"| `BACKEND_TIMEOUT` | `15ms` |",
+		"| `REDIS_*` | |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("MarkdownTable() lacks row %q", want)
 		}
 	}
 	for i, l := range lines {
-		if strings.Count(l, "|")-strings.Count(l, `\|`) != 4 {
-			t.Errorf("MarkdownTable() line %d = %q, want 3 cells", i, l)
+		if strings.Count(l, "|")-strings.Count(l, `\|`) != 5 {
+			t.Errorf("MarkdownTable() line %d = %q, want 4 cells", i, l)
 		}
 	}
 }

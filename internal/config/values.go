@@ -120,3 +120,39 @@ func (v *enumValue) String() string {
 	}
 	return *v.p
 }
+
+// tagsValue holds key:value,key2:value2, as envconfig reads
+// envoyproxy/ratelimit's map settings (EXTRA_TAGS). Set checks the form and
+// stores it as given; parseTags reads it.
+type tagsValue string
+
+func (v *tagsValue) Set(s string) error {
+	if _, err := parseTags(s); err != nil {
+		return err
+	}
+	*v = tagsValue(s)
+	return nil
+}
+
+func (v *tagsValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
+}
+
+func parseTags(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, ":")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key:value", pair)
+		}
+		m[k] = val
+	}
+	return m, nil
+}
