@@ -101,7 +101,7 @@ type Settings struct {
 	MemorySweepInterval time.Duration // MEMORY_SWEEP_INTERVAL: how often the memory store drops full buckets
 
 	OnUnavailable  string        // ON_UNAVAILABLE: allow or block when the store fails
-	BackendTimeout time.Duration // BACKEND_TIMEOUT: per-call store deadline
+	BackendTimeout time.Duration // BACKEND_TIMEOUT: budget of one store decision
 
 	DynamoDBTable      string        // DYNAMODB_TABLE: table name
 	DynamoDBEndpoint   string        // DYNAMODB_ENDPOINT: endpoint URL; empty means AWS
@@ -262,7 +262,7 @@ func bindings(s *Settings) []binding {
 		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
 
 		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
-		{"BACKEND_TIMEOUT", "Budget of one store decision, every DynamoDB call within it; keep it below Envoy's 20 ms filter timeout.", (*durationValue)(&s.BackendTimeout)},
+		{"BACKEND_TIMEOUT", "Budget of one store decision, every DynamoDB call within it; a decision queued behind its item's write takes up to about twice this: keep that below Envoy's filter timeout.", (*durationValue)(&s.BackendTimeout)},
 
 		{"DYNAMODB_TABLE", "DynamoDB table name.", (*stringValue)(&s.DynamoDBTable)},
 		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
