@@ -57,6 +57,8 @@ type Options struct {
 
 	// TLS, when set, serves gRPC over TLS (mTLS when it verifies clients).
 	TLS *tls.Config
+	// UnaryInterceptors wrap every unary gRPC call, first to last (tracing).
+	UnaryInterceptors []grpc.UnaryServerInterceptor
 	// MaxConnectionAge and its grace spread long-lived Envoy connections
 	// across replicas; zero means unlimited.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
@@ -137,6 +139,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.TLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	if len(o.UnaryInterceptors) > 0 {
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(o.UnaryInterceptors...))
 	}
 	ka := keepalive.ServerParameters{MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}
 	if ka.MaxConnectionAge > 0 {

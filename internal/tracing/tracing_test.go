@@ -1,0 +1,339 @@
+package tracing_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/internal/tracing"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerSpan  = "00f067aa0ba902b7"
+)
+
+const descriptorYAML = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// decide serves st behind the tracing interceptor on an in-memory
+// listener and sends one ShouldRateLimit call carrying the caller's W3C
+// trace context.
+func decide(t *testing.T, p *tracing.Provider, st service.Store) {
+	t.Helper()
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "api.yaml", Data: []byte(descriptorYAML)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatalf("descriptors.Parse() = %v", err)
+	}
+	svc := service.New(tracing.Store(st, p), func() *descriptors.Config { return cfg })
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer(append(svc.GRPCServerOptions(), grpc.ChainUnaryInterceptor(p.UnaryServerInterceptor()))...)
+	svc.RegisterGRPC(gs)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = gs.Serve(lis) }()
+	defer func() { gs.Stop(); wg.Wait() }()
+
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("grpc.NewClient() = %v", err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &pb.RateLimitRequest{
+		Domain:      "api",
+		Descriptors: []*commonpb.RateLimitDescriptor{{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}},
+	})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit() = %v", err)
+	}
+	if resp.GetOverallCode() != pb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit() = %v, want OK", resp.GetOverallCode())
+	}
+}
+
+func newInMemory(t *testing.T) (*tracing.Provider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	p, err := tracing.New(context.Background(), tracing.Options{ServiceName: "RateLimit", SamplingRate: 1, Exporter: exp})
+	if err != nil {
+		t.Fatalf("tracing.New() = %v", err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return p, exp
+}
+
+func byName(spans tracetest.SpanStubs) map[string][]tracetest.SpanStub {
+	m := map[string][]tracetest.SpanStub{}
+	for _, s := range spans {
+		m[s.Name] = append(m[s.Name], s)
+	}
+	return m
+}
+
+const decisionSpan = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+// checkDecision finds the decision span, parented to the caller's span,
+// and the store span under it.
+func checkDecision(t *testing.T, spans map[string][]tracetest.SpanStub) (decision, store tracetest.SpanStub) {
+	t.Helper()
+	if len(spans[decisionSpan]) != 1 || len(spans["ratelimit.store.acquire"]) != 1 {
+		t.Fatalf("spans = %v, want one %s and one ratelimit.store.acquire", keys(spans), decisionSpan)
+	}
+	decision, store = spans[decisionSpan][0], spans["ratelimit.store.acquire"][0]
+	if got := decision.SpanContext.TraceID().String(); got != callerTrace {
+		t.Errorf("decision trace id = %s, want the caller's %s", got, callerTrace)
+	}
+	if got := decision.Parent.SpanID().String(); got != callerSpan || !decision.Parent.IsRemote() {
+		t.Errorf("decision parent = %s (remote %v), want the caller's %s", got, decision.Parent.IsRemote(), callerSpan)
+	}
+	if decision.SpanKind != trace.SpanKindServer {
+		t.Errorf("decision kind = %v, want server", decision.SpanKind)
+	}
+	if store.Parent.SpanID() != decision.SpanContext.SpanID() || store.SpanContext.TraceID() != decision.SpanContext.TraceID() {
+		t.Errorf("store span parent = %s, want the decision span %s", store.Parent.SpanID(), decision.SpanContext.SpanID())
+	}
+	return decision, store
+}
+
+func keys(m map[string][]tracetest.SpanStub) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestDecisionSpans(t *testing.T) {
+	p, exp := newInMemory(t)
+	decide(t, p, memstore.New())
+	_, store := checkDecision(t, byName(exp.GetSpans()))
+	found := false
+	for _, a := range store.Attributes {
+		if a.Key == "ratelimit.admitted" && a.Value.AsBool() {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("store span attributes = %v, want ratelimit.admitted=true", store.Attributes)
+	}
+}
+
+func TestDynamoDBSpans(t *testing.T) {
+	p, exp := newInMemory(t)
+	fake := dynamotest.NewFake()
+	api := tracing.DynamoDB(fake, p)
+	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	st, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	defer st.Close()
+	exp.Reset()
+	decide(t, p, st)
+	spans := byName(exp.GetSpans())
+	_, store := checkDecision(t, spans)
+	for name, ss := range spans {
+		if !strings.HasPrefix(name, "DynamoDB.") {
+			continue
+		}
+		for _, s := range ss {
+			// The store calls DynamoDB on its own context, shared by every
+			// decision a write or read carries: a root span, never a child
+			// of one caller's trace.
+			if s.Parent.IsValid() || s.SpanContext.TraceID() == store.SpanContext.TraceID() {
+				t.Errorf("%s: trace %s parent %s, want a root span of its own trace", name, s.SpanContext.TraceID(), s.Parent.SpanID())
+			}
+			if s.SpanKind != trace.SpanKindClient {
+				t.Errorf("%s kind = %v, want client", name, s.SpanKind)
+			}
+		}
+	}
+	if len(spans["DynamoDB.UpdateItem"]) == 0 {
+		t.Errorf("spans = %v, want a DynamoDB.UpdateItem span for the decision's write", keys(spans))
+	}
+}
+
+// TestDynamoDBChildSpans: a call made on a context that carries a span is
+// that span's child, with the table named.
+func TestDynamoDBChildSpans(t *testing.T) {
+	p, exp := newInMemory(t)
+	api := tracing.DynamoDB(dynamotest.NewFake(), p)
+	ctx, parent := p.Tracer().Start(context.Background(), "admin")
+	if err := dynamo.CreateTable(ctx, api, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	parent.End()
+	spans := byName(exp.GetSpans())
+	ss := spans["DynamoDB.CreateTable"]
+	if len(ss) != 1 {
+		t.Fatalf("spans = %v, want one DynamoDB.CreateTable", keys(spans))
+	}
+	if ss[0].Parent.SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("DynamoDB.CreateTable parent = %s, want %s", ss[0].Parent.SpanID(), parent.SpanContext().SpanID())
+	}
+	found := false
+	for _, a := range ss[0].Attributes {
+		if a.Key == "aws.dynamodb.table_names" && len(a.Value.AsStringSlice()) == 1 && a.Value.AsStringSlice()[0] == "t" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("DynamoDB.CreateTable attributes = %v, want aws.dynamodb.table_names [t]", ss[0].Attributes)
+	}
+}
+
+// collector is an in-process OTLP trace collector, over gRPC and HTTP.
+type collector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []*tracepb.ResourceSpans
+}
+
+func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spans = append(c.spans, req.GetResourceSpans()...)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		http.Error(w, "unexpected "+r.URL.Path+" "+r.Header.Get("Content-Type"), http.StatusBadRequest)
+		return
+	}
+	b, err := io.ReadAll(r.Body)
+	req := &coltracepb.ExportTraceServiceRequest{}
+	if err == nil {
+		err = proto.Unmarshal(b, req)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	_, _ = c.Export(r.Context(), req)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// check reports what the collector received: the decision and store spans
+// of the caller's trace, from a resource named as configured.
+func (c *collector) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := map[string]string{}
+	var resource []string
+	for _, rs := range c.spans {
+		for _, a := range rs.GetResource().GetAttributes() {
+			resource = append(resource, a.GetKey()+"="+a.GetValue().GetStringValue())
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				names[s.GetName()] = trace.TraceID(s.GetTraceId()).String()
+			}
+		}
+	}
+	for _, want := range []string{decisionSpan, "ratelimit.store.acquire"} {
+		if got, ok := names[want]; !ok || got != callerTrace {
+			t.Errorf("collector got spans %v, want %s in trace %s", names, want, callerTrace)
+		}
+	}
+	joined := strings.Join(resource, ",")
+	for _, want := range []string{"service.name=RateLimit", "service.namespace=gateway", "service.instance.id=pod-1"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("resource = %s, want %s", joined, want)
+		}
+	}
+}
+
+func exportOnce(t *testing.T, protocol string) {
+	p, err := tracing.New(context.Background(), tracing.Options{
+		Protocol: protocol, ServiceName: "RateLimit", ServiceNamespace: "gateway", ServiceInstanceID: "pod-1", SamplingRate: 0,
+	})
+	if err != nil {
+		t.Fatalf("tracing.New() = %v", err)
+	}
+	// Sampling rate 0 samples no root span, but the caller's sampled
+	// trace is followed.
+	decide(t, p, memstore.New())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown() = %v", err)
+	}
+}
+
+func TestOTLPGRPCExport(t *testing.T) {
+	c := &collector{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, c)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = gs.Serve(lis) }()
+	defer func() { gs.Stop(); wg.Wait() }()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+lis.Addr().String())
+	exportOnce(t, tracing.ProtocolGRPC)
+	c.check(t)
+}
+
+func TestOTLPHTTPExport(t *testing.T) {
+	c := &collector{}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	exportOnce(t, tracing.ProtocolHTTP)
+	c.check(t)
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, o := range []tracing.Options{
+		{Protocol: "zipkin", SamplingRate: 1},
+		{Protocol: tracing.ProtocolHTTP, SamplingRate: 1.5},
+		{Protocol: tracing.ProtocolHTTP, SamplingRate: -0.1},
+	} {
+		if p, err := tracing.New(context.Background(), o); err == nil {
+			_ = p.Shutdown(context.Background())
+			t.Errorf("tracing.New(%+v) = nil error, want an error", o)
+		}
+	}
+}
