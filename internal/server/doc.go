@@ -4,7 +4,13 @@
 //     (envoy.service.ratelimit.v3), grpc.health.v1 and server reflection, with
 //     optional TLS or mTLS;
 //   - HTTP (HOST:PORT, 8080): /healthcheck and /json;
-//   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and pprof.
+//   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and pprof;
+//   - with PrometheusAddr (USE_PROMETHEUS), one more listener serving the
+//     same metrics at PrometheusPath.
+//
+// gRPC listens on a unix socket instead of TCP when GRPCUDS is set (a stale
+// socket file is replaced; the file is removed at stop). With WaitReady,
+// health stays NOT_SERVING until SetReady(true) and follows it after.
 //
 // The HTTP and debug servers cannot be starved by slow clients: a request
 // must send its headers within the read-header timeout and all of itself

@@ -55,6 +55,16 @@ type Options struct {
 	// Gatherer serves /metrics on the debug port.
 	Gatherer prometheus.Gatherer
 
+	// GRPCUDS, when set, is a unix socket path gRPC listens on instead of
+	// GRPCAddr (envoyproxy/ratelimit's GRPC_UDS).
+	GRPCUDS string
+	// PrometheusAddr, when set, is one more listener that serves Gatherer
+	// at PrometheusPath ("/metrics" when empty): USE_PROMETHEUS.
+	PrometheusAddr, PrometheusPath string
+	// WaitReady keeps health NOT_SERVING from Run's start until SetReady(true)
+	// (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	WaitReady bool
+
 	// TLS, when set, serves gRPC over TLS (mTLS when it verifies clients).
 	TLS *tls.Config
 	// UnaryInterceptors wrap every unary gRPC call, first to last (tracing).
@@ -90,6 +100,9 @@ type Server struct {
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	debugLis net.Listener
+	prom     *http.Server
+	promLis  net.Listener
+	ready    readiness
 }
 
 // New binds the three listeners and builds the servers; nothing is served
@@ -117,8 +130,8 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, health: health.NewServer()}
 
 	var err error
-	if s.grpcLis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("server: listen grpc %s: %w", o.GRPCAddr, err)
+	if s.grpcLis, err = listenGRPC(o); err != nil {
+		return nil, err
 	}
 	if s.httpLis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		s.closeListeners()
@@ -127,6 +140,12 @@ func New(o Options) (*Server, error) {
 	if s.debugLis, err = net.Listen("tcp", o.DebugAddr); err != nil {
 		s.closeListeners()
 		return nil, fmt.Errorf("server: listen debug %s: %w", o.DebugAddr, err)
+	}
+	if o.PrometheusAddr != "" {
+		if s.promLis, err = net.Listen("tcp", o.PrometheusAddr); err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("server: listen prometheus %s: %w", o.PrometheusAddr, err)
+		}
 	}
 
 	var gopts []grpc.ServerOption
@@ -158,6 +177,9 @@ func New(o Options) (*Server, error) {
 
 	s.http = s.httpServer("http", s.httpMux())
 	s.debug = s.httpServer("debug", s.debugMux())
+	if s.promLis != nil {
+		s.prom = s.httpServer("prometheus", s.promMux())
+	}
 	return s, nil
 }
 
@@ -240,8 +262,7 @@ func (s *Server) debugMux() *http.ServeMux {
 // the package documentation). It returns the first serving error, or nil
 // after a clean shutdown. Run must be called once.
 func (s *Server) Run(ctx context.Context) error {
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(rlsName, healthpb.HealthCheckResponse_SERVING)
+	s.ready.start(s.health, s.o.WaitReady)
 	s.o.Logger.WithFields(logrus.Fields{
 		"grpc_addr": s.grpcLis.Addr().String(), "http_addr": s.httpLis.Addr().String(),
 		"debug_addr": s.debugLis.Addr().String(), "tls": s.o.TLS != nil,
@@ -252,11 +273,7 @@ func (s *Server) Run(ctx context.Context) error {
 		timeout:    max(s.o.Timeout, time.Millisecond),
 		notServing: s.health.Shutdown, // every service NOT_SERVING
 		log:        s.o.Logger,
-	}, []unit{
-		{name: "grpc", serve: func() error { return s.grpc.Serve(s.grpcLis) }, stop: s.stopGRPC},
-		httpUnit("http", s.http, limitListener(s.httpLis, s.o.MaxConnections)),
-		httpUnit("debug", s.debug, limitListener(s.debugLis, s.o.MaxConnections)),
-	})
+	}, s.units())
 	s.o.Logger.Info("stopped")
 	return err
 }
@@ -302,7 +319,7 @@ func httpUnit(name string, h *http.Server, lis net.Listener) unit {
 }
 
 func (s *Server) closeListeners() {
-	for _, l := range []net.Listener{s.grpcLis, s.httpLis, s.debugLis} {
+	for _, l := range []net.Listener{s.grpcLis, s.httpLis, s.debugLis, s.promLis} {
 		if l != nil {
 			_ = l.Close()
 		}
