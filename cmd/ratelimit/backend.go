@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/internal/tracing"
 )
 
 // backend is the store the service decides on, with its background work and
@@ -22,7 +23,7 @@ type backend struct {
 	close func()
 }
 
-func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg prometheus.Registerer, log *logrus.Entry) (backend, error) {
+func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
 	switch s.BackendType {
 	case config.BackendMemory:
 		st := memstore.New(
@@ -37,7 +38,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
 		return backend{store: st, run: st.Run, close: func() {}}, nil
 	case config.BackendDynamoDB:
-		return openDynamo(ctx, s, reg, log)
+		return openDynamo(ctx, s, reg, tp, log)
 	}
 	return backend{}, fmt.Errorf("BACKEND_TYPE %q: want memory or dynamodb", s.BackendType)
 }

@@ -11,16 +11,17 @@ import (
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // openDynamo connects to the table and returns the DynamoDB store.
-func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, log *logrus.Entry) (backend, error) {
+func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
-	st, err := dynamo.NewStore(ctx, metrics.InstrumentDynamo(client, reg), dynamo.Config{
+	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), dynamo.Config{
 		Table:              s.DynamoDBTable,
 		Namespace:          s.Namespace,
 		Timeout:            s.BackendTimeout,

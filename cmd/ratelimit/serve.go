@@ -17,11 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/internal/tracing"
 )
 
 // serve runs the service until SIGTERM or SIGINT (or ctx ends).
@@ -57,24 +59,33 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 
-	reloader, err := config.NewReloader(config.ReloaderOptions{
-		Dir:      s.ConfigDir(),
-		WatchDir: s.WatchDir(),
-		Load:     s.Loader(),
-		Logger:   entry("config"),
-		OnReload: func(ok bool, _ error, at time.Time) { m.ObserveReload(ok, at) },
-	})
+	tp, err := openTracing(ctx, s, entry("tracing"))
 	if err != nil {
-		return fmt.Errorf("load descriptor config: %w", err)
+		return err
+	}
+	if tp != nil {
+		defer func() {
+			flush, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+			defer cancel()
+			if err := tp.Shutdown(flush); err != nil {
+				entry("tracing").WithError(err).Warn("spans not flushed")
+			}
+		}()
 	}
 
-	b, err := openBackend(ctx, s, m, reg, entry("store"))
+	src, err := openConfig(ctx, s, m, entry("config"))
+	if err != nil {
+		return err
+	}
+	defer src.stop()
+
+	b, err := openBackend(ctx, s, m, reg, tp, entry("store"))
 	if err != nil {
 		return err
 	}
 	defer b.close()
 
-	svc := service.New(service.Instrument(b.store, m), reloader.Current,
+	svc := service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
 		service.WithMetrics(m),
 		service.WithLogger(entry("service")),
 		service.WithShadowMode(s.ShadowMode),
@@ -103,10 +114,11 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		DebugAddr:             hostPort(s.DebugHost, s.DebugPort),
 		RateLimit:             svc,
 		JSON:                  svcJSON{svc},
-		ConfigDump:            func() string { return reloader.Current().Dump() },
-		Degraded:              reloader.WatchProblem,
+		ConfigDump:            src.dump,
+		Degraded:              src.degraded,
 		Gatherer:              reg,
 		TLS:                   tlsConfig,
+		UnaryInterceptors:     interceptors(tp),
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
 		ReadHeaderTimeout:     s.HTTPReadHeaderTimeout,
@@ -133,7 +145,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 			}
 		}()
 	}
-	background("config", reloader.Run)
+	background("config", src.run)
 	if b.run != nil {
 		background("store", b.run)
 	}
@@ -150,7 +162,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 				return nil
 			case <-hup:
 				entry("config").Info("SIGHUP: reloading")
-				reloader.Trigger()
+				src.trigger()
 			}
 		}
 	})
@@ -159,6 +171,14 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	stopBG()
 	wg.Wait()
 	return err
+}
+
+// interceptors returns the gRPC interceptors tracing asks for.
+func interceptors(tp *tracing.Provider) []grpc.UnaryServerInterceptor {
+	if tp == nil {
+		return nil
+	}
+	return []grpc.UnaryServerInterceptor{tp.UnaryServerInterceptor()}
 }
 
 func hostPort(host string, port int) string {

@@ -47,7 +47,15 @@ var compatBound = map[string]string{
 
 	// Read by the configuration-over-xDS and tracing parts once they bind
 	// them; until then they are unbound and listed in legacy below.
-	"CONFIG_TYPE":     CompatSame,
+	"CONFIG_TYPE":                   CompatSame,
+	"CONFIG_GRPC_XDS_NODE_ID":       CompatSame,
+	"CONFIG_GRPC_XDS_NODE_METADATA": CompatSame, "CONFIG_GRPC_XDS_SERVER_URL": CompatSame,
+	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": CompatSame, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": CompatSame,
+	"CONFIG_GRPC_XDS_SERVER_USE_TLS": CompatSame, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": CompatSame,
+	"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": CompatSame, "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": CompatSame,
+	"CONFIG_GRPC_XDS_SERVER_TLS_SAN": CompatSame, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": CompatSame,
+	"XDS_CLIENT_BACKOFF_MAX_INTERVAL": CompatSame, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": CompatSame,
+	"XDS_CLIENT_BACKOFF_JITTER": CompatSame, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": CompatSame,
 	"TRACING_ENABLED": CompatSame, "TRACING_SERVICE_NAME": CompatSame, "TRACING_SERVICE_NAMESPACE": CompatSame,
 	"TRACING_SERVICE_INSTANCE_ID": CompatSame, "TRACING_EXPORTER_PROTOCOL": CompatSame, "TRACING_SAMPLING_RATE": CompatSame,
 }

@@ -23,6 +23,12 @@ const (
 	BackendMemory   = "memory"   // BACKEND_TYPE: the embedded in-memory store
 	BackendDynamoDB = "dynamodb" // BACKEND_TYPE: the DynamoDB store
 
+	ConfigTypeFile = "file"          // CONFIG_TYPE: descriptor YAML files under RUNTIME_ROOT or CONFIG_DIR
+	ConfigTypeXDS  = "grpc_xds_sotw" // CONFIG_TYPE: descriptor configuration pushed over xDS
+
+	TracingHTTP = "http" // TRACING_EXPORTER_PROTOCOL: OTLP over HTTP
+	TracingGRPC = "grpc" // TRACING_EXPORTER_PROTOCOL: OTLP over gRPC
+
 	OnUnavailableAllow = "allow" // ON_UNAVAILABLE: admit when the store fails
 	OnUnavailableBlock = "block" // ON_UNAVAILABLE: refuse when the store fails
 )
@@ -49,6 +55,30 @@ type Settings struct {
 
 	HealthyWithAtLeastOneConfigLoaded bool // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: NOT_SERVING until a config with a domain is loaded
 	ForceStartWithoutInitialConfig    bool // FORCE_START_WITHOUT_INITIAL_CONFIG: serve (every answer OK) when the first load fails
+
+	ConfigType              string        // CONFIG_TYPE: file or grpc_xds_sotw
+	XDSNodeID               string        // CONFIG_GRPC_XDS_NODE_ID: node id sent to the xDS server
+	XDSNodeMetadata         string        // CONFIG_GRPC_XDS_NODE_METADATA: node metadata, key=value,…
+	XDSServerURL            string        // CONFIG_GRPC_XDS_SERVER_URL: xDS management server, host:port
+	XDSConnectRetryInterval time.Duration // CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: reconnect interval while unreachable
+	XDSHeaders              string        // CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: gRPC metadata, key:value,…
+	XDSServerUseTLS         bool          // CONFIG_GRPC_XDS_SERVER_USE_TLS: connect to the xDS server over TLS
+	XDSClientTLSCert        string        // CONFIG_GRPC_XDS_CLIENT_TLS_CERT: client certificate (PEM file)
+	XDSClientTLSKey         string        // CONFIG_GRPC_XDS_CLIENT_TLS_KEY: client key (PEM file)
+	XDSServerTLSCACert      string        // CONFIG_GRPC_XDS_SERVER_TLS_CACERT: CA verifying the xDS server (PEM file)
+	XDSServerTLSSAN         string        // CONFIG_GRPC_XDS_SERVER_TLS_SAN: name the xDS server's certificate must carry
+	XDSBackoffInitial       time.Duration // XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: first wait before a new stream
+	XDSBackoffMax           time.Duration // XDS_CLIENT_BACKOFF_MAX_INTERVAL: longest wait before a new stream
+	XDSBackoffRandomFactor  float64       // XDS_CLIENT_BACKOFF_RANDOM_FACTOR: jitter fraction
+	XDSBackoffJitter        bool          // XDS_CLIENT_BACKOFF_JITTER: jitter the waits
+	XDSMaxMsgSize           int           // XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: largest xDS response; 0 means gRPC's 4 MiB
+
+	TracingEnabled           bool    // TRACING_ENABLED: export OpenTelemetry traces
+	TracingServiceName       string  // TRACING_SERVICE_NAME: service.name
+	TracingServiceNamespace  string  // TRACING_SERVICE_NAMESPACE: service.namespace
+	TracingServiceInstanceID string  // TRACING_SERVICE_INSTANCE_ID: service.instance.id; empty means a random UUID
+	TracingExporterProtocol  string  // TRACING_EXPORTER_PROTOCOL: http or grpc
+	TracingSamplingRate      float64 // TRACING_SAMPLING_RATE: fraction of root traces sampled
 
 	LogLevel  string // LOG_LEVEL: logrus level (trace, debug, info, warn, error, fatal, panic)
 	LogFormat string // LOG_FORMAT: json or text
@@ -137,6 +167,19 @@ func Defaults() Settings {
 		RuntimeAppDirectory: "config",
 		RuntimeWatchRoot:    true,
 
+		ConfigType:              ConfigTypeFile,
+		XDSNodeID:               "default",
+		XDSServerURL:            "localhost:18000",
+		XDSConnectRetryInterval: 3 * time.Second,
+		XDSBackoffInitial:       10 * time.Second,
+		XDSBackoffMax:           60 * time.Second,
+		XDSBackoffRandomFactor:  0.5,
+		XDSBackoffJitter:        true,
+
+		TracingServiceName:      "RateLimit",
+		TracingExporterProtocol: TracingHTTP,
+		TracingSamplingRate:     1,
+
 		LogLevel:  "info",
 		LogFormat: LogFormatJSON,
 
@@ -210,6 +253,30 @@ func bindings(s *Settings) []binding {
 		{"MERGE_DOMAIN_CONFIG", "Merge descriptor files that declare the same domain instead of rejecting them.", (*boolValue)(&s.MergeDomainConfig)},
 		{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "Health is NOT_SERVING until a configuration with at least one domain is loaded, and again whenever a load leaves none.", (*boolValue)(&s.HealthyWithAtLeastOneConfigLoaded)},
 		{"FORCE_START_WITHOUT_INITIAL_CONFIG", "Start even when the first configuration load fails: every request answers OK until a load succeeds.", (*boolValue)(&s.ForceStartWithoutInitialConfig)},
+
+		{"CONFIG_TYPE", "Where the descriptor configuration comes from: FILE (the RUNTIME_* or CONFIG_DIR directory) or GRPC_XDS_SOTW (pushed by an xDS management server, as Envoy Gateway does; see CONFIG_GRPC_XDS_*).", &enumValue{p: &s.ConfigType, allowed: []string{ConfigTypeFile, ConfigTypeXDS}}},
+		{"CONFIG_GRPC_XDS_NODE_ID", "Node id this service subscribes with; the server keys its snapshots by it (Envoy Gateway: envoy-ratelimit).", (*stringValue)(&s.XDSNodeID)},
+		{"CONFIG_GRPC_XDS_NODE_METADATA", "Node metadata sent to the xDS server, as key=value pairs separated by commas.", (*stringValue)(&s.XDSNodeMetadata)},
+		{"CONFIG_GRPC_XDS_SERVER_URL", "xDS management server, host:port.", (*stringValue)(&s.XDSServerURL)},
+		{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "While the xDS server cannot be reached, how often a connection is tried.", (*durationValue)(&s.XDSConnectRetryInterval)},
+		{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "gRPC metadata sent on every xDS stream, as key:value pairs separated by commas.", (*tagsValue)(&s.XDSHeaders)},
+		{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "Connect to the xDS server over TLS.", (*boolValue)(&s.XDSServerUseTLS)},
+		{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "PEM file with the client certificate presented to the xDS server (mTLS).", (*stringValue)(&s.XDSClientTLSCert)},
+		{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "PEM file with the key of CONFIG_GRPC_XDS_CLIENT_TLS_CERT.", (*stringValue)(&s.XDSClientTLSKey)},
+		{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "PEM file with the CA that verifies the xDS server; empty means the system roots.", (*stringValue)(&s.XDSServerTLSCACert)},
+		{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "Name the xDS server's certificate must carry, when it is not CONFIG_GRPC_XDS_SERVER_URL's host.", (*stringValue)(&s.XDSServerTLSSAN)},
+		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "Wait before opening a new xDS stream after one broke; doubled while streams keep breaking, reset once one delivers.", (*durationValue)(&s.XDSBackoffInitial)},
+		{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "Longest wait before opening a new xDS stream.", (*durationValue)(&s.XDSBackoffMax)},
+		{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "With XDS_CLIENT_BACKOFF_JITTER, each wait is drawn within ± this fraction, in (0,1].", (*floatValue)(&s.XDSBackoffRandomFactor)},
+		{"XDS_CLIENT_BACKOFF_JITTER", "Jitter the waits between xDS streams.", (*boolValue)(&s.XDSBackoffJitter)},
+		{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "Largest xDS response accepted, in bytes; 0 means gRPC's default (4 MiB).", (*intValue)(&s.XDSMaxMsgSize)},
+
+		{"TRACING_ENABLED", "Export OpenTelemetry traces over OTLP: a span per decision (continuing the caller's W3C trace context), per store call and per DynamoDB call. The endpoint and the rest come from the standard OTEL_EXPORTER_OTLP_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, …).", (*boolValue)(&s.TracingEnabled)},
+		{"TRACING_SERVICE_NAME", "service.name of the exported traces.", (*stringValue)(&s.TracingServiceName)},
+		{"TRACING_SERVICE_NAMESPACE", "service.namespace of the exported traces; empty leaves it out.", (*stringValue)(&s.TracingServiceNamespace)},
+		{"TRACING_SERVICE_INSTANCE_ID", "service.instance.id of the exported traces; empty means a random UUID.", (*stringValue)(&s.TracingServiceInstanceID)},
+		{"TRACING_EXPORTER_PROTOCOL", "OTLP transport: http (port 4318) or grpc (port 4317).", &enumValue{p: &s.TracingExporterProtocol, allowed: []string{TracingHTTP, TracingGRPC}}},
+		{"TRACING_SAMPLING_RATE", "Fraction of new traces sampled, in [0,1]; a call whose caller's trace is sampled is always traced.", (*floatValue)(&s.TracingSamplingRate)},
 
 		{"LOG_LEVEL", "Log level: trace, debug, info, warn, error, fatal or panic.", &enumValue{p: &s.LogLevel, allowed: logLevels}},
 		{"LOG_FORMAT", "Log format: json or text.", &enumValue{p: &s.LogFormat, allowed: []string{LogFormatJSON, LogFormatText}}},
@@ -354,6 +421,33 @@ func (s Settings) ExtraTagMap() map[string]string {
 	return m
 }
 
+// XDSNodeMetadataMap returns CONFIG_GRPC_XDS_NODE_METADATA as a map:
+// key=value pairs separated by commas, as envoyproxy/ratelimit reads it.
+func (s Settings) XDSNodeMetadataMap() (map[string]string, error) {
+	m := map[string]string{}
+	for _, pair := range strings.Split(s.XDSNodeMetadata, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", pair)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// XDSHeaderMap returns CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS as a map.
+func (s Settings) XDSHeaderMap() map[string]string {
+	m, err := parseTags(s.XDSHeaders)
+	if err != nil {
+		return map[string]string{}
+	}
+	return m
+}
+
 // ConfigDir is the directory holding the descriptor YAML: CONFIG_DIR when
 // set, else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
 func (s Settings) ConfigDir() string {
@@ -451,6 +545,31 @@ func (s Settings) Validate() error {
 	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
 	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
 
+	checkEnum("CONFIG_TYPE", s.ConfigType, ConfigTypeFile, ConfigTypeXDS)
+	checkEnum("TRACING_EXPORTER_PROTOCOL", s.TracingExporterProtocol, TracingHTTP, TracingGRPC)
+	if math.IsNaN(s.TracingSamplingRate) || s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
+		bad("TRACING_SAMPLING_RATE=%v: want a value in [0,1]", s.TracingSamplingRate)
+	}
+	if s.ConfigType == ConfigTypeXDS {
+		if s.XDSServerURL == "" {
+			bad("CONFIG_TYPE is GRPC_XDS_SOTW but CONFIG_GRPC_XDS_SERVER_URL is empty")
+		}
+		if _, err := s.XDSNodeMetadataMap(); err != nil {
+			bad("CONFIG_GRPC_XDS_NODE_METADATA=%q: %v", s.XDSNodeMetadata, err)
+		}
+		if (s.XDSClientTLSCert == "") != (s.XDSClientTLSKey == "") {
+			bad("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: set both or neither")
+		}
+		if math.IsNaN(s.XDSBackoffRandomFactor) || s.XDSBackoffRandomFactor <= 0 || s.XDSBackoffRandomFactor > 1 {
+			bad("XDS_CLIENT_BACKOFF_RANDOM_FACTOR=%v: want a value in (0,1]", s.XDSBackoffRandomFactor)
+		}
+		if s.XDSBackoffMax < s.XDSBackoffInitial {
+			bad("XDS_CLIENT_BACKOFF_MAX_INTERVAL=%s is below XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=%s", s.XDSBackoffMax, s.XDSBackoffInitial)
+		}
+		if s.XDSMaxMsgSize < 0 {
+			bad("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%d: want ≥ 0", s.XDSMaxMsgSize)
+		}
+	}
 	if math.IsNaN(s.NearLimitRatio) || s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
 		bad("NEAR_LIMIT_RATIO=%v: want a value in (0,1]", s.NearLimitRatio)
 	}
@@ -498,6 +617,8 @@ func (s Settings) Validate() error {
 		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
 		{"STATS_FLUSH_INTERVAL", s.StatsFlushInterval, false},
 		{"BACKEND_TIMEOUT", s.BackendTimeout, false},
+		{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", s.XDSConnectRetryInterval, false},
+		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", s.XDSBackoffInitial, false},
 		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
 	} {
 		switch {
