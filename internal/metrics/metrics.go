@@ -92,6 +92,7 @@ type Metrics struct {
 	reloads       [2]prometheus.Counter // failure, success
 	storeStats    atomic.Pointer[func() (int, int64)]
 	storeStatsReg sync.Once
+	compat        atomic.Pointer[Compat] // envoyproxy/ratelimit's stats, when set
 
 	// Cached children of the labelled vectors: label lookups hash their
 	// values on every call, and a decision records several.
@@ -243,6 +244,9 @@ func (m *Metrics) ObserveRule(key string, h RuleHits) {
 	addHits(c.near, h.NearLimit)
 	addHits(c.within, h.WithinLimit)
 	addHits(c.shadow, h.ShadowMode)
+	if cs := m.compat.Load(); cs != nil {
+		cs.rule(key, h)
+	}
 }
 
 func addHits(c prometheus.Counter, n uint64) {
@@ -260,6 +264,9 @@ func (m *Metrics) ObserveStore(outcome StoreOutcome, elapsed time.Duration) {
 	m.storeLatency[outcome].Observe(elapsed.Seconds())
 	if outcome == StoreError {
 		m.storeErrors.Inc()
+		if cs := m.compat.Load(); cs != nil {
+			cs.count("ratelimit.service.call.should_rate_limit.redis_error")
+		}
 	}
 }
 
@@ -283,12 +290,22 @@ func (m *Metrics) InvalidRequest(reason string) {
 		return
 	}
 	m.invalid.WithLabelValues(reason).Inc()
+	if cs := m.compat.Load(); cs != nil {
+		cs.count("ratelimit.service.call.should_rate_limit.service_error")
+	}
 }
 
 // ObserveReload records a descriptor configuration reload attempt at at.
 func (m *Metrics) ObserveReload(ok bool, at time.Time) {
 	if m == nil {
 		return
+	}
+	if cs := m.compat.Load(); cs != nil {
+		if ok {
+			cs.count("ratelimit.service.config_load_success")
+		} else {
+			cs.count("ratelimit.service.config_load_error")
+		}
 	}
 	if ok {
 		m.reloads[1].Inc()

@@ -1,0 +1,327 @@
+package metrics
+
+import (
+	"context"
+	_ "embed" // the default mapping
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cactus/go-statsd-client/v5/statsd"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/statsd_exporter/pkg/event"
+	"github.com/prometheus/statsd_exporter/pkg/exporter"
+	"github.com/prometheus/statsd_exporter/pkg/mapper"
+	"google.golang.org/grpc"
+)
+
+var timerType = regexp.MustCompile(`(?m)^(\s*(?:-\s+)?)timer_type:`)
+
+//go:embed compat_mapping.yaml
+var defaultMapping string
+
+// MaxCompatKeys bounds the rule keys the envoyproxy/ratelimit-compatible
+// stats track (each key is up to five series). Hits of further keys are
+// counted in ratelimit_compat_dropped_keys_total and not reported by key.
+const MaxCompatKeys = 10000
+
+// maxPendingTimings bounds the response times kept between two flushes.
+const maxPendingTimings = 100000
+
+// CompatOptions configure Compat.
+type CompatOptions struct {
+	// MapperYAMLPath is a statsd-exporter mapping file (PROMETHEUS_MAPPER_YAML);
+	// empty means the default mapping, which names the metrics as
+	// envoyproxy/ratelimit's default mapping does.
+	MapperYAMLPath string
+	// ResponseTimeAsMilliseconds keeps the default mapping's response time
+	// in milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS).
+	ResponseTimeAsMilliseconds bool
+	// StatsdAddr, when set (USE_STATSD), is a host:port the stats are sent
+	// to over UDP under their statsd names, with ExtraTags.
+	StatsdAddr string
+	ExtraTags  map[string]string
+	// FlushInterval is how often counters are flushed (STATS_FLUSH_INTERVAL);
+	// zero means 10 s.
+	FlushInterval time.Duration
+}
+
+// Compat keeps envoyproxy/ratelimit's stats: the statsd names it emits
+// (ratelimit.service.rate_limit.<key>.total_hits, ratelimit_server.<method>.
+// total_requests, …), folded into Prometheus metrics through the statsd
+// exporter's own mapper and exporter packages, so that its dashboards and a
+// custom PROMETHEUS_MAPPER_YAML keep working, and optionally sent to statsd.
+//
+// Counters accumulate in atomics and are flushed every FlushInterval and
+// before every scrape (see Gatherer); response times are kept until the
+// next flush (at most maxPendingTimings of them). A *Compat is safe for
+// concurrent use; Run owns its goroutines.
+type Compat struct {
+	exp      *exporter.Exporter
+	events   chan event.Events
+	statsd   statsd.Statter
+	tags     string
+	interval time.Duration
+
+	keys    sync.Map // rule metric key → *compatRule
+	nkeys   atomic.Int64
+	dropped prometheus.Counter
+	simple  sync.Map // statsd name → *atomic.Uint64
+
+	mu      sync.Mutex // guards running, timings and the events channel
+	running bool
+	timings map[string][]float64
+}
+
+type compatRule struct {
+	names                             [5]string
+	total, over, near, within, shadow atomic.Uint64
+}
+
+// NewCompat builds the compatible stats, registering the exporter's
+// metrics with reg. A mapping file that does not load is an error.
+func NewCompat(reg prometheus.Registerer, o CompatOptions) (*Compat, error) {
+	m := &mapper.MetricMapper{Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if o.MapperYAMLPath != "" {
+		b, err := os.ReadFile(o.MapperYAMLPath)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: PROMETHEUS_MAPPER_YAML: %w", err)
+		}
+		// envoyproxy/ratelimit's statsd exporter (v0.26) still read
+		// timer_type, which later releases renamed observer_type and refuse.
+		y := timerType.ReplaceAllString(string(b), "${1}observer_type:")
+		if err := m.InitFromYAMLString(y); err != nil {
+			return nil, fmt.Errorf("metrics: PROMETHEUS_MAPPER_YAML %s: %w", o.MapperYAMLPath, err)
+		}
+	} else {
+		y := defaultMapping
+		if o.ResponseTimeAsMilliseconds {
+			y = strings.Replace(y, "    scale: 0.001\n", "", 1)
+		}
+		if err := m.InitFromYAMLString(y); err != nil {
+			return nil, fmt.Errorf("metrics: default statsd mapping: %w", err)
+		}
+	}
+	c := &Compat{
+		events:   make(chan event.Events),
+		interval: o.FlushInterval,
+		timings:  map[string][]float64{},
+		tags:     tagSuffix(o.ExtraTags),
+	}
+	if c.interval <= 0 {
+		c.interval = 10 * time.Second
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+	}
+	c.exp = exporter.NewExporter(reg, m, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		counterVec("statsd_exporter_events_actions_total", "The total number of StatsD events by action.", "action"),
+		register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "statsd_exporter_events_unmapped_total", Help: "The total number of StatsD events no mapping was found for."})),
+		counterVec("statsd_exporter_events_error_total", "The total number of StatsD events discarded due to errors.", "reason"),
+		counterVec("statsd_exporter_events_total", "The total number of StatsD events seen.", "type"),
+		counterVec("statsd_exporter_events_conflict_total", "The total number of StatsD events with conflicting names.", "type"),
+		register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "statsd_exporter_metrics_total", Help: "The total number of metrics."}, []string{"type"})),
+	)
+	c.dropped = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratelimit_compat_dropped_keys_total",
+		Help: "Rule hits not reported in the envoyproxy/ratelimit-compatible metrics because MaxCompatKeys keys are already tracked.",
+	}))
+	if o.StatsdAddr != "" {
+		if _, _, err := net.SplitHostPort(o.StatsdAddr); err != nil {
+			return nil, fmt.Errorf("metrics: statsd address %q: %w", o.StatsdAddr, err)
+		}
+		st, err := statsd.NewClientWithConfig(&statsd.ClientConfig{
+			Address: o.StatsdAddr, UseBuffered: true, FlushInterval: 300 * time.Millisecond,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("metrics: statsd %s: %w", o.StatsdAddr, err)
+		}
+		c.statsd = st
+	}
+	return c, nil
+}
+
+// tagSuffix encodes tags in a stat name as envoyproxy/ratelimit's stats
+// library does: ".__key=value" per tag, sorted by key.
+func tagSuffix(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k, v := range tags {
+		if k != "" && v != "" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(".__" + k + "=" + strings.NewReplacer(":", "_", "|", "_", ".", "_").Replace(tags[k]))
+	}
+	return b.String()
+}
+
+// sanitize replaces what envoyproxy/ratelimit replaces in a stat name.
+var sanitize = strings.NewReplacer(":", "_", "|", "_")
+
+// rule adds h to the stats of the rule whose metric key is key.
+func (c *Compat) rule(key string, h RuleHits) {
+	v, ok := c.keys.Load(key)
+	if !ok {
+		if c.nkeys.Load() >= MaxCompatKeys {
+			c.dropped.Inc()
+			return
+		}
+		prefix := "ratelimit.service.rate_limit." + sanitize.Replace(key) + "."
+		r := &compatRule{names: [5]string{prefix + "total_hits", prefix + "over_limit", prefix + "near_limit", prefix + "within_limit", prefix + "shadow_mode"}}
+		var loaded bool
+		if v, loaded = c.keys.LoadOrStore(key, r); !loaded {
+			c.nkeys.Add(1)
+		}
+	}
+	r := v.(*compatRule)
+	r.total.Add(h.Total)
+	r.over.Add(h.OverLimit)
+	r.near.Add(h.NearLimit)
+	r.within.Add(h.WithinLimit)
+	r.shadow.Add(h.ShadowMode)
+}
+
+// count adds one to the counter named name (a fixed statsd name).
+func (c *Compat) count(name string) {
+	v, ok := c.simple.Load(name)
+	if !ok {
+		v, _ = c.simple.LoadOrStore(name, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(1)
+}
+
+// UnaryInterceptor counts every unary gRPC call and its time in whole
+// milliseconds, as envoyproxy/ratelimit's server reporter does
+// (ratelimit_server.<method>.total_requests and .response_time).
+func (c *Compat) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+		c.count("ratelimit_server." + method + ".total_requests")
+		resp, err := handler(ctx, req)
+		c.timing("ratelimit_server."+method+".response_time", float64(time.Since(start).Milliseconds()))
+		return resp, err
+	}
+}
+
+func (c *Compat) timing(name string, ms float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timings[name]) < maxPendingTimings {
+		c.timings[name] = append(c.timings[name], ms)
+	}
+}
+
+// Run serves the exporter and flushes every FlushInterval until ctx ends,
+// then flushes once more, closes the statsd client and returns.
+func (c *Compat) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.exp.Listen(c.events)
+	}()
+	c.mu.Lock()
+	c.running = true
+	c.mu.Unlock()
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c.Flush()
+		case <-ctx.Done():
+			c.Flush()
+			c.mu.Lock()
+			c.running = false
+			close(c.events)
+			c.mu.Unlock()
+			<-done
+			if c.statsd != nil {
+				_ = c.statsd.Close()
+			}
+			return nil
+		}
+	}
+}
+
+// Flush folds what was counted since the last flush into the Prometheus
+// metrics, and sends it to statsd. It returns once the exporter has applied
+// it. Before Run (or after it returned) it does nothing.
+func (c *Compat) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return
+	}
+	var evs event.Events
+	add := func(name string, n uint64) {
+		if n == 0 {
+			return
+		}
+		evs = append(evs, &event.CounterEvent{CMetricName: name, CValue: float64(n), CLabels: map[string]string{}})
+		if c.statsd != nil {
+			_ = c.statsd.Inc(name+c.tags, int64(n), 1)
+		}
+	}
+	c.keys.Range(func(_, v any) bool {
+		r := v.(*compatRule)
+		for i, n := range []*atomic.Uint64{&r.total, &r.over, &r.near, &r.within, &r.shadow} {
+			add(r.names[i], n.Swap(0))
+		}
+		return true
+	})
+	c.simple.Range(func(k, v any) bool {
+		add(k.(string), v.(*atomic.Uint64).Swap(0))
+		return true
+	})
+	for name, ms := range c.timings {
+		for _, v := range ms {
+			evs = append(evs, &event.ObserverEvent{OMetricName: name, OValue: v, OLabels: map[string]string{}})
+			if c.statsd != nil {
+				_ = c.statsd.Timing(name+c.tags, int64(v), 1)
+			}
+		}
+		delete(c.timings, name)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	c.events <- evs
+	c.events <- event.Events{} // received only once the batch above is applied
+}
+
+// Gatherer returns g behind a flush, so that a scrape sees every hit
+// counted before it.
+func (c *Compat) Gatherer(g prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		c.Flush()
+		return g.Gather()
+	})
+}
+
+// SetCompat makes m also record into c (nil stops it): rule hits, reloads,
+// store errors (as envoyproxy/ratelimit's redis_error) and invalid requests
+// (its service_error).
+func (m *Metrics) SetCompat(c *Compat) {
+	if m != nil {
+		m.compat.Store(c)
+	}
+}
+
+func (c *Compat) isRunning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
