@@ -190,7 +190,7 @@ func (s *Store) contend(batch []*part, img *image, reason string) {
 // deliver hands each part its decision and remembers the refusals.
 func (s *Store) deliver(batch []*part, j *judgement, now int64) {
 	for i, pt := range batch {
-		pt.dec, pt.n = j.decs[i], j.n
+		pt.dec, pt.n, pt.start = j.decs[i], j.n, &j.starts[i]
 		if !pt.dec.Admitted && !pt.hasCost() {
 			s.rememberRefusal(pt, now)
 		}
@@ -206,8 +206,19 @@ type judgement struct {
 	absent   []bool  // the item does not hold the limit yet
 	used     []int64 // millitokens debited, for the consumption counter
 	decs     []cascade.Decision
-	changed  bool // some level changes: the batch writes
+	starts   []partStart // what each part was decided on
+	changed  bool        // some level changes: the batch writes
 	admitted bool // some part was admitted
+}
+
+// partStart is what a part was decided on: its plan as decided (amounts in
+// whole-bucket units), the slots of its debits and its levels before the
+// decision.
+type partStart struct {
+	plan   *cascade.Plan
+	slot   []int
+	levels []tokenbucket.Level
+	now    int64
 }
 
 // judge decides every part of batch, in order, on img at now.
@@ -252,6 +263,7 @@ func judge(batch []*part, img *image, now int64) *judgement {
 		for m, k := range mine {
 			lv[m] = j.levels[k]
 		}
+		j.starts = append(j.starts, partStart{plan: q, slot: slot, levels: append([]tokenbucket.Level(nil), lv...), now: now})
 		dec := cascade.Decide(q, slot, lv, now)
 		for m, k := range mine {
 			j.levels[k] = lv[m]
@@ -361,11 +373,14 @@ func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgem
 		lv := &j.levels[k]
 		x := p + "_" + fieldLevel
 		if j.absent[k] {
-			if !lv.Changed() {
-				continue
-			}
+			// Decided on a new, full bucket: only while the item holds
+			// no level for this limit (another replica may have written
+			// one since this image).
 			if img.exists {
 				e.condition("attribute_not_exists(" + e.name(x) + ")")
+			}
+			if !lv.Changed() {
+				continue
 			}
 			e.setAttr(x, bigAV(lv.State().X))
 			e.setAttr(p+"_"+fieldConsumed, numAV(j.used[k]))

@@ -58,7 +58,8 @@ type part struct {
 	taken bool // a lane runner holds it (guarded by lanes.mu)
 	dec   cascade.Decision
 	err   error
-	n     int // shard count the decision was made with
+	n     int        // shard count the decision was made with
+	start *partStart // what the decision was made on (nil: not by a batch)
 }
 
 // partsOf splits p by bucket item. When the plan spans several items, each
@@ -88,7 +89,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 
 func (pt *part) choose(shard int) {
 	pt.shard, pt.pk = shard, pt.b.pk(shard)
-	pt.done, pt.taken, pt.dec, pt.err = make(chan struct{}), false, cascade.Decision{}, nil
+	pt.done, pt.taken, pt.dec, pt.err, pt.start = make(chan struct{}), false, cascade.Decision{}, nil, nil
 }
 
 // pickShard returns a random shard below n.

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // Defaults applied by NewStore to zero Config fields.
@@ -315,8 +316,14 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 	if err := s.compensate(comp); err != nil {
 		s.log.WithError(err).Warn("giving back the debits of a refused plan failed")
 	}
-	for _, c := range comp {
-		c.restored(&dec)
+	if whole, ok := refusedWhole(p, parts); ok {
+		// Statuses as cascade.Decide gives them for the whole plan refused
+		// (waits for every debit a retry makes of a bucket).
+		dec = whole
+	} else {
+		for _, c := range comp {
+			c.restored(&dec)
+		}
 	}
 	if len(errs) > 0 {
 		return cascade.Decision{}, errors.Join(errs...)
@@ -357,4 +364,36 @@ func (s *Store) compensate(comp []*part) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refusedWhole decides p, refused part by part, once more as one plan on
+// the levels each part was decided on: the decision cascade.Decide gives a
+// refused plan, statuses and waits included. It reports false when a part
+// was not decided by a batch (contention, the rejection cache).
+func refusedWhole(p *cascade.Plan, parts []*part) (cascade.Decision, bool) {
+	q := &cascade.Plan{Debits: make([]cascade.Debit, len(p.Debits))}
+	slot := make([]int, len(p.Debits))
+	var levels []tokenbucket.Level
+	var now int64
+	for _, pt := range parts {
+		if pt.err != nil || pt.start == nil {
+			return cascade.Decision{}, false
+		}
+		base := len(levels)
+		levels = append(levels, pt.start.levels...)
+		for j, i := range pt.idx {
+			q.Debits[i] = pt.start.plan.Debits[j]
+			q.Debits[i].Role = p.Debits[i].Role
+			slot[i] = base + pt.start.slot[j]
+		}
+		now = max(now, pt.start.now)
+	}
+	dec := cascade.Decide(q, slot, levels, now)
+	if dec.Admitted {
+		return cascade.Decision{}, false
+	}
+	for i := range dec.Statuses {
+		dec.Statuses[i].Bucket = p.Debits[i].Bucket
+	}
+	return dec, true
 }
