@@ -171,7 +171,7 @@ func limitOf(c *xdsconfig.Client, domain string) uint64 {
 	if !ok || m.Rule == nil || len(m.Rule.Limits) == 0 {
 		return 0
 	}
-	return uint64(m.Rule.Limits[0].RequestsPerUnit)
+	return m.Rule.Limits[0].RequestsPerUnit
 }
 
 func TestPushChangeAndBadPush(t *testing.T) {
