@@ -41,6 +41,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		fmt.Fprintf(stderr, "ratelimit: %v\n", err)
 		return 2
 	}
+	warnLegacy(log, legacyIgnored, legacyArgs)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, s, log); err != nil {
@@ -58,6 +59,10 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	gatherer, compat, err := openCompat(s, m, reg)
+	if err != nil {
+		return err
+	}
 
 	tp, err := openTracing(ctx, s, entry("tracing"))
 	if err != nil {
@@ -116,9 +121,13 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		JSON:                  svcJSON{svc},
 		ConfigDump:            src.dump,
 		Degraded:              src.degraded,
-		Gatherer:              reg,
+		Gatherer:              gatherer,
+		GRPCUDS:               s.GRPCUDS,
+		PrometheusAddr:        prometheusAddr(s),
+		PrometheusPath:        s.PrometheusPath,
+		WaitReady:             s.HealthyWithAtLeastOneConfigLoaded,
 		TLS:                   tlsConfig,
-		UnaryInterceptors:     interceptors(tp),
+		UnaryInterceptors:     append(interceptors(tp), compatInterceptors(compat)...),
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
 		ReadHeaderTimeout:     s.HTTPReadHeaderTimeout,
@@ -146,6 +155,14 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		}()
 	}
 	background("config", src.run)
+	if compat != nil {
+		background("stats", compat.Run)
+	}
+	if s.HealthyWithAtLeastOneConfigLoaded {
+		background("health", func(ctx context.Context) error {
+			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
+		})
+	}
 	if b.run != nil {
 		background("store", b.run)
 	}

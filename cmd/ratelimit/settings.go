@@ -10,6 +10,10 @@ import (
 	"github.com/dynalimit/dynalimit/internal/config"
 )
 
+// legacyIgnored and legacyArgs are what the last loadSettings accepted but
+// does not use, for serve to log once its logger exists.
+var legacyIgnored, legacyArgs []string
+
 // loadSettings reads the environment, then the flags, then validates.
 func loadSettings(name string, args []string, getenv func(string) string, stderr io.Writer) (config.Settings, int, error) {
 	s, err := config.FromEnv(getenv)
@@ -19,6 +23,13 @@ func loadSettings(name string, args []string, getenv func(string) string, stderr
 	fs := flag.NewFlagSet("ratelimit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	s.RegisterFlags(fs)
+	args, dropped := dropForeignFlags(fs, args)
+	legacyArgs = dropped
+	ignored, err := config.CheckLegacy(getenv)
+	if err != nil {
+		return s, 2, err
+	}
+	legacyIgnored = ignored
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return s, 0, err

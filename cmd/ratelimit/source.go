@@ -40,11 +40,12 @@ func openConfig(ctx context.Context, s config.Settings, m *metrics.Metrics, log 
 		return openXDS(ctx, s, m, log)
 	}
 	reloader, err := config.NewReloader(config.ReloaderOptions{
-		Dir:      s.ConfigDir(),
-		WatchDir: s.WatchDir(),
-		Load:     s.Loader(),
-		Logger:   log,
-		OnReload: func(ok bool, _ error, at time.Time) { m.ObserveReload(ok, at) },
+		Dir:        s.ConfigDir(),
+		WatchDir:   s.WatchDir(),
+		Load:       s.Loader(),
+		Logger:     log,
+		OnReload:   func(ok bool, _ error, at time.Time) { m.ObserveReload(ok, at) },
+		StartEmpty: s.ForceStartWithoutInitialConfig,
 	})
 	if err != nil {
 		return configSource{}, fmt.Errorf("load descriptor config: %w", err)
