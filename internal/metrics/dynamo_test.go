@@ -24,14 +24,14 @@ func TestInstrumentDynamo(t *testing.T) {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second},
+	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.DefaultRejectionCacheSize},
 		dynamo.WithClock(func() time.Time { return now }), dynamo.WithObserver(metrics.DynamoObserver(reg)))
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}
 	lim, _ := tokenbucket.Rate(1, time.Hour, 0)
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
-	for range 3 { // admitted, refused (read), refused from the cache
+	for range 3 { // admitted, refused on the image the write returned, refused from the cache
 		if _, err := s.Acquire(context.Background(), p); err != nil {
 			t.Fatalf("Acquire() = %v", err)
 		}
@@ -49,7 +49,8 @@ ratelimit_dynamodb_rejection_cache_hits_total 1
 		want        float64
 	}{
 		{"UpdateItem", "ok", 1},
-		{"BatchGetItem", "ok", 2}, // config with the new bucket, then the refusal confirmed on a fresh image
+		{"BatchGetItem", "ok", 1}, // the stored limits
+		{"GetItem", "ok", 2},      // the schema version, then the new bucket
 		{"PutItem", "ok", 1},      // the schema version
 	}
 	for _, c := range cases {
