@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -22,13 +23,35 @@ func FuzzAcquire(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{255, 0, 255, 0, 7, 7, 7, 7, 200, 100, 50, 25, 12, 6, 3, 1, 9, 9, 9, 9})
 	f.Add([]byte("consume refund charge check quota advisory"))
+	f.Fuzz(func(t *testing.T, data []byte) { acquireAgainstReference(t, data) })
+}
+
+// TestAcquireAgainstReferenceRandom runs FuzzAcquire's comparison on random
+// inputs, each within a second: a decision on the fake (one caller at a
+// time) never waits out a budget.
+func TestAcquireAgainstReferenceRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := range 300 {
+		data := make([]byte, 8+rng.IntN(300))
+		for j := range data {
+			data[j] = byte(rng.IntN(256))
+		}
+		start := time.Now()
+		acquireAgainstReference(t, data)
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("input %d (%x) took %v", i, data, d)
+		}
+	}
+}
+
+func acquireAgainstReference(t *testing.T, data []byte) {
 	limits := []tokenbucket.Limit{
 		{Capacity: 5000, RefillAmount: 1000, RefillPeriod: time.Second},
 		{Capacity: 3000, RefillAmount: 7, RefillPeriod: 3 * time.Millisecond},
 		{Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Hour},
 	}
 	keys := []cascade.Key{{Entity: "a", Resource: "r"}, {Entity: "b", Resource: "r"}, {Namespace: "n", Entity: "a", Resource: "r"}}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	{
 		fake := dynamotest.NewFake()
 		if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
 			t.Fatal(err)
@@ -81,5 +104,5 @@ func FuzzAcquire(f *testing.F) {
 				}
 			}
 		}
-	})
+	}
 }
