@@ -30,7 +30,7 @@ const dynamoDelay = 15 * time.Millisecond
 //   - the same filter timeout with a BACKEND_TIMEOUT above it: Envoy gives
 //     up first, counts errors and fails open, while the service's writes
 //     still land;
-//   - the example's 1 s filter timeout with BACKEND_TIMEOUT=500ms: every
+//   - the example's 1 s filter timeout with BACKEND_TIMEOUT=400ms: every
 //     decision is made by DynamoDB, exactly 5 logins pass. The margin
 //     between the two covers gRPC and a busy machine (100 ms and more were
 //     seen here under the race detector).
@@ -61,7 +61,7 @@ func TestDynamoDBTimeouts(t *testing.T) {
 		// ON_UNAVAILABLE answer usually arrives in time, sometimes not.
 		{name: "envoy default 20ms, BACKEND_TIMEOUT default 15ms", edits: []envoytest.Edit{defaultTimeout}, onUnavailable: true},
 		{name: "envoy default 20ms, BACKEND_TIMEOUT=2s", edits: []envoytest.Edit{defaultTimeout}, env: []string{"BACKEND_TIMEOUT=2s"}, envoyErrors: true},
-		{name: "example: timeout 1s, BACKEND_TIMEOUT=500ms", env: []string{"BACKEND_TIMEOUT=500ms"}, enforced: true},
+		{name: "example: timeout 1s, BACKEND_TIMEOUT=400ms", env: []string{"BACKEND_TIMEOUT=400ms"}, enforced: true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
