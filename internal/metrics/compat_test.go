@@ -71,7 +71,12 @@ func runCompat(t *testing.T, o CompatOptions) (*Metrics, *Compat, prometheus.Gat
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	})
 	for !c.isRunning() {
 		time.Sleep(time.Millisecond)
 	}

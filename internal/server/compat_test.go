@@ -73,7 +73,12 @@ func TestPrometheusListener(t *testing.T) {
 	reg.MustRegister(c)
 	c.Inc()
 	s, cancel, done := start(t, Options{RateLimit: &okRLS{}, Gatherer: reg, PrometheusAddr: "127.0.0.1:0", PrometheusPath: "/stats/prometheus"})
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server stopped with %v", err)
+		}
+	}()
 	code, body := get(t, "http://"+s.PrometheusAddr().String()+"/stats/prometheus")
 	if code != 200 || !strings.Contains(body, "compat_probe_total 1") {
 		t.Errorf("GET PROMETHEUS_PATH = %d %q, want the registry", code, body)

@@ -208,7 +208,7 @@ type judgement struct {
 	decs     []cascade.Decision
 	starts   []partStart // what each part was decided on
 	changed  bool        // some level changes: the batch writes
-	admitted bool // some part was admitted
+	admitted bool        // some part was admitted
 }
 
 // partStart is what a part was decided on: its plan as decided (amounts in
