@@ -44,7 +44,7 @@ func ExampleStore_Acquire() {
 	// Output:
 	// true 1 0s
 	// true 0 0s
-	// false 0 30.001s
+	// false 0 30s
 }
 
 func ExampleParseLimit() {
