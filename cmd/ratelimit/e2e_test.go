@@ -88,6 +88,13 @@ func (l *lockedBuffer) String() string {
 // startBinary runs `ratelimit serve` on free loopback ports with env added.
 func startBinary(t *testing.T, configDir string, env ...string) *proc {
 	t.Helper()
+	return startBinaryArgs(t, []string{"serve", "-config_dir", configDir}, env...)
+}
+
+// startBinaryArgs runs the binary with args on free loopback ports with env
+// added, and waits until /healthcheck answers 200.
+func startBinaryArgs(t *testing.T, args []string, env ...string) *proc {
+	t.Helper()
 	bin := buildBinary(t)
 	g, h, d := freePort(t), freePort(t), freePort(t)
 	p := &proc{
@@ -97,7 +104,7 @@ func startBinary(t *testing.T, configDir string, env ...string) *proc {
 		out:    &lockedBuffer{},
 		exited: make(chan error, 1),
 	}
-	p.cmd = exec.Command(bin, "serve", "-config_dir", configDir)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(),
 		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", g),
 		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", h),

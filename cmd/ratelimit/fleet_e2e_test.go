@@ -126,29 +126,38 @@ func (f *fleet) metric(t *testing.T, name string, match ...string) float64 {
 	t.Helper()
 	var sum float64
 	for _, p := range f.procs {
-		resp, err := http.Get("http://" + p.debug + "/metrics")
-		if err != nil {
-			t.Fatalf("GET /metrics: %v", err)
+		sum += scrape(t, "http://"+p.debug+"/metrics", name, match...)
+	}
+	return sum
+}
+
+// scrape sums the samples of a metric at url whose labels contain every one
+// of match.
+func scrape(t *testing.T, url, name string, match ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+lines:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-	lines:
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-				continue
-			}
-			for _, m := range match {
-				if !strings.Contains(line, m) {
-					continue lines
-				}
-			}
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err == nil {
-				sum += v
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue lines
 			}
 		}
-		resp.Body.Close()
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
 	}
 	return sum
 }

@@ -4,30 +4,23 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cache "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	server "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/xdsconfig"
+	"github.com/dynalimit/dynalimit/internal/xdstest"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
@@ -37,81 +30,10 @@ func TestMain(m *testing.M) {
 
 const nodeID = "envoy-ratelimit"
 
-// mgmt is an in-process go-control-plane management server.
-type mgmt struct {
-	t      *testing.T
-	cache  cache.SnapshotCache
-	gs     *grpc.Server
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	nacks  []string
-	header []string
-}
-
-func newMgmt(t *testing.T, snap cache.SnapshotCache, addr string, creds credentials.TransportCredentials) (*mgmt, string) {
-	t.Helper()
-	m := &mgmt{t: t, cache: snap}
-	cb := server.CallbackFuncs{
-		StreamRequestFunc: func(_ int64, req *discovery.DiscoveryRequest) error {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if req.GetErrorDetail() != nil {
-				m.nacks = append(m.nacks, req.GetErrorDetail().GetMessage())
-			}
-			return nil
-		},
-		StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
-			md, _ := metadata.FromIncomingContext(ctx)
-			m.mu.Lock()
-			m.header = append(m.header, md.Get("x-tenant")...)
-			m.mu.Unlock()
-			return nil
-		},
-	}
-	srv := server.NewServer(context.Background(), snap, cb)
-	var opts []grpc.ServerOption
-	if creds != nil {
-		opts = append(opts, grpc.Creds(creds))
-	}
-	m.gs = grpc.NewServer(opts...)
-	discovery.RegisterAggregatedDiscoveryServiceServer(m.gs, srv)
-	var lis net.Listener
-	var err error
-	for range 50 { // a restarted server takes its old port back
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
-	m.wg.Add(1)
-	go func() { defer m.wg.Done(); _ = m.gs.Serve(lis) }()
-	return m, lis.Addr().String()
-}
-
-func (m *mgmt) stop() { m.gs.Stop(); m.wg.Wait() }
-
-func (m *mgmt) nacked() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.nacks...)
-}
-
+// push sets the whole configuration the node sees.
 func push(t *testing.T, c cache.SnapshotCache, version string, confs ...*rlsconf.RateLimitConfig) {
 	t.Helper()
-	res := make([]types.Resource, len(confs))
-	for i, c := range confs {
-		res[i] = c
-	}
-	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatalf("NewSnapshot() = %v", err)
-	}
-	if err := c.SetSnapshot(context.Background(), nodeID, snap); err != nil {
-		t.Fatalf("SetSnapshot() = %v", err)
-	}
+	xdstest.Push(t, c, nodeID, version, confs...)
 }
 
 func conf(domain string, unit rlsconf.RateLimitUnit, rpu uint32) *rlsconf.RateLimitConfig {
@@ -176,8 +98,9 @@ func limitOf(c *xdsconfig.Client, domain string) uint64 {
 
 func TestPushChangeAndBadPush(t *testing.T) {
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	m, addr := newMgmt(t, snap, "127.0.0.1:0", nil)
-	defer m.stop()
+	m := xdstest.Start(t, snap, "127.0.0.1:0", nil)
+	addr := m.Addr()
+	defer m.Stop()
 	c := start(t, xdsconfig.Options{ServerURL: addr, Headers: map[string]string{"x-tenant": "gw"}})
 	if c.Current() != nil {
 		t.Fatalf("Current() before a push = non-nil, want nil (not forced to start)")
@@ -190,8 +113,8 @@ func TestPushChangeAndBadPush(t *testing.T) {
 
 	// A unit the schema does not know: rejected as a file would be.
 	push(t, snap, "3", conf("api", rlsconf.RateLimitUnit_UNKNOWN, 30))
-	eventually(t, "the NACK", func() bool { return len(m.nacked()) >= 1 })
-	if got := m.nacked()[0]; !strings.Contains(got, "xds:api") || !strings.Contains(got, "unit") {
+	eventually(t, "the NACK", func() bool { return len(m.NACKs()) >= 1 })
+	if got := m.NACKs()[0]; !strings.Contains(got, "xds:api") || !strings.Contains(got, "unit") {
 		t.Errorf("NACK message = %q, want the resource and the problem named", got)
 	}
 	if limitOf(c, "api") != 20 || limitOf(c, "chat") != 5 {
@@ -200,33 +123,32 @@ func TestPushChangeAndBadPush(t *testing.T) {
 	// The same domain twice in one snapshot is a bad push too.
 	push(t, snap, "4", conf("api", rlsconf.RateLimitUnit_MINUTE, 40), &rlsconf.RateLimitConfig{Name: "api-2", Domain: "api"})
 	eventually(t, "the second NACK", func() bool {
-		n := m.nacked()
+		n := m.NACKs()
 		return strings.Contains(n[len(n)-1], "api") && strings.Contains(n[len(n)-1], "xds:api-2")
 	})
 	if limitOf(c, "api") != 20 {
 		t.Errorf("after a duplicate domain: limit %d, want 20", limitOf(c, "api"))
 	}
-	m.mu.Lock()
-	if len(m.header) == 0 || m.header[0] != "gw" {
-		t.Errorf("stream metadata x-tenant = %v, want [gw]", m.header)
+	if h := m.Header("x-tenant"); len(h) == 0 || h[0] != "gw" {
+		t.Errorf("stream metadata x-tenant = %v, want [gw]", h)
 	}
-	m.mu.Unlock()
 }
 
 func TestReconnectAfterRestart(t *testing.T) {
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	m, addr := newMgmt(t, snap, "127.0.0.1:0", nil)
+	m := xdstest.Start(t, snap, "127.0.0.1:0", nil)
+	addr := m.Addr()
 	c := start(t, xdsconfig.Options{ServerURL: addr})
 	push(t, snap, "1", conf("api", rlsconf.RateLimitUnit_MINUTE, 10))
 	eventually(t, "the first config", func() bool { return limitOf(c, "api") == 10 })
-	m.stop()
+	m.Stop()
 
 	// A new server, new state, same address: the client reconnects and
 	// gets the whole state again.
 	snap2 := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	push(t, snap2, "1", conf("api", rlsconf.RateLimitUnit_MINUTE, 15))
-	m2, _ := newMgmt(t, snap2, addr, nil)
-	defer m2.stop()
+	m2 := xdstest.Start(t, snap2, addr, nil)
+	defer m2.Stop()
 	eventually(t, "the resync after the restart", func() bool { return limitOf(c, "api") == 15 })
 }
 
@@ -244,8 +166,9 @@ func TestMTLS(t *testing.T) {
 	pool.AppendCertsFromPEM(caPEM)
 	serverTLS := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	m, addr := newMgmt(t, snap, "127.0.0.1:0", serverTLS)
-	defer m.stop()
+	m := xdstest.Start(t, snap, "127.0.0.1:0", serverTLS)
+	addr := m.Addr()
+	defer m.Stop()
 	push(t, snap, "1", conf("api", rlsconf.RateLimitUnit_MINUTE, 10))
 
 	// As Envoy Gateway mounts them: client cert and key, the CA, and the
@@ -273,8 +196,9 @@ func TestMTLS(t *testing.T) {
 // until the first push, and the pushed limits apply after it.
 func TestForceStart(t *testing.T) {
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	m, addr := newMgmt(t, snap, "127.0.0.1:0", nil)
-	defer m.stop()
+	m := xdstest.Start(t, snap, "127.0.0.1:0", nil)
+	addr := m.Addr()
+	defer m.Stop()
 	empty, err := parse(nil)
 	if err != nil {
 		t.Fatal(err)
