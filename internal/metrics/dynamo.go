@@ -231,7 +231,7 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 		})),
 		contended: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_dynamodb_contended_total",
-			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE), by reason: queued, raced, throttled, read.",
+			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE), by reason: queued, raced, throttled, read, unreadable (an item this schema cannot read).",
 		}, []string{"reason"})),
 		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratelimit_dynamodb_batch_decisions",

@@ -166,7 +166,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// fail ends a batch with err: DynamoDB did not answer. An item this schema
+// cannot read is refused instead (see ContendedUnreadable), and logged.
 func (s *Store) fail(batch []*part, err error) {
+	if errors.Is(err, ErrSchema) {
+		s.log.WithError(err).Warn("refusing decisions on a bucket item this schema cannot read")
+		s.contend(batch, nil, ContendedUnreadable)
+		return
+	}
 	for _, pt := range batch {
 		pt.err = err
 	}

@@ -152,3 +152,28 @@ func putVersion(table, v string) *dynamodb.PutItemInput {
 		"schema": &types.AttributeValueMemberS{Value: v},
 	}}
 }
+
+// TestUnreadableItemRefuses corrupts a bucket's level: decisions on it are
+// refused (never an error that ON_UNAVAILABLE=allow would admit).
+func TestUnreadableItemRefuses(t *testing.T) {
+	f := fakeTable(t)
+	obs := &countingObserver{}
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond}, newClock(), dynamo.WithObserver(obs))
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 10, time.Second, 0), Amount: tokenbucket.PerToken}}}
+	if _, err := s.Acquire(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	item := bucketItems(f)[0]
+	item["b_x_x"] = &types.AttributeValueMemberN{Value: "1e500"}
+	if _, err := f.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond}, newClock(), dynamo.WithObserver(obs))
+	dec, err := other.Acquire(context.Background(), p)
+	if err != nil || dec.Admitted {
+		t.Errorf("Acquire() on an unreadable item = %+v, %v, want refused and no error", dec, err)
+	}
+	if obs.contended.Load() == 0 {
+		t.Errorf("Contended() not called for an unreadable item")
+	}
+}

@@ -68,6 +68,10 @@ const (
 	// ContendedRead: its budget ended waiting for a read of its item or
 	// its stored limits that other decisions started.
 	ContendedRead = "read"
+	// ContendedUnreadable: its item holds a level this schema cannot read
+	// (written by something else). Refused: an unreadable bucket must not
+	// become an admission under ON_UNAVAILABLE=allow.
+	ContendedUnreadable = "unreadable"
 )
 
 // Observer receives the store's own events (the DynamoDB calls themselves are
