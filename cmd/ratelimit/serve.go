@@ -97,6 +97,8 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		service.WithNearLimitRatio(s.NearLimitRatio),
 		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
 		service.WithDynamicMetadata(s.ResponseDynamicMetadata),
+		service.WithExtendedMetadata(s.ResponseMetadataFormat == config.MetadataExtended),
+		service.WithDescriptorHitsCharge(s.DescriptorHitsAddend == config.HitsAddendCharge),
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
 		service.WithRequestLimits(service.RequestLimits{
 			Descriptors: s.RequestMaxDescriptors,

@@ -31,6 +31,12 @@ const (
 
 	OnUnavailableAllow = "allow" // ON_UNAVAILABLE: admit when the store fails
 	OnUnavailableBlock = "block" // ON_UNAVAILABLE: refuse when the store fails
+
+	HitsAddendCharge  = "charge"  // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits land even past zero
+	HitsAddendConsume = "consume" // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits are all-or-nothing
+
+	MetadataRatelimit = "ratelimit" // RESPONSE_DYNAMIC_METADATA_FORMAT: envoyproxy/ratelimit's shape
+	MetadataExtended  = "extended"  // RESPONSE_DYNAMIC_METADATA_FORMAT: with quota-mode fields and structured overrides
 )
 
 // Settings is the service's configuration: one field per environment
@@ -88,11 +94,14 @@ type Settings struct {
 	QuotaMode      bool    // QUOTA_MODE: every rule is in quota mode
 	NearLimitRatio float64 // NEAR_LIMIT_RATIO: fraction of a limit counted as near the limit, in (0,1]
 
+	DescriptorHitsAddend string // DESCRIPTOR_HITS_ADDEND: charge or consume, how a descriptor's own hits_addend debits
+
 	LimitResponseHeadersEnabled bool   // LIMIT_RESPONSE_HEADERS_ENABLED: add rate-limit headers to responses
 	LimitLimitHeader            string // LIMIT_LIMIT_HEADER: header carrying the limit
 	LimitRemainingHeader        string // LIMIT_REMAINING_HEADER: header carrying the remaining count
 	LimitResetHeader            string // LIMIT_RESET_HEADER: header carrying the seconds until reset
 	ResponseDynamicMetadata     bool   // RESPONSE_DYNAMIC_METADATA: return the request in dynamic_metadata
+	ResponseMetadataFormat      string // RESPONSE_DYNAMIC_METADATA_FORMAT: ratelimit or extended
 
 	RequestMaxDescriptors int // REQUEST_MAX_DESCRIPTORS: most descriptors per request
 	RequestMaxEntries     int // REQUEST_MAX_ENTRIES: most entries per descriptor
@@ -185,6 +194,9 @@ func Defaults() Settings {
 
 		BackendType:    BackendMemory,
 		NearLimitRatio: 0.8,
+
+		DescriptorHitsAddend:   HitsAddendCharge,
+		ResponseMetadataFormat: MetadataRatelimit,
 
 		LimitLimitHeader:     "RateLimit-Limit",
 		LimitRemainingHeader: "RateLimit-Remaining",
@@ -285,12 +297,14 @@ func bindings(s *Settings) []binding {
 		{"SHADOW_MODE", "Decide and record every request but always answer OK.", (*boolValue)(&s.ShadowMode)},
 		{"QUOTA_MODE", "Treat every rule as quota_mode: a request is refused only when an enforced descriptor is over or every quota descriptor is.", (*boolValue)(&s.QuotaMode)},
 		{"NEAR_LIMIT_RATIO", "Fraction of a limit above which requests count as near the limit, in (0,1].", (*floatValue)(&s.NearLimitRatio)},
+		{"DESCRIPTOR_HITS_ADDEND", "How a descriptor's own positive hits_addend debits a limit whose YAML has no charge: key. charge: it reports cost already spent (Envoy's apply_on_stream_done, a gateway's response cost) and lands even past zero, answered OVER_LIMIT when it did not fit, as the old service's counters do; consume: all-or-nothing, like every other hit.", &enumValue{p: &s.DescriptorHitsAddend, allowed: []string{HitsAddendCharge, HitsAddendConsume}}},
 
 		{"LIMIT_RESPONSE_HEADERS_ENABLED", "Add rate-limit headers to responses.", (*boolValue)(&s.LimitResponseHeadersEnabled)},
 		{"LIMIT_LIMIT_HEADER", "Name of the header carrying the limit.", (*stringValue)(&s.LimitLimitHeader)},
 		{"LIMIT_REMAINING_HEADER", "Name of the header carrying the remaining count.", (*stringValue)(&s.LimitRemainingHeader)},
 		{"LIMIT_RESET_HEADER", "Name of the header carrying the seconds until the limit resets.", (*stringValue)(&s.LimitResetHeader)},
-		{"RESPONSE_DYNAMIC_METADATA", "Return the request in the response's dynamic_metadata, with quota-mode violations, as envoyproxy/ratelimit does.", (*boolValue)(&s.ResponseDynamicMetadata)},
+		{"RESPONSE_DYNAMIC_METADATA", "Return the request in the response's dynamic_metadata, as envoyproxy/ratelimit does.", (*boolValue)(&s.ResponseDynamicMetadata)},
+		{"RESPONSE_DYNAMIC_METADATA_FORMAT", "Shape of that metadata: ratelimit (envoyproxy/ratelimit's: domain, descriptors with a limit override in its text form, hitsAddend, and the metadata of the rules that passed) or extended (also quotaModeEnabled and quotaModeViolations, and overrides as structs).", &enumValue{p: &s.ResponseMetadataFormat, allowed: []string{MetadataRatelimit, MetadataExtended}}},
 
 		{"REQUEST_MAX_DESCRIPTORS", "Most descriptors one request may carry; a larger request is answered InvalidArgument.", (*intValue)(&s.RequestMaxDescriptors)},
 		{"REQUEST_MAX_ENTRIES", "Most entries one descriptor may carry; more is answered InvalidArgument.", (*intValue)(&s.RequestMaxEntries)},
@@ -544,6 +558,8 @@ func (s Settings) Validate() error {
 	checkEnum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
 	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
 	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
+	checkEnum("DESCRIPTOR_HITS_ADDEND", s.DescriptorHitsAddend, HitsAddendCharge, HitsAddendConsume)
+	checkEnum("RESPONSE_DYNAMIC_METADATA_FORMAT", s.ResponseMetadataFormat, MetadataRatelimit, MetadataExtended)
 
 	checkEnum("CONFIG_TYPE", s.ConfigType, ConfigTypeFile, ConfigTypeXDS)
 	checkEnum("TRACING_EXPORTER_PROTOCOL", s.TracingExporterProtocol, TracingHTTP, TracingGRPC)

@@ -41,7 +41,14 @@ type Service struct {
 	remainingHeader string
 	resetHeader     string
 	dynamicMetadata bool
-	block           bool
+	// extendedMetadata adds this service's fields to the dynamic metadata
+	// (RESPONSE_DYNAMIC_METADATA_FORMAT=extended).
+	extendedMetadata bool
+	// consumeDescriptorHits makes a descriptor's own hits_addend
+	// all-or-nothing on limits without a charge mode
+	// (DESCRIPTOR_HITS_ADDEND=consume); by default it is charged.
+	consumeDescriptorHits bool
+	block                 bool
 
 	// failLog throttles store-failure logs: an outage logs once a second
 	// with the count of failures it did not log, not once per request.
@@ -119,6 +126,19 @@ func WithResponseHeaders(enabled bool, limit, remaining, reset string) Option {
 // WithDynamicMetadata returns the request as dynamic metadata
 // (envoyproxy's RESPONSE_DYNAMIC_METADATA), with the quota-mode fields.
 func WithDynamicMetadata(on bool) Option { return func(s *Service) { s.dynamicMetadata = on } }
+
+// WithExtendedMetadata adds this service's own fields to the dynamic
+// metadata (quotaModeEnabled, quotaModeViolations, limit overrides as
+// structs); without it the metadata has envoyproxy/ratelimit's shape.
+func WithExtendedMetadata(on bool) Option { return func(s *Service) { s.extendedMetadata = on } }
+
+// WithDescriptorHitsCharge says how a descriptor's own positive hits_addend
+// debits a limit whose configuration names no charge mode: charged (true,
+// the default: cost already spent, debited even past zero, as Envoy's
+// apply_on_stream_done reports it) or consumed all-or-nothing (false).
+func WithDescriptorHitsCharge(on bool) Option {
+	return func(s *Service) { s.consumeDescriptorHits = !on }
+}
 
 // WithOnUnavailable sets what a decision is when the store fails: block
 // (OVER_LIMIT) when true, allow (OK, the default) when false.
