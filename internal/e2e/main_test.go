@@ -10,7 +10,7 @@ import (
 )
 
 // scenarios is how many scenarios a full run (no -run filter) must pass.
-const scenarios = 7
+const scenarios = 8
 
 func TestMain(m *testing.M) {
 	flag.Parse()

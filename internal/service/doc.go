@@ -10,7 +10,11 @@
 //     limit with requests_per_unit 0 denies without touching the store;
 //   - hits are the descriptor's hits_addend when set (0 checks without
 //     debiting), else the request's hits_addend, else 1; is_negative_hits
-//     refunds them; a limit with charge: post debits them even past zero;
+//     refunds them; a limit with charge: post, and by default a limit with
+//     no charge mode when the hits are the descriptor's own hits_addend
+//     (Envoy's stream-end costs), charges them: debited even past zero
+//     whatever the decision, OVER_LIMIT when they did not fit (see
+//     WithDescriptorHitsCharge);
 //   - a descriptor's limit override replaces the configured rule (its own
 //     bucket limit, never in shadow mode), as Envoy's rate-limit override;
 //   - a rule's replaces drops the rules it names from the request;

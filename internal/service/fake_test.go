@@ -111,6 +111,11 @@ descriptors:
       - {name: tpm, unit: minute, requests_per_unit: 100, charge: post}
   - key: window
     rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 6}
+  - key: usage
+    rate_limit: {unit: hour, requests_per_unit: 21}
+  - key: usage_pre
+    limits:
+      - {name: tph, unit: hour, requests_per_unit: 21, charge: pre}
   - key: user_detail
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 3}

@@ -22,6 +22,7 @@ type item struct {
 type asked struct {
 	entries  []descriptors.Entry
 	hits     uint64 // whole tokens; 0 checks without debiting
+	own      bool   // hits are the descriptor's own hits_addend
 	negative bool   // is_negative_hits: a refund
 }
 

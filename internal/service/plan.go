@@ -198,7 +198,7 @@ func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
 				db.Op = cascade.Refund
 			case a.hits == 0:
 				db.Op = cascade.Check
-			case l.Charge == descriptors.ChargePost:
+			case s.charges(l, a):
 				db.Op = cascade.Charge
 			default:
 				db.Op = cascade.Consume
@@ -219,6 +219,28 @@ func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
 		}
 	}
 	return cascade.Plan{Debits: debits}, forced
+}
+
+// charges reports whether the hits a descriptor asked of limit l are a
+// charge (cost already spent: debited even past zero, answered by whether
+// they fitted) rather than a consume (all-or-nothing). A limit's charge mode
+// decides when its configuration names one; otherwise a descriptor's own
+// hits_addend is a charge, unless the service consumes those too
+// (DESCRIPTOR_HITS_ADDEND=consume). That is how Envoy reports the cost of
+// a finished stream (apply_on_stream_done with hits_addend), and how Envoy
+// Gateway and Envoy AI Gateway configure usage-based limits: a request-time
+// check (hits_addend 0) and a stream-end charge of the response's cost,
+// which lands even when it overshoots, as it does on envoyproxy/ratelimit's
+// counters. Hits from the request's hits_addend or the default of one are
+// consumed.
+func (s *Service) charges(l *descriptors.Limit, a *asked) bool {
+	switch l.Charge {
+	case descriptors.ChargePost:
+		return true
+	case descriptors.ChargePre:
+		return false
+	}
+	return a.own && !s.consumeDescriptorHits
 }
 
 // enforced reports whether some debit of p can refuse the request.

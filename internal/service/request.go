@@ -168,9 +168,9 @@ func (s *Service) parse(req *pb.RateLimitRequest) ([]item, error) {
 			a.entries[j] = descriptors.Entry{Key: key, Value: value}
 		}
 		n += len(es)
-		a.hits = reqHits
+		a.hits, a.own = reqHits, false
 		if h := d.GetHitsAddend(); h != nil {
-			a.hits = h.GetValue()
+			a.hits, a.own = h.GetValue(), true
 		}
 		if a.hits > MaxHits {
 			return nil, invalid(reasonHits, "service: descriptor "+strconv.Itoa(i)+" hits "+strconv.FormatUint(a.hits, 10)+" exceed "+strconv.FormatUint(MaxHits, 10))

@@ -104,7 +104,8 @@ func TestShouldRateLimit(t *testing.T) {
 			},
 		},
 		{
-			name: "hits_addend variants",
+			name: "hits_addend variants, a descriptor's own consumed",
+			opts: []Option{WithDescriptorHitsCharge(false)},
 			steps: []step{
 				{req: &pb.RateLimitRequest{Domain: "api", HitsAddend: 2, Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "h")}}, want: "OK [OK/1/3]"},
 				{req: &pb.RateLimitRequest{Domain: "api", HitsAddend: 5, Descriptors: []*rlv3.RateLimitDescriptor{withHits(desc("user", "h"), 1)}}, want: "OK [OK/0/3]"},
@@ -236,9 +237,68 @@ func TestShouldRateLimit(t *testing.T) {
 			name: "post charge debits past zero and refuses while in debt",
 			steps: []step{
 				{req: rlReq("api", withHits(desc("tokens", "t"), 0)), want: "OK [OK/100/100]"},
-				{req: rlReq("api", withHits(desc("tokens", "t"), 150)), want: "OK [OK/0/100]"},
+				{req: rlReq("api", withHits(desc("tokens", "t"), 150)), want: "OVER [OVER/0/100]"},
 				{req: rlReq("api", withHits(desc("tokens", "t"), 0)), want: "OVER [OVER/0/100]"},
 				{req: rlReq("api", withHits(desc("tokens", "t"), 0)), advance: 31 * time.Second, want: "OK [OK/1/100]"},
+			},
+		},
+		{
+			name: "a descriptor's own hits_addend is charged: Envoy Gateway's usage-based sequence",
+			steps: []step{
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/21/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OVER [OVER/0/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OVER [OVER/0/21]"},
+			},
+			check: func(t *testing.T, st *fakeStore) {
+				if got := st.tokens("usage=u", "default"); got != -9 {
+					t.Errorf("tokens = %d, want -9 (the third charge landed past zero)", got)
+				}
+			},
+		},
+		{
+			name: "DESCRIPTOR_HITS_ADDEND=consume: the overshooting charge is refused and not debited",
+			opts: []Option{WithDescriptorHitsCharge(false)},
+			steps: []step{
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/21/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OVER [OVER/0/21]"},
+				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
+			},
+			check: func(t *testing.T, st *fakeStore) {
+				if got := st.tokens("usage=u", "default"); got != 1 {
+					t.Errorf("tokens = %d, want 1 (the refused charge debited nothing)", got)
+				}
+			},
+		},
+		{
+			name: "charge: pre keeps a descriptor's own hits all-or-nothing",
+			steps: []step{
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/21/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/11/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/1/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OVER [OVER/0/21]"},
+				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/1/21]"},
+			},
+			check: func(t *testing.T, st *fakeStore) {
+				if got := st.tokens("usage_pre=u", "tph"); got != 1 {
+					t.Errorf("tokens = %d, want 1 (the refused charge debited nothing)", got)
+				}
+			},
+		},
+		{
+			name: "the request's hits_addend stays all-or-nothing",
+			steps: []step{
+				{req: &pb.RateLimitRequest{Domain: "api", HitsAddend: 11, Descriptors: []*rlv3.RateLimitDescriptor{desc("ip", "r")}}, want: "OVER [OVER/0/10]"},
+				{req: rlReq("api", desc("ip", "r")), want: "OK [OK/9/10]"},
 			},
 		},
 		{
@@ -366,7 +426,7 @@ func TestResponseHeaders(t *testing.T) {
 		},
 		{
 			name: "enforced refusal beats a quota refusal",
-			opts: []Option{WithResponseHeaders(true, "", "", "")},
+			opts: []Option{WithResponseHeaders(true, "", "", ""), WithDescriptorHitsCharge(false)},
 			reqs: []*pb.RateLimitRequest{
 				rlReq("api", desc("quota_a", "3")),
 				rlReq("api", desc("quota_a", "3"), withHits(desc("ip", "3"), 11)),

@@ -282,12 +282,14 @@ func behaviours() []behaviour {
 			{at: 1 * ms, plan: plan(check("a", l3)), want: admitted(ok(3, 999*ms))},
 		}},
 		{"charge_into_debt", []step{
-			{at: 0, plan: plan(charge("c", l3, 5*tok)), want: admitted(ok(-2000, 1667*ms))},
+			{at: 0, plan: plan(charge("c", l3, 2*tok)), want: admitted(ok(1000, 667*ms))},
+			// does not fit: refused, applied all the same, into debt.
+			{at: 0, plan: plan(charge("c", l3, 3*tok)), want: refused(no(-2000, 1667*ms, 1667*ms))},
 			// in debt: refused, applied all the same.
-			{at: 0, plan: plan(charge("c", l3, tok)), want: refused(no(-3000, 1001*ms, 2000*ms))},
+			{at: 0, plan: plan(charge("c", l3, tok)), want: refused(no(-3000, 1334*ms, 2000*ms))},
 			// applied even when another debit refuses the plan.
 			{at: 0, plan: plan(consume("a", l3, 4*tok), charge("c", l3, tok)),
-				want: refused(no(3000, 334*ms, 0), no(-4000, 1334*ms, 2334*ms))},
+				want: refused(no(3000, 334*ms, 0), no(-4000, 1667*ms, 2334*ms))},
 			{at: 0, plan: plan(consume("a", l3, tok), charge("d", l3, 2*tok)),
 				want: admitted(ok(2000, 334*ms), ok(1000, 667*ms))},
 			// refill repays the debt.

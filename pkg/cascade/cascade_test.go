@@ -228,25 +228,34 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "charge applied even when the plan is refused",
-			debits: []cascade.Debit{consume(one, tok), charge(three, 5*tok)},
+			debits: []cascade.Debit{consume(one, tok), charge(three, 2*tok)},
 			slot:   []int{0, 1}, states: []State{hold(one, 0, t0), full3}, at: t0,
 			want: cascade.Decision{Statuses: []cascade.Status{
-				no(0, 1000*ms, 1000*ms), ok(-2000, 1667*ms)}},
-			after: []State{hold(one, 0, t0), hold(three, -2000, t0)},
+				no(0, 1000*ms, 1000*ms), ok(1000, 667*ms)}},
+			after: []State{hold(one, 0, t0), hold(three, 1000, t0)},
 		},
 		{
-			name:   "charge into debt is admitted while the bucket holds a millitoken",
-			debits: []cascade.Debit{charge(three, 10*tok)},
+			name:   "charge that fits is admitted",
+			debits: []cascade.Debit{charge(three, 2*tok)},
+			slot:   []int{0}, states: []State{hold(three, 2000, t0)}, at: t0,
+			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(0, 1000*ms)}},
+			after: []State{hold(three, 0, t0)},
+		},
+		{
+			name:   "charge that does not fit is refused and lands in debt",
+			debits: []cascade.Debit{charge(three, 2*tok)},
 			slot:   []int{0}, states: []State{hold(three, 1, t0)}, at: t0,
-			want:  cascade.Decision{Admitted: true, Statuses: []cascade.Status{ok(-9999, 4333*ms)}},
-			after: []State{hold(three, -9999, t0)},
+			// −1999 mt: retry once 2000 mt are back, 3999 mt at 3 per second.
+			want:  cascade.Decision{Statuses: []cascade.Status{no(-1999, 1333*ms, 1667*ms)}},
+			after: []State{hold(three, -1999, t0)},
 		},
 		{
 			name:   "charge on an empty bucket is refused and applied",
 			debits: []cascade.Debit{charge(slow, tok)},
 			slot:   []int{0}, states: []State{hold(slow, 0, t0)}, at: t0,
-			// −1000 mt: retry once one millitoken is back, 1001 mt at 20 ms each.
-			want:  cascade.Decision{Statuses: []cascade.Status{no(-1000, 20_020*ms, 80_000*ms)}},
+			// −1000 mt: retry once the charge's 1000 mt are back, 2000 mt at
+			// 20 ms each.
+			want:  cascade.Decision{Statuses: []cascade.Status{no(-1000, 40_000*ms, 80_000*ms)}},
 			after: []State{hold(slow, -1000, t0)},
 		},
 		{
@@ -254,7 +263,7 @@ func TestDecide(t *testing.T) {
 			debits: []cascade.Debit{advisory(charge(slow, tok)), consume(three, tok)},
 			slot:   []int{0, 1}, states: []State{hold(slow, 0, t0), full3}, at: t0,
 			want: cascade.Decision{Admitted: true, Statuses: []cascade.Status{
-				no(-1000, 20_020*ms, 80_000*ms), ok(2000, 334*ms)}},
+				no(-1000, 40_000*ms, 80_000*ms), ok(2000, 334*ms)}},
 			after: []State{hold(slow, -1000, t0), hold(three, 2000, t0)},
 		},
 		{

@@ -115,11 +115,11 @@ func step(d *Debit, v *tokenbucket.Level, nowMs int64) bool {
 	return false
 }
 
-// need is what a debit's bucket must hold to admit it: a consume's amount
-// (zero for a non-positive one, as TryConsume), or one millitoken for checks
-// and charges (admitted while the bucket holds at least one millitoken).
+// need is what a debit's bucket must hold to admit it: a consume's or a
+// charge's amount (zero for a non-positive one, as TryConsume), or one
+// millitoken for checks (admitted while the bucket holds at least one).
 func need(d *Debit) tokenbucket.Millitokens {
-	if d.Op == Consume {
+	if d.Op == Consume || d.Op == Charge {
 		return max(d.Amount, 0)
 	}
 	return 1

@@ -191,7 +191,7 @@ func model(c *fuzzCase, states []State, now int64) (admitted bool, oks []bool, b
 			case cascade.Check:
 				oks[i] = m.has(now, 1)
 			case cascade.Charge:
-				oks[i] = m.has(now, 1)
+				oks[i] = a <= d.Bucket.Capacity && m.has(now, a)
 				if a > 0 {
 					m.move(now, a)
 				}
@@ -246,7 +246,7 @@ func demands(c *fuzzCase) []Millitokens {
 			continue
 		}
 		need := Millitokens(1)
-		if d.Op == cascade.Consume {
+		if d.Op == cascade.Consume || d.Op == cascade.Charge {
 			need = max(d.Amount, 0)
 		}
 		most[k] = max(most[k], sat(before[k], need))
@@ -288,7 +288,7 @@ func expect(c *fuzzCase, states []State, now int64) (cascade.Decision, []bucketM
 			switch {
 			case !admitted:
 				n = dem[c.slot[i]]
-			case d.Op == cascade.Consume:
+			case d.Op == cascade.Consume || d.Op == cascade.Charge:
 				n = max(d.Amount, 0)
 			}
 			n = min(n, tokenbucket.MaxMillitokens)

@@ -33,9 +33,10 @@ const (
 	// one millitoken (a request with zero hits).
 	Check
 	// Charge debits Amount even past zero (cost already spent). It is
-	// admitted while the bucket holds at least one millitoken before the
-	// charge (not exhausted, not in debt), and applied whether or not the plan
-	// is admitted.
+	// admitted when it fits, that is when the bucket held at least Amount
+	// before it (as a Consume would be), and applied whether or not it fits
+	// and whether or not the plan is admitted: a counter incremented whatever
+	// the answer.
 	Charge
 	// Refund credits Amount, never above capacity; always admitted and applied.
 	Refund

@@ -341,7 +341,7 @@ func dumpLimit(b *strings.Builder, l Limit) {
 	if l.Burst != 0 {
 		fmt.Fprintf(b, " burst=%d", l.Burst)
 	}
-	if l.Charge != ChargePre {
+	if l.Charge != ChargeUnset {
 		fmt.Fprintf(b, " charge=%s", l.Charge)
 	}
 }

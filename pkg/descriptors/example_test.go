@@ -76,12 +76,12 @@ descriptors:
 	m, _ := cfg.Match("llm", []descriptors.Entry{{Key: "api_key", Value: "k1"}, {Key: "model", Value: "gpt"}})
 	fmt.Println(m.Rule.Namespace, m.Rule.Levels[0].Entity, m.Rule.Levels[1].Resource)
 	for _, l := range m.Rule.Limits {
-		fmt.Println(l.ID, l.RequestsPerUnit, l.Unit, l.Charge, l.Bucket.Capacity)
+		fmt.Printf("%s %d %s charge=%q %d\n", l.ID, l.RequestsPerUnit, l.Unit, l.Charge, l.Bucket.Capacity)
 	}
 	// Output:
 	// acme true true
-	// rpm 60 MINUTE pre 120000
-	// tpm 100000 MINUTE post 100000000
+	// rpm 60 MINUTE charge="" 120000
+	// tpm 100000 MINUTE charge="post" 100000000
 }
 
 func ExampleError() {

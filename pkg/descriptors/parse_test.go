@@ -228,7 +228,7 @@ func TestLimits(t *testing.T) {
 			{Name: "daily", ID: "daily", Unit: Hour, RequestsPerUnit: 1000000, UnitMultiplier: 24, Bucket: bucket(1000000, 24*time.Hour, 0)},
 		}},
 		{"llm.route_/chat", []Limit{
-			{Name: "chat", ID: "chat", Unit: Second, RequestsPerUnit: 10, UnitMultiplier: 1, Burst: 50, Bucket: bucket(10, time.Second, 50)},
+			{Name: "chat", ID: "chat", Unit: Second, RequestsPerUnit: 10, UnitMultiplier: 1, Burst: 50, Charge: ChargePre, Bucket: bucket(10, time.Second, 50)},
 		}},
 		{"test-domain.key1", []Limit{
 			{ID: "default", Unit: Minute, RequestsPerUnit: 20, UnitMultiplier: 5, Bucket: bucket(20, 5*time.Minute, 0)},

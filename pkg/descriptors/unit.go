@@ -88,21 +88,33 @@ func (u Unit) Duration() time.Duration {
 type Charge uint8
 
 const (
+	// ChargeUnset is a limit whose configuration names no charge mode (every
+	// configuration written for envoyproxy/ratelimit, and every one pushed
+	// over xDS): ordinary hits are consumed as ChargePre, and the service
+	// decides how a descriptor's own hits_addend debits it (charged as
+	// ChargePost by default: that is how Envoy reports a cost already spent
+	// with apply_on_stream_done).
+	ChargeUnset Charge = iota
 	// ChargePre debits hits before the request is admitted: a request that
-	// does not fit is refused and nothing is debited (the default).
-	ChargePre Charge = iota
+	// does not fit is refused and nothing is debited, whatever carries the
+	// hits.
+	ChargePre
 	// ChargePost debits hits that report cost already spent (stream-done
-	// calls): they are always debited, even past zero, and admission on such
-	// a limit means "not in debt".
+	// calls): they are always debited, even past zero, and answered
+	// OVER_LIMIT when they did not fit; a check on such a limit is admitted
+	// while the bucket is not exhausted.
 	ChargePost
 )
 
-// String returns "pre" or "post", as written in the YAML.
+// String returns "pre" or "post", as written in the YAML, or "" when unset.
 func (c Charge) String() string {
-	if c == ChargePost {
+	switch c {
+	case ChargePre:
+		return "pre"
+	case ChargePost:
 		return "post"
 	}
-	return "pre"
+	return ""
 }
 
 func parseCharge(s string) (Charge, bool) {
@@ -112,5 +124,5 @@ func parseCharge(s string) (Charge, bool) {
 	case "post":
 		return ChargePost, true
 	}
-	return ChargePre, false
+	return ChargeUnset, false
 }

@@ -289,14 +289,15 @@ func (s *Store) run(pk string, ln *lane) {
 }
 
 // contended is the refusal of a part that could not be decided in time
-// because of its own key: every consuming debit refused, retry after
-// contendedRetry; statuses from the last image when there is one.
+// because of its own key: every consume and charge refused (a charge that
+// was not written did not land), retry after contendedRetry; statuses from
+// the last image when there is one.
 func contended(pt *part, img *image, nowMs int64) cascade.Decision {
 	dec := cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
 	for i, d := range pt.debits {
 		st := &dec.Statuses[i]
 		st.Bucket = d.Bucket
-		st.OK = d.Role == cascade.Advisory || d.Op == cascade.Refund || d.Op == cascade.Charge
+		st.OK = d.Role == cascade.Advisory || d.Op == cascade.Refund
 		if !st.OK {
 			st.RetryAfter = contendedRetry
 		}

@@ -50,7 +50,7 @@ func ExampleLimit_Charge() {
 		return
 	}
 	v := tokenbucket.Stored(l.Full(0))
-	fmt.Println("admitted:", l.Charge(&v, 25*tokenbucket.PerToken, 0)) // 25 tokens already spent
+	fmt.Println("fitted:", l.Charge(&v, 25*tokenbucket.PerToken, 0)) // 25 tokens already spent
 	s := v.State()
 	fmt.Println("retry after:", l.RetryAfter(s, tokenbucket.PerToken, 0))
 	for _, at := range []int64{0, 1000, 1500, 1600, 2500} {
@@ -58,7 +58,7 @@ func ExampleLimit_Charge() {
 		fmt.Printf("at %d ms: available %d, check %t\n", at, l.Available(s, at), l.Check(&c, at))
 	}
 	// Output:
-	// admitted: true
+	// fitted: false
 	// retry after: 1.6s
 	// at 0 ms: available -15, check false
 	// at 1000 ms: available -5, check false

@@ -185,11 +185,15 @@ func (l Limit) Check(v *Level, nowMs int64) bool {
 }
 
 // Charge debits n millitokens even past zero: cost already spent, which
-// refill repays. It reports whether the bucket held at least one millitoken
-// before the charge (the admission of a post-hoc charge). A negative n is
+// refill repays. It reports whether the charge fitted, that is whether the
+// bucket held at least n millitokens before it (as TryConsume would have
+// admitted it; a charge above the capacity never fits). That is how a
+// counter that is incremented whatever the answer judges the increment:
+// over the limit when the count after it exceeds the limit. A negative n is
 // treated as zero.
 func (l Limit) Charge(v *Level, n Millitokens, nowMs int64) bool {
-	ok := l.Check(v, nowMs)
+	n = max(n, 0)
+	ok := n <= l.Capacity && v.le(l.at(nowMs).Sub(l.span(n)))
 	l.ChargeBlind(v, n, nowMs)
 	return ok
 }

@@ -33,7 +33,7 @@ func run(l Limit, v *Level, ops []timedOp) []bool {
 // model runs ops on a stored level x in math/big, from the definition: the
 // bucket holds min(Capacity·rp, t·ra − X)/rp; consuming, charging and
 // refunding move X by n·rp after lifting a level below the full one to it;
-// a check asks for one millitoken.
+// a check asks for one millitoken, a charge fits when a consume would.
 func model(l Limit, x Int128, ops []timedOp) (outs []bool, final Int128, touched bool) {
 	b := newBigLimit(l)
 	X := toBig(x)
@@ -61,7 +61,8 @@ func model(l Limit, x Int128, ops []timedOp) (outs []bool, final Int128, touched
 			ok = h.Cmp(b.rp) >= 0
 		case 'h', 'b':
 			if o.kind == 'h' {
-				ok = h.Cmp(b.rp) >= 0
+				n := max(o.n, 0)
+				ok = n <= l.Capacity && h.Cmp(span(n)) >= 0
 			}
 			if o.n > 0 {
 				lift(o.at)
@@ -271,8 +272,12 @@ func TestLevel(t *testing.T) {
 			-5_000_000, []op{check}, []bool{true}, writeOf{}, min, i(9_999_000), -5_000_000},
 		{"check refused",
 			9_999_500, []op{check}, []bool{false}, writeOf{}, i(9_999_001), max, 9_999_500},
-		{"charge from full into debt",
-			0, []op{charge(15_000)}, []bool{true}, writeOf{true, false, i(15_000_000)}, i(0), i(9_999_000), 15_000_000},
+		{"charge above the capacity: lands, never fits",
+			0, []op{charge(15_000)}, []bool{false}, writeOf{true, false, i(15_000_000)}, i(0), max, 15_000_000},
+		{"charge that fits",
+			0, []op{charge(4000)}, []bool{true}, writeOf{true, false, i(4_000_000)}, i(0), i(6_000_000), 4_000_000},
+		{"charge that does not fit lands into debt",
+			8_000_000, []op{charge(4000)}, []bool{false}, writeOf{true, false, i(4_000_000)}, i(6_000_001), max, 12_000_000},
 		{"blind charge: only the form of the write is conditional",
 			20_000_000, []op{blind(1000)}, nil, writeOf{true, false, i(1_000_000)}, i(0), max, 21_000_000},
 		{"refund to the cap: SET, whatever a fuller bucket held",

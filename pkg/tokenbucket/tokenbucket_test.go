@@ -312,7 +312,7 @@ func TestSteps(t *testing.T) {
 			{name: "and forward", at: 1020, op: read, ok: true, tokens: 100},
 		}},
 		{"debt is repaid by refill", tenPerSecond, tenPerSecond.Full(0), []step{
-			{name: "charge past zero is admitted", at: 0, op: charge(15_000), ok: true, tokens: -5000},
+			{name: "charge past zero lands, not fitting", at: 0, op: charge(15_000), ok: false, tokens: -5000},
 			{name: "in debt: charge refused and applied", at: 0, op: charge(1000), ok: false, tokens: -6000},
 			{name: "blind charge", at: 0, op: blind(1000), ok: true, tokens: -7000},
 			{name: "negative charge is zero", at: 0, op: charge(-1000), ok: false, tokens: -7000},
@@ -330,7 +330,7 @@ func TestSteps(t *testing.T) {
 			{name: "exact fill", at: 10, op: refund(10_000), ok: true, tokens: 10_000},
 			{name: "refund of a full bucket", at: 10, op: refund(1), ok: true, tokens: 10_000},
 			{name: "negative refund is zero", at: 10, op: refund(-100), ok: true, tokens: 10_000},
-			{name: "into debt", at: 10, op: charge(14_000), ok: true, tokens: -4000},
+			{name: "into debt", at: 10, op: charge(14_000), ok: false, tokens: -4000},
 			{name: "refund repays debt", at: 10, op: refund(3000), ok: true, tokens: -1000},
 			{name: "huge refund", at: 10, op: refund(math.MaxInt64), ok: true, tokens: 10_000},
 		}},
