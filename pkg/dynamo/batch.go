@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -89,16 +90,19 @@ func (s *Store) runBatch(pk string, batch []*part) {
 				return
 			}
 		default:
+			// The write may have landed: DynamoDB applies a write whose
+			// answer never came back. Nothing of this batch is written
+			// again (see unknown).
 			s.forgetImage(pk)
 			if lost > 0 && ctx.Err() != nil && left < s.cfg.Timeout/2 {
 				// Most of the budget went on races lost to other replicas,
 				// and the last call ran out of what was left: contention.
 				// A call that had half the budget and did not answer is
 				// DynamoDB not answering.
-				s.contend(batch, img, ContendedRaced)
+				s.unknown(batch, img, err, ContendedRaced)
 				return
 			}
-			s.fail(batch, err)
+			s.unknown(batch, img, err, "")
 			return
 		}
 		if ctx.Err() != nil {
@@ -191,6 +195,27 @@ func (s *Store) contend(batch []*part, img *image, reason string) {
 		}
 		pt.dec = contended(pt, img, now)
 		s.obs.Contended(reason)
+	}
+}
+
+// unknown ends a batch whose write went unanswered, so may or may not have
+// landed. A part that charges or refunds fails with errOutcomeUnknown and
+// is never queued or given back again: writing it a second time could apply
+// it twice. The other parts are contended for reason when it is set (the
+// budget went on lost races), else they fail with err (DynamoDB did not
+// answer).
+func (s *Store) unknown(batch []*part, img *image, err error, reason string) {
+	now := s.nowMs()
+	for _, pt := range batch {
+		switch {
+		case pt.hasCost():
+			pt.err = fmt.Errorf("%w: %w", errOutcomeUnknown, err)
+		case reason != "":
+			pt.dec = contended(pt, img, now)
+			s.obs.Contended(reason)
+		default:
+			pt.err = err
+		}
 	}
 }
 

@@ -119,18 +119,23 @@ func TestFaultsKeepTokens(t *testing.T) {
 		}
 		return f, s, other
 	}
-	// failOn fails the nth UpdateItem of the entity's bucket item from now.
-	failOn := func(f *dynamotest.Fake, entity string, nth int) {
+	// failWith fails the nth UpdateItem of the entity's bucket item from
+	// now with err; failOn with a 500, whose write may or may not have been
+	// applied.
+	failWith := func(f *dynamotest.Fake, entity string, nth int, err error) {
 		var seen atomic.Int64
 		f.SetFailItem(func(op, pk string) error {
 			if op != "UpdateItem" || !strings.Contains(pk, "/BUCKET#"+entity+"#") {
 				return nil
 			}
 			if seen.Add(1) == int64(nth) {
-				return &types.InternalServerError{Message: new(string)}
+				return err
 			}
 			return nil
 		})
+	}
+	failOn := func(f *dynamotest.Fake, entity string, nth int) {
+		failWith(f, entity, nth, &types.InternalServerError{Message: new(string)})
 	}
 	t.Run("a write fails, the other item is given back", func(t *testing.T) {
 		f, s, other := setup(t)
@@ -183,22 +188,31 @@ func TestFaultsKeepTokens(t *testing.T) {
 			t.Errorf("tokens = %v, want [8000 8000]: one admitted decision", got)
 		}
 	})
-	t.Run("the compensation fails once and is retried", func(t *testing.T) {
+	// compensation drains b, then has a debited and b refuse (after a lost
+	// race on its stale image), a's give-back failing once with err, and
+	// wants a to hold want.
+	compensation := func(t *testing.T, err error, want tokenbucket.Millitokens, why string) {
 		f, s, other := setup(t)
 		drain := &cascade.Plan{Debits: []cascade.Debit{{Key: b, Limit: "x", Bucket: lim, Amount: 9000}}}
 		if dec, err := other.Acquire(context.Background(), drain); err != nil || !dec.Admitted {
 			t.Fatalf("Acquire(drain b) = %+v, %v", dec, err)
 		}
-		// a is debited, b refuses (after a lost race on its stale image),
-		// a's give-back fails once.
-		failOn(f, "a", 2)
-		dec, err := s.Acquire(context.Background(), plan)
-		if err != nil || dec.Admitted {
-			t.Fatalf("Acquire() = %+v, %v, want refused", dec, err)
+		failWith(f, "a", 2, err)
+		dec, aerr := s.Acquire(context.Background(), plan)
+		if aerr != nil || dec.Admitted {
+			t.Fatalf("Acquire() = %+v, %v, want refused", dec, aerr)
 		}
-		if got := tokensOf(t, other, lim, a, b); got[0] != 9000 || got[1] != 0 {
-			t.Errorf("tokens = %v, want [9000 0]: a given back exactly", got)
+		if got := tokensOf(t, other, lim, a, b); got[0] != want || got[1] != 0 {
+			t.Errorf("tokens = %v, want [%d 0]: %s", got, want, why)
 		}
+	}
+	t.Run("the compensation is throttled once and is retried", func(t *testing.T) {
+		compensation(t, &types.ProvisionedThroughputExceededException{Message: new(string)}, 9000, "a given back exactly")
+	})
+	t.Run("the compensation's write goes unanswered and is not written again", func(t *testing.T) {
+		// A 500 may have been applied: giving back again could give back
+		// twice. a keeps the debit: fewer admissions, never more.
+		compensation(t, &types.InternalServerError{Message: new(string)}, 8000, "a's give-back is not written twice")
 	})
 }
 

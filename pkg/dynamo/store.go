@@ -32,6 +32,8 @@ const (
 	maxImages    = 100000
 	minBucketTTL = 7 * 24 * time.Hour
 	startTimeout = 5 * time.Second
+	// costBudget is the least budget of a plan of charges and refunds.
+	costBudget = time.Second
 	// contendedRetry is the retry-after of a decision refused because its
 	// own key was too busy to decide it within its budget.
 	contendedRetry = 10 * time.Millisecond
@@ -202,6 +204,11 @@ var errClosed = errors.New("dynamo: store is closed")
 // its own keys (a shared read); it is refused, never an outage.
 var errContended = errors.New("dynamo: contended")
 
+// errOutcomeUnknown: a write that charges or refunds went unanswered, so it
+// may have landed; it is not written again (a second write could apply it
+// twice), and the caller is told DynamoDB did not answer.
+var errOutcomeUnknown = fmt.Errorf("dynamo: write unanswered, outcome unknown: %w", ErrUnavailable)
+
 func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 
 // call bounds one DynamoDB call by the configured timeout.
@@ -226,17 +233,17 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if s.closed.Load() {
 		return cascade.Decision{}, errClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return cascade.Decision{}, fmt.Errorf("dynamo: acquire: %w: %w", ErrUnavailable, err)
-	}
 	if plan == nil || len(plan.Debits) == 0 {
 		return cascade.Decision{Admitted: true, Statuses: []cascade.Status{}}, nil
+	}
+	ctx, cancel := s.budget(ctx, plan)
+	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return cascade.Decision{}, fmt.Errorf("dynamo: acquire: %w: %w", ErrUnavailable, err)
 	}
 	if err := validPlan(plan); err != nil {
 		return cascade.Decision{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
 	p := &cascade.Plan{Debits: append([]cascade.Debit(nil), plan.Debits...)}
 	buckets := s.bucketsOf(p)
 	if err := s.loadConfigs(ctx, p, buckets); err != nil {
@@ -251,6 +258,21 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		return dec, nil
 	}
 	return s.decide(ctx, p, buckets)
+}
+
+// budget bounds the decision of plan. A plan that only charges and refunds
+// reports cost already spent or returned: nobody waits on its answer
+// (Envoy's stream-done call ignores it, and may give up first), and losing
+// it would undercount. So it is decided off the caller's cancellation, under
+// a budget of its own of costBudget (at least 4×Timeout), within which a
+// queue or lost races do not drop it. Every other plan has Timeout.
+func (s *Store) budget(ctx context.Context, plan *cascade.Plan) (context.Context, context.CancelFunc) {
+	for i := range plan.Debits {
+		if op := plan.Debits[i].Op; op != cascade.Charge && op != cascade.Refund {
+			return context.WithTimeout(ctx, s.cfg.Timeout)
+		}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), max(4*s.cfg.Timeout, costBudget))
 }
 
 // validPlan refuses what no bucket item can hold.
@@ -350,10 +372,11 @@ func (s *Store) compensate(comp []*part) error {
 		go func() {
 			defer wg.Done()
 			// A give-back that DynamoDB did not take is tried again while
-			// the budget lasts: it returns tokens already accepted.
+			// the budget lasts: it returns tokens already accepted. One
+			// whose write went unanswered may have landed, and is not.
 			for attempt := 0; ; attempt++ {
 				s.await(ctx, c)
-				if c.err == nil || errors.Is(c.err, errClosed) || !sleep(ctx, backoff(attempt)) {
+				if c.err == nil || errors.Is(c.err, errClosed) || errors.Is(c.err, errOutcomeUnknown) || !sleep(ctx, backoff(attempt)) {
 					return
 				}
 				c.choose(c.shard)
