@@ -17,6 +17,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
@@ -34,6 +35,12 @@ descriptors:
     rate_limit:
       unit: second
       requests_per_unit: 1000000000
+  - key: generic_key
+    value: usage
+    rate_limit:
+      unit: year
+      unit_multiplier: 50
+      requests_per_unit: 1000000
 `
 
 // fleet is several replicas of the binary on one DynamoDB Local table.
@@ -229,5 +236,70 @@ func TestFleetWritesPerDecision(t *testing.T) {
 	}
 	if writes/decisions > 0.2 {
 		t.Errorf("%.3f UpdateItem calls per decision, want at most 0.2", writes/decisions)
+	}
+}
+
+// TestFleetUsageCharges is a usage-based limit as Envoy Gateway drives it,
+// on the fleet: 3 replicas × 30 callers over gRPC, each request a check
+// (the descriptor's hits_addend 0) then a stream-end charge of 7 (its
+// hits_addend 7), on one bucket of 1,000,000 that refills too slowly to
+// matter, BACKEND_TIMEOUT=200ms. Every charge that was answered without an
+// error has landed, exactly once: the bucket holds 1,000,000 − 7 × the
+// answered charges (unanswered ones are counted apart and may have landed).
+func TestFleetUsageCharges(t *testing.T) {
+	const (
+		callers = 90
+		each    = 10
+		cost    = 7
+		budget  = 1_000_000
+	)
+	f := startFleet(t, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=allow")
+	ask := func(c pb.RateLimitServiceClient, hits uint64) (*pb.RateLimitResponse, error) {
+		d := descriptor("generic_key", "usage")
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{d}})
+	}
+	before := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`)
+	var charged, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range callers {
+		client := f.clients[c%len(f.clients)]
+		wg.Go(func() {
+			for range each {
+				if _, err := ask(client, 0); err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+				if _, err := ask(client, cost); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				charged.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	writes := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`) - before
+	resp, err := ask(f.clients[0], 0)
+	if err != nil {
+		t.Fatalf("final check: %v", err)
+	}
+	left := int64(resp.GetStatuses()[0].GetLimitRemaining())
+	t.Logf("%d requests (check + charge of %d) in %v; %d charges answered, %d failed; %.0f UpdateItem (%.3f per call); %d left",
+		callers*each, cost, elapsed.Round(time.Millisecond), charged.Load(), failed.Load(), writes, writes/float64(2*callers*each), left)
+	if n := failed.Load(); n > 0 {
+		t.Logf("%d charges failed (first: %v); they may or may not have landed", n, firstErr.Load())
+	}
+	most, least := int64(budget)-cost*charged.Load(), int64(budget)-cost*(charged.Load()+failed.Load())
+	if left > most || left < least {
+		t.Errorf("%d left, want %d (every answered charge landed once) down to %d (and every failed one too)", left, most, least)
+	}
+	if failed.Load() == 0 && left != most {
+		t.Errorf("%d left, want exactly %d", left, most)
 	}
 }
