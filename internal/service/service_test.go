@@ -66,6 +66,21 @@ type step struct {
 	want    string        // respString of the response
 }
 
+// usageSteps is Envoy Gateway's usage-based sequence on descriptor key=u of
+// a limit of 21: a check (hits_addend 0) before each request and a
+// stream-end charge of 10 (hits_addend 10) after it, three times, the third
+// charge overshooting; then a check, answered after.
+func usageSteps(key, after string) []step {
+	check := func(want string) step { return step{req: rlReq("api", withHits(desc(key, "u"), 0)), want: want} }
+	charge := func(want string) step { return step{req: rlReq("api", withHits(desc(key, "u"), 10)), want: want} }
+	return []step{
+		check("OK [OK/21/21]"), charge("OK [OK/11/21]"),
+		check("OK [OK/11/21]"), charge("OK [OK/1/21]"),
+		check("OK [OK/1/21]"), charge("OVER [OVER/0/21]"),
+		check(after),
+	}
+}
+
 func TestShouldRateLimit(t *testing.T) {
 	const maxU32 = math.MaxUint32
 	override := func(d *rlv3.RateLimitDescriptor, rpu uint32, unit typev3.RateLimitUnit) *rlv3.RateLimitDescriptor {
@@ -243,16 +258,8 @@ func TestShouldRateLimit(t *testing.T) {
 			},
 		},
 		{
-			name: "a descriptor's own hits_addend is charged: Envoy Gateway's usage-based sequence",
-			steps: []step{
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/21/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OVER [OVER/0/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OVER [OVER/0/21]"},
-			},
+			name:  "a descriptor's own hits_addend is charged: Envoy Gateway's usage-based sequence",
+			steps: usageSteps("usage", "OVER [OVER/0/21]"),
 			check: func(t *testing.T, st *fakeStore) {
 				if got := st.tokens("usage=u", "default"); got != -9 {
 					t.Errorf("tokens = %d, want -9 (the third charge landed past zero)", got)
@@ -260,17 +267,9 @@ func TestShouldRateLimit(t *testing.T) {
 			},
 		},
 		{
-			name: "DESCRIPTOR_HITS_ADDEND=consume: the overshooting charge is refused and not debited",
-			opts: []Option{WithDescriptorHitsCharge(false)},
-			steps: []step{
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/21/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 10)), want: "OVER [OVER/0/21]"},
-				{req: rlReq("api", withHits(desc("usage", "u"), 0)), want: "OK [OK/1/21]"},
-			},
+			name:  "DESCRIPTOR_HITS_ADDEND=consume: the overshooting charge is refused and not debited",
+			opts:  []Option{WithDescriptorHitsCharge(false)},
+			steps: usageSteps("usage", "OK [OK/1/21]"),
 			check: func(t *testing.T, st *fakeStore) {
 				if got := st.tokens("usage=u", "default"); got != 1 {
 					t.Errorf("tokens = %d, want 1 (the refused charge debited nothing)", got)
@@ -278,16 +277,8 @@ func TestShouldRateLimit(t *testing.T) {
 			},
 		},
 		{
-			name: "charge: pre keeps a descriptor's own hits all-or-nothing",
-			steps: []step{
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/21/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/11/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/1/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 10)), want: "OVER [OVER/0/21]"},
-				{req: rlReq("api", withHits(desc("usage_pre", "u"), 0)), want: "OK [OK/1/21]"},
-			},
+			name:  "charge: pre keeps a descriptor's own hits all-or-nothing",
+			steps: usageSteps("usage_pre", "OK [OK/1/21]"),
 			check: func(t *testing.T, st *fakeStore) {
 				if got := st.tokens("usage_pre=u", "tph"); got != 1 {
 					t.Errorf("tokens = %d, want 1 (the refused charge debited nothing)", got)
