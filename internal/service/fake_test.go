@@ -87,6 +87,13 @@ descriptors:
   - key: shadow
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata: {audit: shadow}
+  - key: meta_a
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    metadata: {route: {name: a, tier: gold}}
+  - key: meta_b
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    metadata: {route: {name: b, zone: eu}, tier: x}
   - key: quota_a
     quota_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}

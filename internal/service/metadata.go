@@ -1,17 +1,28 @@
 package service
 
 import (
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // metadata returns the response's dynamic metadata as envoyproxy/ratelimit
-// builds it: the request (domain, descriptors as "key=value" entries with
-// their limit override and hits_addend, the request's hitsAddend), the
-// quota-mode fields (quotaModeEnabled; quotaModeViolations, the indices of
-// quota-mode descriptors over their limit, when there are any) and the
-// merged metadata of the rules of the descriptors that passed.
-func metadata(req *pb.RateLimitRequest, items []item) *structpb.Struct {
+// builds it: the request (domain; descriptors as "key=value" entries, with
+// a limit override in its protobuf text form and the descriptor's
+// hits_addend; the request's hitsAddend when not 0) and, under "metadata",
+// the merged metadata of the rules of the descriptors that passed. A
+// descriptor passed when its status is not OVER_LIMIT and its rule is
+// neither unlimited nor replaced: a shadow-mode rule over its limit passes
+// (its status is OK), a quota-mode rule over its limit does not. Merging
+// follows the request's order; a key already present wins, nested maps
+// merge.
+//
+// extended (RESPONSE_DYNAMIC_METADATA_FORMAT=extended) adds this service's
+// fields: a limit override as a struct (requestsPerUnit, unit,
+// unitMultiplier) instead of its text form, quotaModeEnabled (whether a
+// quota-mode rule applied) and quotaModeViolations (the indices of the
+// quota-mode descriptors over their limit, when there are any).
+func metadata(req *pb.RateLimitRequest, items []item, statuses []*pb.RateLimitResponse_DescriptorStatus, extended bool) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 6)
 	fields["domain"] = structpb.NewStringValue(req.GetDomain())
 
@@ -25,14 +36,7 @@ func metadata(req *pb.RateLimitRequest, items []item) *structpb.Struct {
 		}
 		df["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
 		if o := d.GetLimit(); o != nil {
-			lf := map[string]*structpb.Value{
-				"requestsPerUnit": structpb.NewNumberValue(float64(o.GetRequestsPerUnit())),
-				"unit":            structpb.NewStringValue(o.GetUnit().String()),
-			}
-			if m := o.GetUnitMultiplier(); m != nil {
-				lf["unitMultiplier"] = structpb.NewNumberValue(float64(m.GetValue()))
-			}
-			df["limit"] = structpb.NewStructValue(&structpb.Struct{Fields: lf})
+			df["limit"] = overrideValue(o, extended)
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
@@ -44,35 +48,58 @@ func metadata(req *pb.RateLimitRequest, items []item) *structpb.Struct {
 		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
 	}
 
-	quota := false
-	var violations []*structpb.Value
 	var merged *structpb.Struct
 	for i := range items {
 		it := &items[i]
-		if !it.applies() {
-			if it.rule.matched && it.rule.unlimited && !it.rule.replaced {
-				merged = mergeRuleMetadata(merged, it)
-			}
+		if it.applies() && statuses[i].GetCode() != pb.RateLimitResponse_OVER_LIMIT {
+			merged = mergeRuleMetadata(merged, it)
+		}
+	}
+	if merged != nil && len(merged.GetFields()) > 0 {
+		fields["metadata"] = structpb.NewStructValue(merged)
+	}
+	if extended {
+		quotaFields(fields, items)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// overrideValue is a descriptor's limit override in the metadata: the
+// message's protobuf text form, as envoyproxy/ratelimit writes it, or a
+// struct when extended.
+func overrideValue(o *rlv3.RateLimitDescriptor_RateLimitOverride, extended bool) *structpb.Value {
+	if !extended {
+		return structpb.NewStringValue(o.String())
+	}
+	lf := map[string]*structpb.Value{
+		"requestsPerUnit": structpb.NewNumberValue(float64(o.GetRequestsPerUnit())),
+		"unit":            structpb.NewStringValue(o.GetUnit().String()),
+	}
+	if m := o.GetUnitMultiplier(); m != nil {
+		lf["unitMultiplier"] = structpb.NewNumberValue(float64(m.GetValue()))
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: lf})
+}
+
+// quotaFields adds quotaModeEnabled and, when some quota-mode descriptor is
+// over its limit, quotaModeViolations (their indices).
+func quotaFields(fields map[string]*structpb.Value, items []item) {
+	quota := false
+	var violations []*structpb.Value
+	for i := range items {
+		it := &items[i]
+		if !it.applies() || !it.rule.quota || it.rule.override {
 			continue
 		}
-		if it.rule.quota && !it.rule.override {
-			quota = true
-			if it.decided.violated {
-				violations = append(violations, structpb.NewNumberValue(float64(i)))
-			}
-		}
-		if !it.decided.violated {
-			merged = mergeRuleMetadata(merged, it)
+		quota = true
+		if it.decided.violated {
+			violations = append(violations, structpb.NewNumberValue(float64(i)))
 		}
 	}
 	fields["quotaModeEnabled"] = structpb.NewBoolValue(quota)
 	if len(violations) > 0 {
 		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
 	}
-	if merged != nil && len(merged.GetFields()) > 0 {
-		fields["metadata"] = structpb.NewStructValue(merged)
-	}
-	return &structpb.Struct{Fields: fields}
 }
 
 // mergeRuleMetadata merges the metadata of an item's rule into dst (created

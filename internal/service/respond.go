@@ -70,7 +70,7 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		resp.ResponseHeadersToAdd = s.headerValues(&items[best], resp.Statuses[best])
 	}
 	if s.dynamicMetadata {
-		resp.DynamicMetadata = metadata(req, items)
+		resp.DynamicMetadata = metadata(req, items, resp.Statuses, s.extendedMetadata)
 	}
 	return resp
 }

@@ -123,8 +123,9 @@ func WithResponseHeaders(enabled bool, limit, remaining, reset string) Option {
 	}
 }
 
-// WithDynamicMetadata returns the request as dynamic metadata
-// (envoyproxy's RESPONSE_DYNAMIC_METADATA), with the quota-mode fields.
+// WithDynamicMetadata returns the request as dynamic metadata, with the
+// metadata of the rules that passed, as envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA does (see WithExtendedMetadata for more).
 func WithDynamicMetadata(on bool) Option { return func(s *Service) { s.dynamicMetadata = on } }
 
 // WithExtendedMetadata adds this service's own fields to the dynamic

@@ -471,14 +471,26 @@ func TestResponseHeaders(t *testing.T) {
 	}
 }
 
+// TestDynamicMetadata: the default metadata is envoyproxy/ratelimit's (at
+// f2fb157): the request, a limit override in its text form, and the
+// metadata of the rules that passed (not unlimited, not OVER_LIMIT: shadow
+// mode passes, quota mode over its limit does not); extended adds the
+// quota-mode fields and overrides as structs.
 func TestDynamicMetadata(t *testing.T) {
+	override := &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit_HOUR, UnitMultiplier: wrapperspb.UInt32(2)}
+	// The old service writes the override's String(), protobuf's text form,
+	// whose spacing protobuf varies from build to build on purpose.
+	text, err := json.Marshal(override.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name string
-		reqs []*pb.RateLimitRequest
-		want string
+		name           string
+		reqs           []*pb.RateLimitRequest
+		want, extended string
 	}{
 		{
-			name: "request as a struct",
+			name: "the request; an unlimited rule's metadata is not returned",
 			reqs: []*pb.RateLimitRequest{{
 				Domain:     "api",
 				HitsAddend: 2,
@@ -487,41 +499,77 @@ func TestDynamicMetadata(t *testing.T) {
 					withHits(desc("free", "f"), 0),
 				},
 			}},
-			want: `{"descriptors":[{"entries":["user=a","x=y"]},{"entries":["free=f"],"hitsAddend":0}],"domain":"api","hitsAddend":2,"metadata":{"tier":"free"},"quotaModeEnabled":false}`,
+			want:     `{"descriptors":[{"entries":["user=a","x=y"]},{"entries":["free=f"],"hitsAddend":0}],"domain":"api","hitsAddend":2}`,
+			extended: `{"descriptors":[{"entries":["user=a","x=y"]},{"entries":["free=f"],"hitsAddend":0}],"domain":"api","hitsAddend":2,"quotaModeEnabled":false}`,
 		},
 		{
-			name: "quota violations",
+			name: "a quota-mode rule over its limit does not pass",
 			reqs: []*pb.RateLimitRequest{
 				rlReq("api", desc("quota_a", "m")),
 				rlReq("api", desc("user", "m"), desc("quota_a", "m"), desc("quota_b", "m")),
 			},
-			want: `{"descriptors":[{"entries":["user=m"]},{"entries":["quota_a=m"]},{"entries":["quota_b=m"]}],"domain":"api","metadata":{"backend":"b"},"quotaModeEnabled":true,"quotaModeViolations":[1]}`,
+			want:     `{"descriptors":[{"entries":["user=m"]},{"entries":["quota_a=m"]},{"entries":["quota_b=m"]}],"domain":"api","metadata":{"backend":"b"}}`,
+			extended: `{"descriptors":[{"entries":["user=m"]},{"entries":["quota_a=m"]},{"entries":["quota_b=m"]}],"domain":"api","metadata":{"backend":"b"},"quotaModeEnabled":true,"quotaModeViolations":[1]}`,
 		},
 		{
-			name: "limit override",
-			reqs: []*pb.RateLimitRequest{rlReq("api", &rlv3.RateLimitDescriptor{
-				Entries: desc("user", "o").Entries,
-				Limit:   &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit_HOUR, UnitMultiplier: wrapperspb.UInt32(2)},
-			})},
-			want: `{"descriptors":[{"entries":["user=o"],"limit":{"requestsPerUnit":7,"unit":"HOUR","unitMultiplier":2}}],"domain":"api","quotaModeEnabled":false}`,
+			name: "a quota-mode rule over its limit, the only one: refused, no metadata",
+			reqs: []*pb.RateLimitRequest{
+				rlReq("api", desc("quota_b", "z")),
+				rlReq("api", desc("quota_b", "z")),
+				rlReq("api", desc("quota_b", "z")),
+			},
+			want:     `{"descriptors":[{"entries":["quota_b=z"]}],"domain":"api"}`,
+			extended: `{"descriptors":[{"entries":["quota_b=z"]}],"domain":"api","quotaModeEnabled":true,"quotaModeViolations":[0]}`,
+		},
+		{
+			name: "a shadow-mode rule over its limit passes",
+			reqs: []*pb.RateLimitRequest{
+				rlReq("api", desc("shadow", "s")),
+				rlReq("api", desc("shadow", "s")),
+			},
+			want:     `{"descriptors":[{"entries":["shadow=s"]}],"domain":"api","metadata":{"audit":"shadow"}}`,
+			extended: `{"descriptors":[{"entries":["shadow=s"]}],"domain":"api","metadata":{"audit":"shadow"},"quotaModeEnabled":false}`,
+		},
+		{
+			name: "an enforced rule over its limit does not pass",
+			reqs: []*pb.RateLimitRequest{
+				{Domain: "api", HitsAddend: 100, Descriptors: []*rlv3.RateLimitDescriptor{desc("meta_a", "o")}},
+				rlReq("api", desc("meta_a", "o"), desc("shadow", "o")),
+			},
+			want:     `{"descriptors":[{"entries":["meta_a=o"]},{"entries":["shadow=o"]}],"domain":"api","metadata":{"audit":"shadow"}}`,
+			extended: `{"descriptors":[{"entries":["meta_a=o"]},{"entries":["shadow=o"]}],"domain":"api","metadata":{"audit":"shadow"},"quotaModeEnabled":false}`,
+		},
+		{
+			name:     "nested metadata merges in request order, the first key wins",
+			reqs:     []*pb.RateLimitRequest{rlReq("api", desc("meta_a", "n"), desc("meta_b", "n"))},
+			want:     `{"descriptors":[{"entries":["meta_a=n"]},{"entries":["meta_b=n"]}],"domain":"api","metadata":{"route":{"name":"a","tier":"gold","zone":"eu"},"tier":"x"}}`,
+			extended: `{"descriptors":[{"entries":["meta_a=n"]},{"entries":["meta_b=n"]}],"domain":"api","metadata":{"route":{"name":"a","tier":"gold","zone":"eu"},"tier":"x"},"quotaModeEnabled":false}`,
+		},
+		{
+			name:     "limit override",
+			reqs:     []*pb.RateLimitRequest{rlReq("api", &rlv3.RateLimitDescriptor{Entries: desc("user", "o").Entries, Limit: override})},
+			want:     `{"descriptors":[{"entries":["user=o"],"limit":` + string(text) + `}],"domain":"api"}`,
+			extended: `{"descriptors":[{"entries":["user=o"],"limit":{"requestsPerUnit":7,"unit":"HOUR","unitMultiplier":2}}],"domain":"api","quotaModeEnabled":false}`,
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := mustConfig(t, testConfig)
-			svc := New(newFakeStore(), func() *descriptors.Config { return cfg }, WithDynamicMetadata(true))
-			var resp *pb.RateLimitResponse
-			for _, r := range tt.reqs {
-				var err error
-				if resp, err = svc.ShouldRateLimit(context.Background(), r); err != nil {
-					t.Fatalf("ShouldRateLimit() error = %v", err)
+		for _, extended := range []bool{false, true} {
+			want := map[bool]string{false: tt.want, true: tt.extended}[extended]
+			t.Run(fmt.Sprintf("%s/extended=%t", tt.name, extended), func(t *testing.T) {
+				cfg := mustConfig(t, testConfig)
+				svc := New(newFakeStore(), func() *descriptors.Config { return cfg }, WithDynamicMetadata(true), WithExtendedMetadata(extended))
+				var resp *pb.RateLimitResponse
+				for _, r := range tt.reqs {
+					var err error
+					if resp, err = svc.ShouldRateLimit(context.Background(), r); err != nil {
+						t.Fatalf("ShouldRateLimit() error = %v", err)
+					}
 				}
-			}
-			got := canonicalJSON(t, resp.GetDynamicMetadata())
-			if got != tt.want {
-				t.Errorf("dynamic_metadata =\n%s\nwant\n%s", got, tt.want)
-			}
-		})
+				if got := canonicalJSON(t, resp.GetDynamicMetadata()); got != want {
+					t.Errorf("dynamic_metadata =\n%s\nwant\n%s", got, want)
+				}
+			})
+		}
 	}
 	t.Run("disabled", func(t *testing.T) {
 		cfg := mustConfig(t, testConfig)
