@@ -21,9 +21,9 @@
 //   - every limit of every descriptor is one debit of one plan, decided
 //     all-or-nothing by the store: a refused request debits nothing;
 //   - shadow-mode rules (and the global shadow mode) never refuse; quota-mode
-//     rules refuse only when every quota-mode debit of the request is refused,
-//     and report their violations in dynamic metadata
-//     (quotaModeViolations, quotaModeEnabled) as envoyproxy/ratelimit does;
+//     rules refuse only when every quota-mode debit of the request is refused;
+//   - dynamic metadata has envoyproxy/ratelimit's shape (metadata.go), or
+//     more with WithExtendedMetadata;
 //   - when the store fails, ON_UNAVAILABLE decides: allow (OK) or block
 //     (OVER_LIMIT).
 //
