@@ -29,6 +29,8 @@ type testPKI struct {
 	caFile                string
 	serverCert, serverKey string
 	client                tls.Certificate
+	// clientCert and clientKey are the client certificate's PEM files.
+	clientCert, clientKey string
 }
 
 func newTestPKI(t *testing.T) testPKI {
@@ -80,6 +82,7 @@ func newTestPKI(t *testing.T) testPKI {
 	sc, sk := issue(2, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
 	pki.serverCert, pki.serverKey = write("server.pem", sc), write("server-key.pem", sk)
 	cc, ck := issue(3, x509.ExtKeyUsageClientAuth, nil)
+	pki.clientCert, pki.clientKey = write("client.pem", cc), write("client-key.pem", ck)
 	if pki.client, err = tls.X509KeyPair(cc, ck); err != nil {
 		t.Fatal(err)
 	}
