@@ -27,7 +27,7 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		Timeout:            s.BackendTimeout,
 		ConfigCacheTTL:     s.ConfigCacheTTL,
 		RejectionCacheSize: s.RejectionCacheSize,
-	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)))
+	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb store on table %s: %w", s.DynamoDBTable, err)
 	}

@@ -11,12 +11,12 @@
 //   - Store wraps the service's store: one span per Acquire;
 //   - DynamoDB wraps the DynamoDB client (dynamo.API): one client span per
 //     call, a child of whatever span its context carries. The DynamoDB
-//     store makes its bucket writes and cold reads on its own context, not
-//     the decision's: one conditional write carries every decision queued
-//     on its item, and one read serves every decision waiting for it. So
-//     those calls are root spans of their own traces (sampled at the
-//     configured rate), and the decision's store span measures the time the
-//     decision waited for them.
+//     store makes its bucket writes, cold reads and give-backs on its own
+//     contexts, not a decision's: one conditional write carries every
+//     decision queued on its item, and one read serves every decision
+//     waiting for it. CallContext, the store's dynamo.WithCallContext hook,
+//     makes such a call a child of the first decision it serves, links it
+//     to the others, and records how many it served (ratelimit.decisions).
 //
 // A Provider and every wrapper are safe for concurrent use. Provider.Shutdown
 // flushes the spans still batched and stops the exporter; no goroutine of

@@ -35,7 +35,41 @@ type tracedDynamo struct {
 
 var _ dynamo.API = (*tracedDynamo)(nil)
 
+// served is what CallContext records of the decisions a store call serves.
+type served struct {
+	links []trace.Link // every decision but the one the call is a child of
+	n     int          // decisions served
+}
+
+type servedKey struct{}
+
+// CallContext is the DynamoDB store's call-context hook
+// (dynamo.WithCallContext): a call the store makes on its own (a batch
+// write, a shared read, a give-back) becomes a child of the span of the
+// first decision it serves, links to the spans of the others, and records
+// how many it serves (ratelimit.decisions). Without a Provider the spans it
+// refers to are not recording and nothing is exported.
+func CallContext(call context.Context, decisions []context.Context) context.Context {
+	var parent trace.SpanContext
+	sv := &served{n: len(decisions)}
+	for _, d := range decisions {
+		sc := trace.SpanContextFromContext(d)
+		switch {
+		case !sc.IsValid():
+		case !parent.IsValid():
+			parent = sc
+		default:
+			sv.links = append(sv.links, trace.Link{SpanContext: sc})
+		}
+	}
+	if parent.IsValid() {
+		call = trace.ContextWithSpanContext(call, parent)
+	}
+	return context.WithValue(call, servedKey{}, sv)
+}
+
 func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	attrs := []attribute.KeyValue{
 		attribute.String("rpc.system", "aws-api"),
 		attribute.String("rpc.service", "DynamoDB"),
@@ -46,7 +80,13 @@ func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (
 	if len(tables) > 0 {
 		attrs = append(attrs, attribute.StringSlice("aws.dynamodb.table_names", tables))
 	}
-	return d.tracer.Start(ctx, "DynamoDB."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if sv, ok := ctx.Value(servedKey{}).(*served); ok {
+		attrs = append(attrs, attribute.Int("ratelimit.decisions", sv.n))
+		if len(sv.links) > 0 {
+			opts = append(opts, trace.WithLinks(sv.links...))
+		}
+	}
+	return d.tracer.Start(ctx, "DynamoDB."+op, append(opts, trace.WithAttributes(attrs...))...)
 }
 
 // end records err on span and ends it.

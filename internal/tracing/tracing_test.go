@@ -28,6 +28,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
@@ -151,18 +152,29 @@ func TestDecisionSpans(t *testing.T) {
 	}
 }
 
-func TestDynamoDBSpans(t *testing.T) {
-	p, exp := newInMemory(t)
-	fake := dynamotest.NewFake()
+// dynamoStore is a DynamoDB store on a fake table, traced by p and with
+// its calls tied to the decisions they serve (tracing.CallContext).
+func dynamoStore(t *testing.T, p *tracing.Provider, fake *dynamotest.Fake) *dynamo.Store {
+	t.Helper()
 	api := tracing.DynamoDB(fake, p)
 	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
-	st, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second})
+	st, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second}, dynamo.WithCallContext(tracing.CallContext))
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// TestDynamoDBSpans: one decision on the DynamoDB store is one trace, the
+// caller's: decision span, store span, and under it every DynamoDB call the
+// decision needed (the stored-limit read, the cold bucket read, the write),
+// though the store makes them on its own contexts.
+func TestDynamoDBSpans(t *testing.T) {
+	p, exp := newInMemory(t)
+	st := dynamoStore(t, p, dynamotest.NewFake())
 	exp.Reset()
 	decide(t, p, st)
 	spans := byName(exp.GetSpans())
@@ -172,20 +184,106 @@ func TestDynamoDBSpans(t *testing.T) {
 			continue
 		}
 		for _, s := range ss {
-			// The store calls DynamoDB on its own context, shared by every
-			// decision a write or read carries: a root span, never a child
-			// of one caller's trace.
-			if s.Parent.IsValid() || s.SpanContext.TraceID() == store.SpanContext.TraceID() {
-				t.Errorf("%s: trace %s parent %s, want a root span of its own trace", name, s.SpanContext.TraceID(), s.Parent.SpanID())
+			if s.Parent.SpanID() != store.SpanContext.SpanID() || s.SpanContext.TraceID() != store.SpanContext.TraceID() {
+				t.Errorf("%s: trace %s parent %s, want a child of the store span %s in the caller's trace", name, s.SpanContext.TraceID(), s.Parent.SpanID(), store.SpanContext.SpanID())
 			}
 			if s.SpanKind != trace.SpanKindClient {
 				t.Errorf("%s kind = %v, want client", name, s.SpanKind)
 			}
+			if n, ok := intAttr(s, "ratelimit.decisions"); !ok || n != 1 {
+				t.Errorf("%s: ratelimit.decisions = %d (%v), want 1", name, n, ok)
+			}
 		}
 	}
-	if len(spans["DynamoDB.UpdateItem"]) == 0 {
-		t.Errorf("spans = %v, want a DynamoDB.UpdateItem span for the decision's write", keys(spans))
+	for _, want := range []string{"DynamoDB.UpdateItem", "DynamoDB.GetItem", "DynamoDB.BatchGetItem"} {
+		if len(spans[want]) == 0 {
+			t.Errorf("spans = %v, want %s under the decision", keys(spans), want)
+		}
 	}
+}
+
+// TestDynamoDBSpansHotItem: many decisions at once on one item share
+// conditional writes. Each write's span is the child of one decision's
+// store span (the first it carries) and links to the store spans of the
+// others it carries; no DynamoDB span is a root of its own.
+func TestDynamoDBSpansHotItem(t *testing.T) {
+	p, exp := newInMemory(t)
+	fake := dynamotest.NewFake()
+	st := dynamoStore(t, p, fake)
+	// Each write takes a few milliseconds, so that decisions queue behind it.
+	fake.SetFailItem(func(op, _ string) error {
+		if op == "UpdateItem" {
+			time.Sleep(3 * time.Millisecond)
+		}
+		return nil
+	})
+	traced := tracing.Store(st, p)
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "api.yaml", Data: []byte(descriptorYAML)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := cfg.Match("api", []descriptors.Entry{{Key: "user", Value: "hot"}})
+	plan := &cascade.Plan{Debits: []cascade.Debit{{
+		Key: cascade.Key{Entity: m.EntityID(), Resource: "api"}, Limit: m.Rule.Limits[0].ID,
+		Bucket: m.Rule.Limits[0].Bucket, Amount: 1,
+	}}}
+	exp.Reset()
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			ctx, root := p.Tracer().Start(context.Background(), "caller")
+			defer root.End()
+			if _, err := traced.Acquire(ctx, plan); err != nil {
+				t.Errorf("Acquire() = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	spans := byName(exp.GetSpans())
+	stores := map[trace.SpanID]bool{}
+	for _, s := range spans["ratelimit.store.acquire"] {
+		stores[s.SpanContext.SpanID()] = true
+	}
+	carried := 0
+	for name, ss := range spans {
+		if !strings.HasPrefix(name, "DynamoDB.") {
+			continue
+		}
+		for _, s := range ss {
+			if !stores[s.Parent.SpanID()] {
+				t.Errorf("%s: parent %s (valid %v), want one decision's store span", name, s.Parent.SpanID(), s.Parent.IsValid())
+			}
+			n, _ := intAttr(s, "ratelimit.decisions")
+			if len(s.Links) != n-1 {
+				t.Errorf("%s: %d links for %d decisions, want one per decision but its parent's", name, len(s.Links), n)
+			}
+			for _, l := range s.Links {
+				if !stores[l.SpanContext.SpanID()] {
+					t.Errorf("%s: link to %s, want a decision's store span", name, l.SpanContext.SpanID())
+				}
+			}
+			if name == "DynamoDB.UpdateItem" {
+				carried += n
+			}
+		}
+	}
+	writes := len(spans["DynamoDB.UpdateItem"])
+	t.Logf("40 decisions: %d writes carried %d decisions", writes, carried)
+	if carried != 40 {
+		t.Errorf("writes carried %d decisions, want each of the 40 once", carried)
+	}
+	if writes >= 40 {
+		t.Errorf("%d writes for 40 decisions on one item, want them shared", writes)
+	}
+}
+
+func intAttr(s tracetest.SpanStub, key string) (int, bool) {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key {
+			return int(a.Value.AsInt64()), true
+		}
+	}
+	return 0, false
 }
 
 // TestDynamoDBChildSpans: a call made on a context that carries a span is
@@ -251,8 +349,8 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// check reports what the collector received: the decision and store spans
-// of the caller's trace, from a resource named as configured.
+// check reports what the collector received: the decision, store and
+// DynamoDB spans of the caller's trace, from a resource named as configured.
 func (c *collector) check(t *testing.T) {
 	t.Helper()
 	c.mu.Lock()
@@ -269,7 +367,7 @@ func (c *collector) check(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{decisionSpan, "ratelimit.store.acquire"} {
+	for _, want := range []string{decisionSpan, "ratelimit.store.acquire", "DynamoDB.UpdateItem"} {
 		if got, ok := names[want]; !ok || got != callerTrace {
 			t.Errorf("collector got spans %v, want %s in trace %s", names, want, callerTrace)
 		}
@@ -290,8 +388,8 @@ func exportOnce(t *testing.T, protocol string) {
 		t.Fatalf("tracing.New() = %v", err)
 	}
 	// Sampling rate 0 samples no root span, but the caller's sampled
-	// trace is followed.
-	decide(t, p, memstore.New())
+	// trace is followed, DynamoDB calls included.
+	decide(t, p, dynamoStore(t, p, dynamotest.NewFake()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Shutdown(ctx); err != nil {

@@ -27,6 +27,7 @@ import (
 func (s *Store) runBatch(pk string, batch []*part) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
+	ctx = s.callContext(ctx, decisionsOf(batch))
 	deadline, _ := ctx.Deadline()
 	b, shard := batch[0].b, batch[0].shard
 	img := s.cachedImage(pk)
@@ -117,7 +118,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 // first (the batch is then contended).
 func (s *Store) fresh(ctx context.Context, b bucket, pk string) (*image, error) {
 	var img *image
-	fs := s.fly([]string{"\x01" + pk}, func(ctx context.Context, _ []string, f *flight) error {
+	fs := s.fly([]string{"\x01" + pk}, ctx, func(ctx context.Context, _ []string, f *flight) error {
 		for attempt := 0; ; attempt++ {
 			im, err := s.readBucket(ctx, pk)
 			if err == nil {
@@ -196,6 +197,18 @@ func (s *Store) contend(batch []*part, img *image, reason string) {
 		pt.dec = contended(pt, img, now)
 		s.obs.Contended(reason)
 	}
+}
+
+// decisionsOf returns the contexts of the decisions a batch serves, in
+// arrival order.
+func decisionsOf(batch []*part) []context.Context {
+	out := make([]context.Context, 0, len(batch))
+	for _, pt := range batch {
+		if pt.from != nil {
+			out = append(out, pt.from)
+		}
+	}
+	return out
 }
 
 // unknown ends a batch whose write went unanswered, so may or may not have

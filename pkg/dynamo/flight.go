@@ -46,8 +46,9 @@ func (s *Store) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.S
 
 // fly returns the flights reading keys, starting one read (read, on the
 // keys no flight is reading yet) under the store's lifetime and a deadline
-// of its own, not any caller's.
-func (s *Store) fly(keys []string, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
+// of its own, not any caller's; the read carries the values of from (the
+// starter's context, see WithCallContext).
+func (s *Store) fly(keys []string, from context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
 	s.loads.mu.Lock()
 	defer s.loads.mu.Unlock()
 	if s.closed.Load() {
@@ -74,7 +75,7 @@ func (s *Store) fly(keys []string, read func(ctx context.Context, keys []string,
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
 		defer cancel()
-		f.err = read(ctx, start, f)
+		f.err = read(s.callContext(ctx, []context.Context{from}), start, f)
 		s.loads.mu.Lock()
 		for _, k := range start {
 			delete(s.loads.m, k)

@@ -50,6 +50,9 @@ type part struct {
 	// shard count (a compensation gives back exactly what was taken).
 	scale int
 	of    *part // the part a compensation gives back for
+	// from is the context of the decision the part belongs to, for its
+	// values only (see WithCallContext).
+	from  context.Context
 	shard int
 	pk    string
 	tried int // other shards tried after a refusal
@@ -130,7 +133,7 @@ func (pt *part) hasCost() bool {
 // compensation returns the part that gives back what an admitted part
 // consumed, on the same shard and in the same units, or nil.
 func (pt *part) compensation() *part {
-	c := &part{b: pt.b, scale: max(pt.n, 1), of: pt}
+	c := &part{b: pt.b, scale: max(pt.n, 1), of: pt, from: pt.from}
 	for i, d := range pt.debits {
 		if d.Op != cascade.Consume || !pt.dec.Statuses[i].OK || d.Amount <= 0 {
 			continue

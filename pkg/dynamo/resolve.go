@@ -69,10 +69,10 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	}
 	s.mu.Unlock()
 	if len(stale) > 0 {
-		s.loadRecords(stale) // refresh in the background; the stale records serve meanwhile
+		s.loadRecords(ctx, stale) // refresh in the background; the stale records serve meanwhile
 	}
 	if len(missing) > 0 {
-		for _, f := range s.loadRecords(missing) {
+		for _, f := range s.loadRecords(ctx, missing) {
 			if err := s.wait(ctx, f); err != nil {
 				return err
 			}
@@ -100,8 +100,8 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 
 // loadRecords returns the flights that read config records keys
 // ("PK\x00SK"), starting one read for the keys no flight has yet.
-func (s *Store) loadRecords(keys []string) []*flight {
-	return s.fly(keys, s.readRecords)
+func (s *Store) loadRecords(from context.Context, keys []string) []*flight {
+	return s.fly(keys, from, s.readRecords)
 }
 
 func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {

@@ -107,6 +107,30 @@ func WithLogger(l *logrus.Entry) Option { return func(s *Store) { s.log = l } }
 // WithObserver sets the observer of the store's events.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
+// WithCallContext sets how the context of a DynamoDB call that the store
+// makes on its own derives from the decisions it serves. Bucket writes,
+// cold reads and give-backs run on the store's contexts, not a caller's: one
+// conditional write carries every decision queued on its item, one read
+// serves every decision waiting for it, and either outlives callers that
+// gave up. f gets the call's context and the contexts of the decisions the
+// call serves, in arrival order (the one that started it first), and
+// returns the context the call runs on. It may add values only (for
+// example, to make the call's trace span a child of the first decision's
+// and link it to the others); the call's deadline and cancellation stay the
+// store's. The default returns call unchanged.
+func WithCallContext(f func(call context.Context, decisions []context.Context) context.Context) Option {
+	return func(s *Store) { s.callCtx = f }
+}
+
+// callContext derives a call's context from the decisions it serves (see
+// WithCallContext).
+func (s *Store) callContext(call context.Context, decisions []context.Context) context.Context {
+	if s.callCtx == nil || len(decisions) == 0 {
+		return call
+	}
+	return s.callCtx(call, decisions)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) ShardDoubled()      {}
@@ -121,6 +145,9 @@ type Store struct {
 	now func() time.Time
 	log *logrus.Entry
 	obs Observer
+	// callCtx derives the context of a call the store makes on its own
+	// (WithCallContext); nil leaves it as it is.
+	callCtx func(call context.Context, decisions []context.Context) context.Context
 
 	// life ends at Close: it bounds the work that outlives a caller (batch
 	// writes, cold reads, compensations), and wg waits for that work.
@@ -296,6 +323,9 @@ func validPlan(p *cascade.Plan) error {
 // refused after some parts debited has those debits given back.
 func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (cascade.Decision, error) {
 	parts := s.partsOf(p, buckets)
+	for _, pt := range parts {
+		pt.from = ctx
+	}
 	if len(parts) == 1 {
 		pt := parts[0]
 		s.await(ctx, pt)
