@@ -35,7 +35,7 @@ func dropForeignFlags(fs *flag.FlagSet, args []string) (kept, dropped []string) 
 // openCompat builds envoyproxy/ratelimit's stats unless DISABLE_STATS, and
 // makes m record into them. The returned gatherer flushes them before each
 // scrape; run (nil when disabled) owns their goroutines.
-func openCompat(s config.Settings, m *metrics.Metrics, reg *prometheus.Registry) (prometheus.Gatherer, *metrics.Compat, error) {
+func openCompat(s config.Settings, m *metrics.Metrics, reg *prometheus.Registry, log *logrus.Entry) (prometheus.Gatherer, *metrics.Compat, error) {
 	if s.DisableStats {
 		return reg, nil, nil
 	}
@@ -47,6 +47,8 @@ func openCompat(s config.Settings, m *metrics.Metrics, reg *prometheus.Registry)
 	}
 	if s.UseStatsd {
 		o.StatsdAddr = net.JoinHostPort(s.StatsdHost, strconv.Itoa(s.StatsdPort))
+		o.StatsdProtocol = s.StatsdProtocol
+		o.StatsdLogger = log
 	}
 	c, err := metrics.NewCompat(reg, o)
 	if err != nil {

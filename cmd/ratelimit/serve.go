@@ -59,7 +59,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	gatherer, compat, err := openCompat(s, m, reg)
+	gatherer, compat, err := openCompat(s, m, reg, entry("statsd"))
 	if err != nil {
 		return err
 	}

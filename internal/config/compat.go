@@ -33,7 +33,8 @@ var compatBound = map[string]string{
 	"LOG_LEVEL": CompatSame + " (default info, there WARN)", "LOG_FORMAT": CompatSame + " (default json, there text)",
 	"FORCE_START_WITHOUT_INITIAL_CONFIG":      CompatSame,
 	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": CompatSame,
-	"USE_STATSD": CompatSame + " (default false, there true; UDP, there TCP)", "STATSD_HOST": CompatSame, "STATSD_PORT": CompatSame,
+	"USE_STATSD": CompatSame + " (default false, there true)", "STATSD_HOST": CompatSame, "STATSD_PORT": CompatSame,
+	"STATSD_PROTOCOL": CompatSame,
 	"EXTRA_TAGS": CompatSame, "STATS_FLUSH_INTERVAL": CompatSame, "DISABLE_STATS": CompatSame,
 	"USE_PROMETHEUS": CompatExtended, "PROMETHEUS_ADDR": CompatSame, "PROMETHEUS_PATH": CompatSame,
 	"PROMETHEUS_MAPPER_YAML": CompatExtended, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": CompatSame,
@@ -131,13 +132,13 @@ var legacy = func() map[string]legacySetting {
 			return fmt.Errorf("only FILE is served by this build: put the descriptor YAML under RUNTIME_ROOT or CONFIG_DIR")
 		}}
 	m["USE_DOG_STATSD"] = legacySetting{row: "USE_DOG_STATSD", compat: CompatRefused,
-		help: "DogStatsD emission: true is refused; use USE_STATSD (a DogStatsD agent reads plain statsd) or USE_PROMETHEUS.",
+		help: "DogStatsD emission: true is refused; use USE_STATSD with STATSD_PROTOCOL=udp (a DogStatsD agent reads plain statsd) or USE_PROMETHEUS.",
 		refuse: func(v string) error {
 			var b boolValue
 			if b.Set(v) == nil && !bool(b) {
 				return nil
 			}
-			return fmt.Errorf("DogStatsD is not emitted here: use USE_STATSD=true (a DogStatsD agent reads plain statsd, tags as EXTRA_TAGS) or USE_PROMETHEUS=true")
+			return fmt.Errorf("DogStatsD is not emitted here: use USE_STATSD=true with STATSD_PROTOCOL=udp (a DogStatsD agent reads plain statsd, tags as EXTRA_TAGS) or USE_PROMETHEUS=true")
 		}}
 	m["USE_DOG_STATSD_MOGRIFIERS"] = legacySetting{row: "USE_DOG_STATSD_MOGRIFIERS", compat: CompatIgnored,
 		help: "DogStatsD name rewriting; see USE_DOG_STATSD."}

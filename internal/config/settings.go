@@ -35,6 +35,9 @@ const (
 	HitsAddendCharge  = "charge"  // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits land even past zero
 	HitsAddendConsume = "consume" // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits are all-or-nothing
 
+	StatsdTCP = "tcp" // STATSD_PROTOCOL: statsd over TCP (envoyproxy/ratelimit's default)
+	StatsdUDP = "udp" // STATSD_PROTOCOL: statsd over UDP
+
 	MetadataRatelimit = "ratelimit" // RESPONSE_DYNAMIC_METADATA_FORMAT: envoyproxy/ratelimit's shape
 	MetadataExtended  = "extended"  // RESPONSE_DYNAMIC_METADATA_FORMAT: with quota-mode fields and structured overrides
 )
@@ -128,6 +131,7 @@ type Settings struct {
 	UseStatsd                            bool          // USE_STATSD: send the compatible stats to a statsd server
 	StatsdHost                           string        // STATSD_HOST: statsd server host
 	StatsdPort                           int           // STATSD_PORT: statsd server port
+	StatsdProtocol                       string        // STATSD_PROTOCOL: tcp or udp
 	ExtraTags                            string        // EXTRA_TAGS: tags added to every statsd stat (key:value,…; see ExtraTagMap)
 	StatsFlushInterval                   time.Duration // STATS_FLUSH_INTERVAL: how often counters are flushed
 	DisableStats                         bool          // DISABLE_STATS: no compatible stats at all
@@ -217,6 +221,7 @@ func Defaults() Settings {
 		PrometheusPath:     "/metrics",
 		StatsdHost:         "localhost",
 		StatsdPort:         8125,
+		StatsdProtocol:     StatsdTCP,
 		StatsFlushInterval: 10 * time.Second,
 
 		ShutdownDrain:   5 * time.Second,
@@ -328,9 +333,10 @@ func bindings(s *Settings) []binding {
 		{"PROMETHEUS_PATH", "Path of the metrics on the USE_PROMETHEUS listener.", (*stringValue)(&s.PrometheusPath)},
 		{"PROMETHEUS_MAPPER_YAML", "statsd-exporter mapping file naming the envoyproxy/ratelimit-compatible metrics; empty means its default mapping. A file that does not load stops the start.", (*stringValue)(&s.PrometheusMapperYAML)},
 		{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "With the default mapping, observe ratelimit_service_response_time_seconds in milliseconds, as envoyproxy/ratelimit does with this setting.", (*boolValue)(&s.PrometheusResponseTimeAsMilliseconds)},
-		{"USE_STATSD", "Send the envoyproxy/ratelimit stats (same names) to STATSD_HOST:STATSD_PORT over UDP.", (*boolValue)(&s.UseStatsd)},
+		{"USE_STATSD", "Send the envoyproxy/ratelimit stats (same names, same lines, through the same statsd library, gostats) to STATSD_HOST:STATSD_PORT over STATSD_PROTOCOL.", (*boolValue)(&s.UseStatsd)},
 		{"STATSD_HOST", "statsd server host.", (*stringValue)(&s.StatsdHost)},
 		{"STATSD_PORT", "statsd server port.", (*intValue)(&s.StatsdPort)},
+		{"STATSD_PROTOCOL", "statsd transport: tcp, as envoyproxy/ratelimit sends by default (a statsd_exporter listens on both), or udp (a DogStatsD agent).", &enumValue{p: &s.StatsdProtocol, allowed: []string{StatsdTCP, StatsdUDP}}},
 		{"EXTRA_TAGS", "Tags added to every statsd stat, as key:value pairs separated by commas, encoded in the name as envoyproxy/ratelimit does (.__key=value).", (*tagsValue)(&s.ExtraTags)},
 		{"STATS_FLUSH_INTERVAL", "How often counters are sent to statsd and folded into the compatible Prometheus metrics (a scrape folds them in too).", (*durationValue)(&s.StatsFlushInterval)},
 		{"DISABLE_STATS", "Emit none of the envoyproxy/ratelimit-compatible stats (the ratelimit_* metrics stay).", (*boolValue)(&s.DisableStats)},
@@ -558,6 +564,7 @@ func (s Settings) Validate() error {
 	checkEnum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
 	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
 	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
+	checkEnum("STATSD_PROTOCOL", s.StatsdProtocol, StatsdTCP, StatsdUDP)
 	checkEnum("DESCRIPTOR_HITS_ADDEND", s.DescriptorHitsAddend, HitsAddendCharge, HitsAddendConsume)
 	checkEnum("RESPONSE_DYNAMIC_METADATA_FORMAT", s.ResponseMetadataFormat, MetadataRatelimit, MetadataExtended)
 

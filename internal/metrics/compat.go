@@ -10,12 +10,13 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cactus/go-statsd-client/v5/statsd"
+	stats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/statsd_exporter/pkg/event"
@@ -37,6 +38,9 @@ const MaxCompatKeys = 10000
 // maxPendingTimings bounds the response times kept between two flushes.
 const maxPendingTimings = 100000
 
+// statsdShutdownWait bounds the last send to statsd at shutdown.
+const statsdShutdownWait = 2 * time.Second
+
 // CompatOptions configure Compat.
 type CompatOptions struct {
 	// MapperYAMLPath is a statsd-exporter mapping file (PROMETHEUS_MAPPER_YAML);
@@ -47,9 +51,17 @@ type CompatOptions struct {
 	// in milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS).
 	ResponseTimeAsMilliseconds bool
 	// StatsdAddr, when set (USE_STATSD), is a host:port the stats are sent
-	// to over UDP under their statsd names, with ExtraTags.
+	// to under their statsd names, with ExtraTags, through the statsd sink
+	// of github.com/lyft/gostats that envoyproxy/ratelimit uses: the same
+	// lines on the wire, over StatsdProtocol.
 	StatsdAddr string
-	ExtraTags  map[string]string
+	// StatsdProtocol is "tcp" (empty: envoyproxy/ratelimit's default) or
+	// "udp" (STATSD_PROTOCOL).
+	StatsdProtocol string
+	// StatsdLogger receives the statsd sink's connection warnings; nil
+	// discards them.
+	StatsdLogger StatsdLogger
+	ExtraTags    map[string]string
 	// FlushInterval is how often counters are flushed (STATS_FLUSH_INTERVAL);
 	// zero means 10 s.
 	FlushInterval time.Duration
@@ -64,11 +76,13 @@ type CompatOptions struct {
 // Counters accumulate in atomics and are flushed every FlushInterval and
 // before every scrape (see Gatherer); response times are kept until the
 // next flush (at most maxPendingTimings of them). A *Compat is safe for
-// concurrent use; Run owns its goroutines.
+// concurrent use; Run owns its goroutines, except the statsd sink's
+// connection goroutine, which lives as long as the process (gostats has no
+// Close).
 type Compat struct {
 	exp      *exporter.Exporter
 	events   chan event.Events
-	statsd   statsd.Statter
+	statsd   stats.FlushableSink
 	tags     string
 	interval time.Duration
 
@@ -136,18 +150,59 @@ func NewCompat(reg prometheus.Registerer, o CompatOptions) (*Compat, error) {
 		Help: "Rule hits not reported in the envoyproxy/ratelimit-compatible metrics because MaxCompatKeys keys are already tracked.",
 	}))
 	if o.StatsdAddr != "" {
-		if _, _, err := net.SplitHostPort(o.StatsdAddr); err != nil {
-			return nil, fmt.Errorf("metrics: statsd address %q: %w", o.StatsdAddr, err)
-		}
-		st, err := statsd.NewClientWithConfig(&statsd.ClientConfig{
-			Address: o.StatsdAddr, UseBuffered: true, FlushInterval: 300 * time.Millisecond,
-		})
+		st, err := statsdSink(o)
 		if err != nil {
-			return nil, fmt.Errorf("metrics: statsd %s: %w", o.StatsdAddr, err)
+			return nil, err
 		}
 		c.statsd = st
 	}
 	return c, nil
+}
+
+// StatsdLogger receives the statsd sink's warnings (a *logrus.Entry is one).
+type StatsdLogger interface {
+	Errorf(msg string, args ...any)
+	Warnf(msg string, args ...any)
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Errorf(string, ...any) {}
+func (discardLogger) Warnf(string, ...any)  {}
+
+// statsdSink returns gostats' network sink to o.StatsdAddr. The sink
+// connects, and reconnects after a failure, in a goroutine of its own that
+// lives as long as the process; its writes never block: what does not fit
+// its 4 MiB of buffers while statsd is away is dropped.
+func statsdSink(o CompatOptions) (sink stats.FlushableSink, err error) {
+	host, p, err := net.SplitHostPort(o.StatsdAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: statsd address %q: %w", o.StatsdAddr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: statsd address %q: %w", o.StatsdAddr, err)
+	}
+	proto := o.StatsdProtocol
+	if proto == "" {
+		proto = "tcp"
+	}
+	if proto != "tcp" && proto != "udp" {
+		return nil, fmt.Errorf("metrics: statsd protocol %q: want tcp or udp", proto)
+	}
+	var log StatsdLogger = discardLogger{}
+	if o.StatsdLogger != nil {
+		log = o.StatsdLogger
+	}
+	// gostats reads its other settings (GOSTATS_*) from the environment and
+	// panics on one it cannot parse.
+	defer func() {
+		if r := recover(); r != nil {
+			sink, err = nil, fmt.Errorf("metrics: statsd sink: %v", r)
+		}
+	}()
+	return stats.NewNetSink(stats.WithStatsdHost(host), stats.WithStatsdPort(port),
+		stats.WithStatsdProtocol(proto), stats.WithLogger(log)), nil
 }
 
 // tagSuffix encodes tags in a stat name as envoyproxy/ratelimit's stats
@@ -225,7 +280,8 @@ func (c *Compat) timing(name string, ms float64) {
 }
 
 // Run serves the exporter and flushes every FlushInterval until ctx ends,
-// then flushes once more, closes the statsd client and returns.
+// then flushes once more, sends what statsd has buffered (waiting at most
+// statsdShutdownWait) and returns.
 func (c *Compat) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -249,7 +305,14 @@ func (c *Compat) Run(ctx context.Context) error {
 			c.mu.Unlock()
 			<-done
 			if c.statsd != nil {
-				_ = c.statsd.Close()
+				// Send what is buffered, unless statsd is away: the sink
+				// would wait for a reconnection.
+				sent := make(chan struct{})
+				go func() { c.statsd.Flush(); close(sent) }()
+				select {
+				case <-sent:
+				case <-time.After(statsdShutdownWait):
+				}
 			}
 			return nil
 		}
@@ -272,7 +335,7 @@ func (c *Compat) Flush() {
 		}
 		evs = append(evs, &event.CounterEvent{CMetricName: name, CValue: float64(n), CLabels: map[string]string{}})
 		if c.statsd != nil {
-			_ = c.statsd.Inc(name+c.tags, int64(n), 1)
+			c.statsd.FlushCounter(name+c.tags, n)
 		}
 	}
 	c.keys.Range(func(_, v any) bool {
@@ -290,7 +353,7 @@ func (c *Compat) Flush() {
 		for _, v := range ms {
 			evs = append(evs, &event.ObserverEvent{OMetricName: name, OValue: v, OLabels: map[string]string{}})
 			if c.statsd != nil {
-				_ = c.statsd.Timing(name+c.tags, int64(v), 1)
+				c.statsd.FlushTimer(name+c.tags, v)
 			}
 		}
 		delete(c.timings, name)
