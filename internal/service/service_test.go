@@ -134,7 +134,9 @@ func TestShouldRateLimit(t *testing.T) {
 			steps: []step{
 				{req: rlReq("api", withHits(desc("user", "c"), 0)), want: "OK [OK/3/3]"},
 				{req: &pb.RateLimitRequest{Domain: "api", HitsAddend: 3, Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "c")}}, want: "OK [OK/0/3]"},
-				{req: rlReq("api", withHits(desc("user", "c"), 0)), want: "OVER [OVER/0/3]"},
+				// exhausted, not over: a check passes, as on envoyproxy/ratelimit
+				{req: rlReq("api", withHits(desc("user", "c"), 0)), want: "OK [OK/0/3]"},
+				{req: rlReq("api", desc("user", "c")), want: "OVER [OVER/0/3]"},
 			},
 		},
 		{

@@ -224,17 +224,17 @@ func behaviours() []behaviour {
 			{at: 2 * time.Second, plan: plan(check("a", l3)), want: admitted(ok(3000, 0))},
 			// a third of a millitoken per ms: reported in whole millitokens
 			// (rounded down), the fractions kept, however often the bucket
-			// is read. A check admits once the bucket holds one millitoken.
+			// is read. A millitoken is there once three ms have passed.
 			{at: 0, plan: plan(consume("b", lThird, tok)), want: admitted(ok(0, 3000*ms))},
-			{at: 0, plan: plan(check("b", lThird)), want: refused(no(0, 3*ms, 3000*ms))},
-			{at: 1 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 2*ms, 2999*ms))},
-			{at: 2 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 1*ms, 2998*ms))},
-			{at: 2 * ms, plan: plan(check("b", lThird)), want: refused(no(0, 1*ms, 2998*ms))},
+			{at: 0, plan: plan(consume("b", lThird, 1)), want: refused(no(0, 3*ms, 3000*ms))},
+			{at: 1 * ms, plan: plan(consume("b", lThird, 1)), want: refused(no(0, 2*ms, 2999*ms))},
+			{at: 2 * ms, plan: plan(consume("b", lThird, 1)), want: refused(no(0, 1*ms, 2998*ms))},
+			{at: 2 * ms, plan: plan(check("b", lThird)), want: admitted(ok(0, 2998*ms))},
 			{at: 3 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2997*ms))},
-			{at: 3 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2997*ms))},
-			{at: 4 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2996*ms))},
-			{at: 5 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2995*ms))},
-			{at: 6 * ms, plan: plan(check("b", lThird)), want: admitted(ok(2, 2994*ms))},
+			{at: 3 * ms, plan: plan(consume("b", lThird, 1)), want: admitted(ok(0, 3000*ms))},
+			{at: 4 * ms, plan: plan(check("b", lThird)), want: admitted(ok(0, 2999*ms))},
+			{at: 5 * ms, plan: plan(consume("b", lThird, 1)), want: refused(no(0, 1*ms, 2998*ms))},
+			{at: 6 * ms, plan: plan(check("b", lThird)), want: admitted(ok(1, 2997*ms))},
 		}},
 		{"all_or_nothing", []step{
 			{at: 0, plan: plan(consume("b", l3, 3*tok)), want: admitted(ok(0, 1000*ms))},
@@ -255,10 +255,13 @@ func behaviours() []behaviour {
 			{at: 0, plan: plan(consume("a", l3, tok), consume("a", l3, tok)),
 				want: refused(ok(1000, 667*ms), no(1000, 0, 667*ms)), loose: true},
 			{at: 0, plan: plan(check("a", l3)), want: admitted(ok(1000, 667*ms))},
-			{at: 0, plan: plan(consume("a", l3, tok), check("a", l3)),
+			{at: 0, plan: plan(consume("a", l3, tok), consume("a", l3, 1)),
 				want: refused(ok(1000, 667*ms), no(1000, 0, 667*ms)), loose: true},
 			{at: 0, plan: plan(refund("a", l3, tok), consume("a", l3, 2*tok)),
 				want: admitted(ok(0, 1000*ms), ok(0, 1000*ms))},
+			// a check after a consume that emptied the bucket passes.
+			{at: 0, plan: plan(refund("a", l3, tok), consume("a", l3, tok), check("a", l3)),
+				want: admitted(ok(0, 1000*ms), ok(0, 1000*ms), ok(0, 1000*ms))},
 		}},
 		{"named_limits_share_item", []step{
 			{at: 0, plan: plan(consume("k", l3, tok), named(consume("k", lTPM, 60*tok), "tpm")),
@@ -276,8 +279,9 @@ func behaviours() []behaviour {
 			{at: 0, plan: plan(consume("a", l3, 2*tok)), want: admitted(ok(1000, 667*ms))},
 			{at: 0, plan: plan(check("a", l3)), want: admitted(ok(1000, 667*ms))},
 			{at: 0, plan: plan(consume("a", l3, 1*tok)), want: admitted(ok(0, 1000*ms))},
-			// empty: the check waits for one millitoken.
-			{at: 0, plan: plan(check("a", l3)), want: refused(no(0, 1*ms, 1000*ms))},
+			// empty but not in debt: the check passes, as a counter at its
+			// limit passes a check in envoyproxy/ratelimit.
+			{at: 0, plan: plan(check("a", l3)), want: admitted(ok(0, 1000*ms))},
 			{at: 1 * ms, plan: plan(check("a", l3)), want: admitted(ok(3, 999*ms))},
 			{at: 1 * ms, plan: plan(check("a", l3)), want: admitted(ok(3, 999*ms))},
 		}},
@@ -344,7 +348,7 @@ func behaviours() []behaviour {
 			{at: 0, plan: plan(consume("a", lTwo, 2*tok)), want: admitted(ok(0, 1000*ms))},
 			{at: 0, plan: plan(consume("a", lTwo, tok)), want: refused(no(0, 500*ms, 1000*ms))},
 			// raised again: nothing is invented, refill goes on at the new rate.
-			{at: 0, plan: plan(check("a", lFive)), want: refused(no(0, 1*ms, 1000*ms))},
+			{at: 0, plan: plan(consume("a", lFive, 1)), want: refused(no(0, 1*ms, 1000*ms))},
 			{at: 100 * ms, plan: plan(check("a", lFive)), want: admitted(ok(500, 900*ms))},
 		}},
 		{"rate_change_keeps_tokens", []step{
@@ -355,7 +359,7 @@ func behaviours() []behaviour {
 			{at: 60 * ms, plan: plan(check("a", lMinute)), want: admitted(ok(501, 29940*ms))},
 			{at: 60 * ms, plan: plan(consume("a", lMinute, 501)), want: admitted(ok(0, 60*time.Second))},
 			// and back: 1 mt/ms from what it holds.
-			{at: 60 * ms, plan: plan(check("a", lOne)), want: refused(no(0, 1*ms, 1000*ms))},
+			{at: 60 * ms, plan: plan(consume("a", lOne, 1)), want: refused(no(0, 1*ms, 1000*ms))},
 			{at: 61 * ms, plan: plan(check("a", lOne)), want: admitted(ok(1, 999*ms))},
 		}},
 		{"statuses_one_per_debit_in_order", []step{

@@ -199,14 +199,14 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "shared slot asking one millitoken more than the capacity",
-			debits: []cascade.Debit{consume(three, 3*tok), check(three)},
+			debits: []cascade.Debit{consume(three, 3*tok), consume(three, 1)},
 			slot:   []int{0, 0}, states: []State{full3}, at: t0,
 			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(3000, 1*ms, 0)}},
 			after: []State{full3},
 		},
 		{
 			name:   "the same from a bucket full for long",
-			debits: []cascade.Debit{consume(three, 3*tok), check(three)},
+			debits: []cascade.Debit{consume(three, 3*tok), consume(three, 1)},
 			slot:   []int{0, 0}, states: []State{hold(three, 9000, t0)}, at: t0,
 			want:  cascade.Decision{Statuses: []cascade.Status{ok(3000, 0), no(3000, 1*ms, 0)}},
 			after: []State{hold(three, 9000, t0)},
@@ -337,11 +337,12 @@ func TestDecide(t *testing.T) {
 			after: []State{hold(three, 1, t0)},
 		},
 		{
-			name:   "check refused below one millitoken",
-			debits: []cascade.Debit{check(three)},
-			slot:   []int{0}, states: []State{hold(three, 0, t0)}, at: t0,
-			want:  cascade.Decision{Statuses: []cascade.Status{no(0, 1*ms, 1000*ms)}},
-			after: []State{hold(three, 0, t0)},
+			name:   "check admitted at zero, refused in debt",
+			debits: []cascade.Debit{check(three), check(slow)},
+			slot:   []int{0, 1}, states: []State{hold(three, 0, t0), hold(slow, -1, t0)}, at: t0,
+			// slow must reach 0: 1 mt at 20 ms each.
+			want:  cascade.Decision{Statuses: []cascade.Status{ok(0, 1000*ms), no(-1, 20*ms, 60_020*ms)}},
+			after: []State{hold(three, 0, t0), hold(slow, -1, t0)},
 		},
 		{
 			name:   "consume of zero admitted at zero, refused in debt",

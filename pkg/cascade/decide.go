@@ -116,11 +116,15 @@ func step(d *Debit, v *tokenbucket.Level, nowMs int64) bool {
 }
 
 // need is what a debit's bucket must hold to admit it: a consume's or a
-// charge's amount (zero for a non-positive one, as TryConsume), or one
-// millitoken for checks (admitted while the bucket holds at least one).
+// charge's amount (zero for a non-positive one, as TryConsume), nothing for
+// a check (admitted while the bucket is not in debt), and a millitoken for
+// an op Decide does not know.
 func need(d *Debit) tokenbucket.Millitokens {
-	if d.Op == Consume || d.Op == Charge {
+	switch d.Op {
+	case Consume, Charge:
 		return max(d.Amount, 0)
+	case Check:
+		return 0
 	}
 	return 1
 }

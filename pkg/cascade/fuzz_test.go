@@ -189,7 +189,7 @@ func model(c *fuzzCase, states []State, now int64) (admitted bool, oks []bool, b
 					m.move(now, a)
 				}
 			case cascade.Check:
-				oks[i] = m.has(now, 1)
+				oks[i] = m.has(now, 0)
 			case cascade.Charge:
 				oks[i] = a <= d.Bucket.Capacity && m.has(now, a)
 				if a > 0 {
@@ -246,8 +246,11 @@ func demands(c *fuzzCase) []Millitokens {
 			continue
 		}
 		need := Millitokens(1)
-		if d.Op == cascade.Consume || d.Op == cascade.Charge {
+		switch d.Op {
+		case cascade.Consume, cascade.Charge:
 			need = max(d.Amount, 0)
+		case cascade.Check:
+			need = 0
 		}
 		most[k] = max(most[k], sat(before[k], need))
 		if d.Op == cascade.Consume || d.Op == cascade.Charge {
@@ -288,6 +291,8 @@ func expect(c *fuzzCase, states []State, now int64) (cascade.Decision, []bucketM
 			switch {
 			case !admitted:
 				n = dem[c.slot[i]]
+			case d.Op == cascade.Check:
+				n = 0
 			case d.Op == cascade.Consume || d.Op == cascade.Charge:
 				n = max(d.Amount, 0)
 			}

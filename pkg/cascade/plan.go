@@ -29,8 +29,8 @@ const (
 	// Consume debits Amount if the bucket holds at least Amount; otherwise the
 	// debit is refused and nothing is debited.
 	Consume Op = iota
-	// Check debits nothing and is admitted while the bucket holds at least
-	// one millitoken (a request with zero hits).
+	// Check debits nothing and is admitted while the bucket is not in debt
+	// (a request with zero hits).
 	Check
 	// Charge debits Amount even past zero (cost already spent). It is
 	// admitted when it fits, that is when the bucket held at least Amount

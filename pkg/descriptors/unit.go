@@ -102,7 +102,7 @@ const (
 	// ChargePost debits hits that report cost already spent (stream-done
 	// calls): they are always debited, even past zero, and answered
 	// OVER_LIMIT when they did not fit; a check on such a limit is admitted
-	// while the bucket is not exhausted.
+	// while the bucket is not in debt.
 	ChargePost
 )
 

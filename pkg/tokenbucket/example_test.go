@@ -62,7 +62,7 @@ func ExampleLimit_Charge() {
 	// retry after: 1.6s
 	// at 0 ms: available -15, check false
 	// at 1000 ms: available -5, check false
-	// at 1500 ms: available 0, check false
+	// at 1500 ms: available 0, check true
 	// at 1600 ms: available 1, check true
 	// at 2500 ms: available 10, check true
 }

@@ -177,11 +177,12 @@ func (l Limit) TryConsume(v *Level, n Millitokens, nowMs int64) bool {
 	return true
 }
 
-// Check reports whether the bucket holds at least one millitoken at nowMs
-// (the answer to a request with zero hits: not exhausted, not in debt). It
-// debits nothing.
+// Check reports whether the bucket is not in debt at nowMs: it holds zero
+// tokens or more. That is the answer to a request with zero hits, as
+// envoyproxy/ratelimit gives it (admitted while the count has not passed
+// the limit, so also when it has just reached it). It debits nothing.
 func (l Limit) Check(v *Level, nowMs int64) bool {
-	return v.le(l.at(nowMs).Sub(l.span(1)))
+	return v.le(l.at(nowMs))
 }
 
 // Charge debits n millitokens even past zero: cost already spent, which

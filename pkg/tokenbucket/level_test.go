@@ -33,7 +33,7 @@ func run(l Limit, v *Level, ops []timedOp) []bool {
 // model runs ops on a stored level x in math/big, from the definition: the
 // bucket holds min(Capacity·rp, t·ra − X)/rp; consuming, charging and
 // refunding move X by n·rp after lifting a level below the full one to it;
-// a check asks for one millitoken, a charge fits when a consume would.
+// a check asks for no debt, a charge fits when a consume would.
 func model(l Limit, x Int128, ops []timedOp) (outs []bool, final Int128, touched bool) {
 	b := newBigLimit(l)
 	X := toBig(x)
@@ -58,7 +58,7 @@ func model(l Limit, x Int128, ops []timedOp) (outs []bool, final Int128, touched
 				touched = true
 			}
 		case 'k':
-			ok = h.Cmp(b.rp) >= 0
+			ok = h.Sign() >= 0
 		case 'h', 'b':
 			if o.kind == 'h' {
 				n := max(o.n, 0)
@@ -269,9 +269,11 @@ func TestLevel(t *testing.T) {
 		{"consume of zero writes nothing",
 			-5_000_000, []op{consume(0)}, []bool{true}, writeOf{}, min, i(10_000_000), -5_000_000},
 		{"check of a bucket full for long writes nothing and does not clamp",
-			-5_000_000, []op{check}, []bool{true}, writeOf{}, min, i(9_999_000), -5_000_000},
-		{"check refused",
-			9_999_500, []op{check}, []bool{false}, writeOf{}, i(9_999_001), max, 9_999_500},
+			-5_000_000, []op{check}, []bool{true}, writeOf{}, min, i(10_000_000), -5_000_000},
+		{"check admitted at zero and below a millitoken",
+			9_999_500, []op{check}, []bool{true}, writeOf{}, min, i(10_000_000), 9_999_500},
+		{"check refused in debt",
+			10_000_500, []op{check}, []bool{false}, writeOf{}, i(10_000_001), max, 10_000_500},
 		{"charge above the capacity: lands, never fits",
 			0, []op{charge(15_000)}, []bool{false}, writeOf{true, false, i(15_000_000)}, i(0), max, 15_000_000},
 		{"charge that fits",

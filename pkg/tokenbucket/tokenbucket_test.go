@@ -277,7 +277,7 @@ func TestSteps(t *testing.T) {
 		}},
 		{"fractions are never lost", fractional, holding(fractional, 0, 0), []step{
 			{name: "0.3 mt", at: 1, op: read, ok: true, tokens: 0},
-			{name: "0.9 mt: check refused", at: 3, op: check, ok: false, tokens: 0},
+			{name: "0.9 mt: check admitted (not in debt)", at: 3, op: check, ok: true, tokens: 0},
 			{name: "1.2 mt: check admitted", at: 4, op: check, ok: true, tokens: 1},
 			{name: "consume 1, 0.2 left", at: 4, op: consume(1), ok: true, tokens: 0},
 			{name: "0.2 + 0.9", at: 7, op: consume(1), ok: true, tokens: 0},
@@ -318,7 +318,8 @@ func TestSteps(t *testing.T) {
 			{name: "negative charge is zero", at: 0, op: charge(-1000), ok: false, tokens: -7000},
 			{name: "negative blind charge is zero", at: 0, op: blind(-1000), ok: true, tokens: -7000},
 			{name: "zero needs no debt", at: 250, op: consume(0), ok: false, tokens: -4500},
-			{name: "zero", at: 700, op: check, ok: false, tokens: 0},
+			{name: "still in debt", at: 699, op: check, ok: false, tokens: -10},
+			{name: "zero: no debt", at: 700, op: check, ok: true, tokens: 0},
 			{name: "one millitoken", at: 701, op: check, ok: true, tokens: 10},
 			{name: "full", at: 1700, op: read, ok: true, tokens: 10_000},
 			{name: "and stays full", at: 1 << 50, op: read, ok: true, tokens: 10_000},
