@@ -179,6 +179,18 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		// Envoy Gateway's usage-based limit: a check before each request,
+		// the response's cost of 10 charged when its stream is done.
+		Name: "usage_based",
+		Steps: []Step{
+			call(hits(0, d("usage", "u"))), call(hits(10, d("usage", "u"))),
+			call(hits(0, d("usage", "u"))), call(hits(10, d("usage", "u"))),
+			call(hits(0, d("usage", "u"))), call(hits(10, d("usage", "u"))),
+			call(hits(0, d("usage", "u"))), call(hits(10, d("usage", "u"))),
+			call(hits(0, d("usage", "u"))),
+		},
+	},
+	{
 		Name: "headers",
 		Env:  []string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"},
 		Steps: steps(
