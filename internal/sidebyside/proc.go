@@ -105,7 +105,7 @@ func Start(bin string, args, env []string) (*Proc, error) {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
-			return nil, fmt.Errorf("sidebyside: %s exited early: %v\n%s", bin, err, p.out.String())
+			return nil, fmt.Errorf("sidebyside: %s exited early: %w\n%s", bin, err, p.out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
