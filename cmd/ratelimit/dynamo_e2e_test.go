@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -17,34 +18,41 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 
-// TestTwoBinariesShareDynamoDB runs two replicas of the binary on one
-// DynamoDB Local table: a 3-per-minute rule admits exactly 3 requests across
-// both.
-func TestTwoBinariesShareDynamoDB(t *testing.T) {
+// dynamoEnv returns the settings of a fresh table on the shared DynamoDB
+// Local, plus extra, after creating the table with `ratelimit table
+// create` as a user would.
+func dynamoEnv(t *testing.T, extra ...string) []string {
+	t.Helper()
 	local := dynamotest.Shared(t)
-	table := dynamotest.TableName(t)
-	env := []string{
+	env := append([]string{
 		"BACKEND_TYPE=dynamodb",
 		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + table,
+		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
 		"AWS_REGION=us-east-1",
-		// DynamoDB Local serialises writes at ~3 ms each and this machine is
-		// shared with other tests: a generous deadline, and failures refuse.
-		"BACKEND_TIMEOUT=2s",
-		"ON_UNAVAILABLE=block",
-	}
+	}, extra...)
 	getenv := func(k string) string {
+		v := ""
 		for _, kv := range env {
-			if len(kv) > len(k) && kv[:len(k)] == k && kv[len(k)] == '=' {
-				return kv[len(k)+1:]
+			if rest, ok := strings.CutPrefix(kv, k+"="); ok {
+				v = rest
 			}
 		}
-		return ""
+		return v
 	}
 	var out bytes.Buffer
 	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
 		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
 	}
+	return env
+}
+
+// TestTwoBinariesShareDynamoDB runs two replicas of the binary on one
+// DynamoDB Local table: a 3-per-minute rule admits exactly 3 requests across
+// both.
+func TestTwoBinariesShareDynamoDB(t *testing.T) {
+	// DynamoDB Local serialises writes at ~3 ms each and this machine is
+	// shared with other tests: a generous deadline, and failures refuse.
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block")
 
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 
 	"net/http"
@@ -18,8 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
 
 const fleetConfig = `domain: fleet
@@ -51,27 +48,7 @@ type fleet struct {
 
 func startFleet(t *testing.T, replicas int, env ...string) *fleet {
 	t.Helper()
-	local := dynamotest.Shared(t)
-	env = append([]string{
-		"BACKEND_TYPE=dynamodb",
-		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
-		"AWS_REGION=us-east-1",
-		"LOG_LEVEL=warn",
-	}, env...)
-	getenv := func(k string) string {
-		v := ""
-		for _, kv := range env {
-			if rest, ok := strings.CutPrefix(kv, k+"="); ok {
-				v = rest
-			}
-		}
-		return v
-	}
-	var out bytes.Buffer
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
-		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
-	}
+	env = dynamoEnv(t, append([]string{"LOG_LEVEL=warn"}, env...)...)
 	dir := t.TempDir()
 	writeConfig(t, dir, "fleet.yaml", fleetConfig)
 	f := &fleet{}

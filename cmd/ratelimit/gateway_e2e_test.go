@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
 
@@ -137,27 +136,7 @@ const egMapping = `mappings:
 func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 	const node = "envoy-ratelimit"
 	pki := newTestPKI(t)
-	local := dynamotest.Shared(t)
-	table := dynamotest.TableName(t)
-	dynamoEnv := []string{
-		"BACKEND_TYPE=dynamodb",
-		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + table,
-		"AWS_REGION=us-east-1",
-		"BACKEND_TIMEOUT=400ms",
-	}
-	getenv := func(k string) string {
-		for _, kv := range dynamoEnv {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	var out strings.Builder
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
-		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
-	}
+	table := dynamoEnv(t, "BACKEND_TIMEOUT=400ms")
 
 	serverCert, err := tls.LoadX509KeyPair(pki.serverCert, pki.serverKey)
 	if err != nil {
@@ -200,7 +179,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 		"PROMETHEUS_ADDR=" + prom,
 		"PROMETHEUS_PATH=/metrics",
 		"PROMETHEUS_MAPPER_YAML=" + mapper,
-	}, dynamoEnv...)
+	}, table...)
 	p := startBinaryArgs(t, []string{"--quotaRateLimitServiceAddr=envoy-ratelimit.envoy-gateway-system.svc.cluster.local:8081"}, env...)
 
 	dial := func(cfg *tls.Config) pb.RateLimitServiceClient {

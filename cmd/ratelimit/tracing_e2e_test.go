@@ -16,8 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
 
 // otlpCollector is an in-process OTLP trace collector over gRPC.
@@ -68,27 +66,7 @@ func TestBinaryTracesDecisionsOnDynamoDB(t *testing.T) {
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 
-	local := dynamotest.Shared(t)
-	table := dynamotest.TableName(t)
-	env := []string{
-		"BACKEND_TYPE=dynamodb",
-		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + table,
-		"AWS_REGION=us-east-1",
-		"BACKEND_TIMEOUT=400ms",
-	}
-	getenv := func(k string) string {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	var out strings.Builder
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
-		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
-	}
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=400ms")
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinary(t, dir, append(env,
