@@ -10,13 +10,24 @@
 //     (traceparent, tracestate, baggage) of the incoming gRPC metadata;
 //   - Store wraps the service's store: one span per Acquire;
 //   - DynamoDB wraps the DynamoDB client (dynamo.API): one client span per
-//     call, a child of whatever span its context carries. The DynamoDB
-//     store makes its bucket writes, cold reads and give-backs on its own
-//     contexts, not a decision's: one conditional write carries every
-//     decision queued on its item, and one read serves every decision
-//     waiting for it. CallContext, the store's dynamo.WithCallContext hook,
-//     makes such a call a child of the first decision it serves, links it
-//     to the others, and records how many it served (ratelimit.decisions).
+//     call, a child of whatever span its context carries.
+//
+// The DynamoDB store makes its bucket writes, cold reads and give-backs on
+// its own contexts, not a decision's: one conditional write carries every
+// decision queued on its item, one read serves every decision waiting for
+// it, and either outlives the decisions that gave up. CallContext, the
+// store's dynamo.WithCallContext hook, puts such calls back in the
+// decisions' traces without borrowing their deadlines: a call's span is a
+// child of the store span of the first decision it serves (the one that
+// started the batch or the read; the first sampled one when that one is
+// not), so a decision alone on its item is one nested trace: server span,
+// store span, DynamoDB.UpdateItem. The call links to the store spans of the
+// other decisions it serves, the ones that join a read under way included
+// (dynamo.WithCallJoin), and records how many it served
+// (ratelimit.decisions); each of those store spans gets a
+// ratelimit.shared_call event naming the call's trace and span ids. Such a
+// call is a root span only when none of the decisions that started it is
+// traced.
 //
 // A Provider and every wrapper are safe for concurrent use. Provider.Shutdown
 // flushes the spans still batched and stops the exporter; no goroutine of

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -35,10 +36,32 @@ type tracedDynamo struct {
 
 var _ dynamo.API = (*tracedDynamo)(nil)
 
-// served is what CallContext records of the decisions a store call serves.
+// Attributes and events that tie a DynamoDB call to the decisions it
+// serves.
+const (
+	attrDecisions  = "ratelimit.decisions"   // on a call span: decisions it served
+	eventShared    = "ratelimit.shared_call" // on a decision's span: a call that served it and others
+	attrCallName   = "ratelimit.call.name"
+	attrCallTrace  = "ratelimit.call.trace_id"
+	attrCallSpanID = "ratelimit.call.span_id"
+)
+
+// served is what CallContext records of the decisions a store call serves
+// and of the spans started on its context so far (one call context may
+// carry several DynamoDB requests: a write retried after a failed
+// condition, a read retried after throttling).
 type served struct {
-	links []trace.Link // every decision but the one the call is a child of
-	n     int          // decisions served
+	parent trace.SpanContext // the span the call's spans are children of
+
+	mu     sync.Mutex
+	n      int               // decisions served
+	others []context.Context // the decisions, but the parent's, that have a span
+	spans  []callSpan
+}
+
+type callSpan struct {
+	name string
+	span trace.Span
 }
 
 type servedKey struct{}
@@ -46,26 +69,84 @@ type servedKey struct{}
 // CallContext is the DynamoDB store's call-context hook
 // (dynamo.WithCallContext): a call the store makes on its own (a batch
 // write, a shared read, a give-back) becomes a child of the span of the
-// first decision it serves, links to the spans of the others, and records
-// how many it serves (ratelimit.decisions). Without a Provider the spans it
-// refers to are not recording and nothing is exported.
+// first decision it serves, links to the spans of the others (the ones
+// that join a read under way included, see dynamo.WithCallJoin), and
+// records how many it serves (ratelimit.decisions). Each linked decision's
+// span gets a ratelimit.shared_call event naming the call's span. When the
+// first decision is not sampled, the first sampled one is the parent
+// instead, so that a sampled decision's trace holds the call. Only values
+// are added: the call keeps the store's deadline and cancellation. Without
+// a Provider the spans it refers to are not recording and nothing is
+// exported.
 func CallContext(call context.Context, decisions []context.Context) context.Context {
-	var parent trace.SpanContext
 	sv := &served{n: len(decisions)}
-	for _, d := range decisions {
+	parent := -1
+	for i, d := range decisions {
 		sc := trace.SpanContextFromContext(d)
-		switch {
-		case !sc.IsValid():
-		case !parent.IsValid():
-			parent = sc
-		default:
-			sv.links = append(sv.links, trace.Link{SpanContext: sc})
+		if sc.IsValid() && (parent < 0 || sc.IsSampled() && !sv.parent.IsSampled()) {
+			parent, sv.parent = i, sc
 		}
 	}
-	if parent.IsValid() {
-		call = trace.ContextWithSpanContext(call, parent)
+	for i, d := range decisions {
+		if i != parent && trace.SpanContextFromContext(d).IsValid() {
+			sv.others = append(sv.others, d)
+		}
 	}
-	return context.WithValue(call, servedKey{}, sv)
+	if sv.parent.IsValid() {
+		call = trace.ContextWithSpanContext(call, sv.parent)
+	}
+	return dynamo.WithCallJoin(context.WithValue(call, servedKey{}, sv), sv.join)
+}
+
+// join records a decision that joined the call after it started: a link
+// from each call span still running and an event on the decision's span
+// for each call span so far.
+func (sv *served) join(decision context.Context) {
+	sc := trace.SpanContextFromContext(decision)
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.n++
+	if sc.IsValid() {
+		sv.others = append(sv.others, decision)
+	}
+	for _, c := range sv.spans {
+		c.span.SetAttributes(attribute.Int(attrDecisions, sv.n))
+		if sc.IsValid() {
+			c.span.AddLink(trace.Link{SpanContext: sc})
+			sharedCall(decision, c.name, c.span.SpanContext())
+		}
+	}
+}
+
+// startServed starts the span of a call made for the decisions sv records:
+// a child of the parent's span, linked to the others, each of which gets an
+// event naming it.
+func (d *tracedDynamo) startServed(ctx context.Context, sv *served, name string, opts []trace.SpanStartOption, attrs []attribute.KeyValue) (context.Context, trace.Span) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	links := make([]trace.Link, len(sv.others))
+	for i, o := range sv.others {
+		links[i] = trace.Link{SpanContext: trace.SpanContextFromContext(o)}
+	}
+	attrs = append(attrs, attribute.Int(attrDecisions, sv.n))
+	ctx, span := d.tracer.Start(ctx, name, append(opts, trace.WithLinks(links...), trace.WithAttributes(attrs...))...)
+	sv.spans = append(sv.spans, callSpan{name: name, span: span})
+	for _, o := range sv.others {
+		sharedCall(o, name, span.SpanContext())
+	}
+	return ctx, span
+}
+
+// sharedCall adds to the span of decision an event naming call, a sampled
+// call span that served it (and others) but is not its child.
+func sharedCall(decision context.Context, name string, call trace.SpanContext) {
+	if !call.IsSampled() {
+		return
+	}
+	trace.SpanFromContext(decision).AddEvent(eventShared, trace.WithAttributes(
+		attribute.String(attrCallName, name),
+		attribute.String(attrCallTrace, call.TraceID().String()),
+		attribute.String(attrCallSpanID, call.SpanID().String())))
 }
 
 func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (context.Context, trace.Span) {
@@ -81,10 +162,7 @@ func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (
 		attrs = append(attrs, attribute.StringSlice("aws.dynamodb.table_names", tables))
 	}
 	if sv, ok := ctx.Value(servedKey{}).(*served); ok {
-		attrs = append(attrs, attribute.Int("ratelimit.decisions", sv.n))
-		if len(sv.links) > 0 {
-			opts = append(opts, trace.WithLinks(sv.links...))
-		}
+		return d.startServed(ctx, sv, "DynamoDB."+op, opts, attrs)
 	}
 	return d.tracer.Start(ctx, "DynamoDB."+op, append(opts, trace.WithAttributes(attrs...))...)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -33,7 +35,13 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests with one DynamoDB Local for the binary, and
+// checks for leaked goroutines once it stopped.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withLocal{m}) }
+
+type withLocal struct{ m *testing.M }
+
+func (w withLocal) Run() int { return dynamotest.Main(w.m) }
 
 const (
 	callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -152,15 +160,42 @@ func TestDecisionSpans(t *testing.T) {
 	}
 }
 
-// dynamoStore is a DynamoDB store on a fake table, traced by p and with
-// its calls tied to the decisions they serve (tracing.CallContext).
-func dynamoStore(t *testing.T, p *tracing.Provider, fake *dynamotest.Fake) *dynamo.Store {
+// backend is where a test's DynamoDB store keeps its table.
+type backend struct {
+	name string
+	api  func(t *testing.T) (api dynamo.API, table string)
+}
+
+var backends = []backend{
+	{"fake", func(*testing.T) (dynamo.API, string) {
+		fake := dynamotest.NewFake()
+		// Each write takes a few milliseconds, as DynamoDB's do, so that
+		// decisions queue behind it.
+		fake.SetFailItem(func(op, _ string) error {
+			if op == "UpdateItem" {
+				time.Sleep(3 * time.Millisecond)
+			}
+			return nil
+		})
+		return fake, "t"
+	}},
+	{"local", func(t *testing.T) (dynamo.API, string) {
+		l := dynamotest.Shared(t)
+		return l.Client(t), dynamotest.TableName(t)
+	}},
+}
+
+// dynamoStore is a DynamoDB store on table, traced by p and with its calls
+// tied to the decisions they serve (tracing.CallContext).
+func dynamoStore(t *testing.T, p *tracing.Provider, api dynamo.API, table string) *dynamo.Store {
 	t.Helper()
-	api := tracing.DynamoDB(fake, p)
-	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
+	api = tracing.DynamoDB(api, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := dynamo.CreateTable(ctx, api, table); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
-	st, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: "t", Timeout: time.Second}, dynamo.WithCallContext(tracing.CallContext))
+	st, err := dynamo.NewStore(ctx, api, dynamo.Config{Table: table, Timeout: 5 * time.Second}, dynamo.WithCallContext(tracing.CallContext))
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}
@@ -169,111 +204,299 @@ func dynamoStore(t *testing.T, p *tracing.Provider, fake *dynamotest.Fake) *dyna
 }
 
 // TestDynamoDBSpans: one decision on the DynamoDB store is one trace, the
-// caller's: decision span, store span, and under it every DynamoDB call the
-// decision needed (the stored-limit read, the cold bucket read, the write),
-// though the store makes them on its own contexts.
+// caller's (W3C traceparent): decision span, store span, and under it
+// every DynamoDB call the decision needed (the stored-limit read, the cold
+// bucket read, the write), though the store makes them on its own
+// contexts.
 func TestDynamoDBSpans(t *testing.T) {
-	p, exp := newInMemory(t)
-	st := dynamoStore(t, p, dynamotest.NewFake())
-	exp.Reset()
-	decide(t, p, st)
-	spans := byName(exp.GetSpans())
-	_, store := checkDecision(t, spans)
-	for name, ss := range spans {
-		if !strings.HasPrefix(name, "DynamoDB.") {
-			continue
-		}
-		for _, s := range ss {
-			if s.Parent.SpanID() != store.SpanContext.SpanID() || s.SpanContext.TraceID() != store.SpanContext.TraceID() {
-				t.Errorf("%s: trace %s parent %s, want a child of the store span %s in the caller's trace", name, s.SpanContext.TraceID(), s.Parent.SpanID(), store.SpanContext.SpanID())
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			p, exp := newInMemory(t)
+			api, table := be.api(t)
+			st := dynamoStore(t, p, api, table)
+			exp.Reset()
+			decide(t, p, st)
+			spans := byName(exp.GetSpans())
+			_, store := checkDecision(t, spans)
+			for name, ss := range spans {
+				if !strings.HasPrefix(name, "DynamoDB.") {
+					continue
+				}
+				for _, s := range ss {
+					if s.Parent.SpanID() != store.SpanContext.SpanID() || s.SpanContext.TraceID() != store.SpanContext.TraceID() {
+						t.Errorf("%s: trace %s parent %s, want a child of the store span %s in the caller's trace", name, s.SpanContext.TraceID(), s.Parent.SpanID(), store.SpanContext.SpanID())
+					}
+					if s.SpanKind != trace.SpanKindClient {
+						t.Errorf("%s kind = %v, want client", name, s.SpanKind)
+					}
+					if n, ok := intAttr(s, "ratelimit.decisions"); !ok || n != 1 {
+						t.Errorf("%s: ratelimit.decisions = %d (%v), want 1", name, n, ok)
+					}
+					if len(s.Links) != 0 {
+						t.Errorf("%s: links %v, want none", name, s.Links)
+					}
+				}
 			}
-			if s.SpanKind != trace.SpanKindClient {
-				t.Errorf("%s kind = %v, want client", name, s.SpanKind)
+			for _, want := range []string{"DynamoDB.UpdateItem", "DynamoDB.GetItem", "DynamoDB.BatchGetItem"} {
+				if len(spans[want]) == 0 {
+					t.Errorf("spans = %v, want %s under the decision", keys(spans), want)
+				}
 			}
-			if n, ok := intAttr(s, "ratelimit.decisions"); !ok || n != 1 {
-				t.Errorf("%s: ratelimit.decisions = %d (%v), want 1", name, n, ok)
-			}
-		}
-	}
-	for _, want := range []string{"DynamoDB.UpdateItem", "DynamoDB.GetItem", "DynamoDB.BatchGetItem"} {
-		if len(spans[want]) == 0 {
-			t.Errorf("spans = %v, want %s under the decision", keys(spans), want)
-		}
-	}
-}
-
-// TestDynamoDBSpansHotItem: many decisions at once on one item share
-// conditional writes. Each write's span is the child of one decision's
-// store span (the first it carries) and links to the store spans of the
-// others it carries; no DynamoDB span is a root of its own.
-func TestDynamoDBSpansHotItem(t *testing.T) {
-	p, exp := newInMemory(t)
-	fake := dynamotest.NewFake()
-	st := dynamoStore(t, p, fake)
-	// Each write takes a few milliseconds, so that decisions queue behind it.
-	fake.SetFailItem(func(op, _ string) error {
-		if op == "UpdateItem" {
-			time.Sleep(3 * time.Millisecond)
-		}
-		return nil
-	})
-	traced := tracing.Store(st, p)
-	cfg, err := descriptors.Parse([]descriptors.File{{Name: "api.yaml", Data: []byte(descriptorYAML)}}, descriptors.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := cfg.Match("api", []descriptors.Entry{{Key: "user", Value: "hot"}})
-	plan := &cascade.Plan{Debits: []cascade.Debit{{
-		Key: cascade.Key{Entity: m.EntityID(), Resource: "api"}, Limit: m.Rule.Limits[0].ID,
-		Bucket: m.Rule.Limits[0].Bucket, Amount: 1,
-	}}}
-	exp.Reset()
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			ctx, root := p.Tracer().Start(context.Background(), "caller")
-			defer root.End()
-			if _, err := traced.Acquire(ctx, plan); err != nil {
-				t.Errorf("Acquire() = %v", err)
+			if ev := sharedCalls(store); len(ev) != 0 {
+				t.Errorf("store span events %v, want no shared call: each was the decision's own", ev)
 			}
 		})
 	}
-	wg.Wait()
-	spans := byName(exp.GetSpans())
-	stores := map[trace.SpanID]bool{}
-	for _, s := range spans["ratelimit.store.acquire"] {
-		stores[s.SpanContext.SpanID()] = true
+}
+
+const hotYAML = `
+domain: hot
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`
+
+// hotPlan is one debit on the item of user "hot", with room for every
+// decision of the tests: each admitted decision writes.
+func hotPlan(t *testing.T) *cascade.Plan {
+	t.Helper()
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "hot.yaml", Data: []byte(hotYAML)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	carried := 0
-	for name, ss := range spans {
-		if !strings.HasPrefix(name, "DynamoDB.") {
+	m, ok := cfg.Match("hot", []descriptors.Entry{{Key: "user", Value: "hot"}})
+	if !ok {
+		t.Fatal("no rule matches user=hot")
+	}
+	return &cascade.Plan{Debits: []cascade.Debit{{
+		Key: cascade.Key{Entity: m.EntityID(), Resource: "hot"}, Limit: m.Rule.Limits[0].ID,
+		Bucket: m.Rule.Limits[0].Bucket, Amount: 1,
+	}}}
+}
+
+// sharedCalls returns the calls that s's ratelimit.shared_call events
+// name: "name trace-id" by span id.
+func sharedCalls(s tracetest.SpanStub) map[trace.SpanID]string {
+	out := map[trace.SpanID]string{}
+	for _, e := range s.Events {
+		if e.Name != "ratelimit.shared_call" {
 			continue
 		}
-		for _, s := range ss {
-			if !stores[s.Parent.SpanID()] {
-				t.Errorf("%s: parent %s (valid %v), want one decision's store span", name, s.Parent.SpanID(), s.Parent.IsValid())
+		var name, traceID string
+		var id trace.SpanID
+		for _, a := range e.Attributes {
+			switch a.Key {
+			case "ratelimit.call.name":
+				name = a.Value.AsString()
+			case "ratelimit.call.trace_id":
+				traceID = a.Value.AsString()
+			case "ratelimit.call.span_id":
+				id, _ = trace.SpanIDFromHex(a.Value.AsString())
 			}
-			n, _ := intAttr(s, "ratelimit.decisions")
-			if len(s.Links) != n-1 {
-				t.Errorf("%s: %d links for %d decisions, want one per decision but its parent's", name, len(s.Links), n)
+		}
+		out[id] = name + " " + traceID
+	}
+	return out
+}
+
+// TestDynamoDBSpansHotItem: many decisions at once on one item, each in a
+// trace of its own, share conditional writes. Each write's span is in the
+// trace of one decision, a child of its store span (the first decision it
+// carries), and links to the store spans of the others it carries, each of
+// which names the write in a ratelimit.shared_call event; every decision is
+// carried by a write; no DynamoDB span is a root.
+func TestDynamoDBSpansHotItem(t *testing.T) {
+	const decisions = 40
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			p, exp := newInMemory(t)
+			api, table := be.api(t)
+			traced := tracing.Store(dynamoStore(t, p, api, table), p)
+			plan := hotPlan(t)
+			exp.Reset()
+			var wg sync.WaitGroup
+			for range decisions {
+				wg.Go(func() {
+					ctx, root := p.Tracer().Start(context.Background(), "caller")
+					defer root.End()
+					dec, err := traced.Acquire(ctx, plan)
+					if err != nil || !dec.Admitted {
+						t.Errorf("Acquire() = %+v, %v, want admitted", dec, err)
+					}
+				})
 			}
-			for _, l := range s.Links {
-				if !stores[l.SpanContext.SpanID()] {
-					t.Errorf("%s: link to %s, want a decision's store span", name, l.SpanContext.SpanID())
+			wg.Wait()
+			spans := byName(exp.GetSpans())
+			stores := map[trace.SpanID]tracetest.SpanStub{}
+			traces := map[trace.TraceID]bool{}
+			for _, s := range spans["ratelimit.store.acquire"] {
+				stores[s.SpanContext.SpanID()] = s
+				traces[s.SpanContext.TraceID()] = true
+			}
+			if len(stores) != decisions || len(traces) != decisions {
+				t.Fatalf("%d store spans in %d traces, want %d in as many", len(stores), len(traces), decisions)
+			}
+			carried := map[trace.SpanID]bool{} // decisions an UpdateItem carried
+			loads := map[string][]int{}        // decisions each call served, by call
+			for name, ss := range spans {
+				if !strings.HasPrefix(name, "DynamoDB.") {
+					continue
+				}
+				for _, s := range ss {
+					parent, ok := stores[s.Parent.SpanID()]
+					if !ok || !s.Parent.IsValid() || parent.SpanContext.TraceID() != s.SpanContext.TraceID() {
+						t.Errorf("%s: trace %s parent %s (valid %v), want a child of one decision's store span, in its trace", name, s.SpanContext.TraceID(), s.Parent.SpanID(), s.Parent.IsValid())
+						continue
+					}
+					n, _ := intAttr(s, "ratelimit.decisions")
+					if len(s.Links) != n-1 {
+						t.Errorf("%s: %d links for %d decisions, want one per decision but its parent's", name, len(s.Links), n)
+					}
+					served := map[trace.SpanID]bool{parent.SpanContext.SpanID(): true}
+					for _, l := range s.Links {
+						id := l.SpanContext.SpanID()
+						linked, ok := stores[id]
+						if !ok || served[id] {
+							t.Errorf("%s: link to %s (a store span %v, seen %v), want each other decision's store span once", name, id, ok, served[id])
+							continue
+						}
+						served[id] = true
+						if got, want := sharedCalls(linked)[s.SpanContext.SpanID()], name+" "+s.SpanContext.TraceID().String(); got != want {
+							t.Errorf("store span %s: shared-call events %v, want one naming %s %s", id, sharedCalls(linked), want, s.SpanContext.SpanID())
+						}
+					}
+					loads[name] = append(loads[name], n)
+					if name == "DynamoDB.UpdateItem" {
+						for id := range served {
+							carried[id] = true
+						}
+					}
 				}
 			}
-			if name == "DynamoDB.UpdateItem" {
-				carried += n
+			writes := len(loads["DynamoDB.UpdateItem"])
+			t.Logf("%d decisions; decisions served by each call: %v", decisions, loads)
+			if len(carried) != decisions {
+				t.Errorf("writes carried %d of the %d decisions, want each", len(carried), decisions)
+			}
+			if writes >= decisions {
+				t.Errorf("%d writes for %d decisions on one item, want them shared", writes, decisions)
+			}
+		})
+	}
+}
+
+// TestDynamoDBSpansJoinedRead: a decision that waits for a read another
+// decision started (the stored-limit records both need) is linked from the
+// read's span, which counts both, and names it in an event of its store
+// span; the read stays the first decision's child.
+func TestDynamoDBSpansJoinedRead(t *testing.T) {
+	p, exp := newInMemory(t)
+	fake := dynamotest.NewFake()
+	traced := tracing.Store(dynamoStore(t, p, fake, "t"), p)
+	plan := hotPlan(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fake.SetFail(func(ctx context.Context, op string) error {
+		if op != "BatchGetItem" {
+			return nil
+		}
+		once.Do(func() { close(started) })
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	exp.Reset()
+	acquire := func(wg *sync.WaitGroup, name string) {
+		wg.Go(func() {
+			ctx, root := p.Tracer().Start(context.Background(), name)
+			defer root.End()
+			if _, err := traced.Acquire(ctx, plan); err != nil {
+				t.Errorf("%s: Acquire() = %v", name, err)
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	acquire(&wg, "first")
+	<-started
+	acquire(&wg, "joined")
+	// The joining decision finds the read in a few microseconds; it is
+	// given far longer before the read answers.
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	wg.Wait()
+
+	spans := byName(exp.GetSpans())
+	roots := map[string]tracetest.SpanStub{}
+	for _, name := range []string{"first", "joined"} {
+		roots[name] = spans[name][0]
+	}
+	store := map[string]tracetest.SpanStub{}
+	for _, s := range spans["ratelimit.store.acquire"] {
+		for name, r := range roots {
+			if s.Parent.SpanID() == r.SpanContext.SpanID() {
+				store[name] = s
 			}
 		}
 	}
-	writes := len(spans["DynamoDB.UpdateItem"])
-	t.Logf("40 decisions: %d writes carried %d decisions", writes, carried)
-	if carried != 40 {
-		t.Errorf("writes carried %d decisions, want each of the 40 once", carried)
+	if len(store) != 2 {
+		t.Fatalf("store spans %v, want one per decision", store)
 	}
-	if writes >= 40 {
-		t.Errorf("%d writes for 40 decisions on one item, want them shared", writes)
+	reads := spans["DynamoDB.BatchGetItem"]
+	if len(reads) != 1 {
+		t.Fatalf("%d DynamoDB.BatchGetItem spans, want the one both decisions waited for", len(reads))
+	}
+	read := reads[0]
+	if read.Parent.SpanID() != store["first"].SpanContext.SpanID() || read.SpanContext.TraceID() != store["first"].SpanContext.TraceID() {
+		t.Errorf("read parent %s, want the first decision's store span %s", read.Parent.SpanID(), store["first"].SpanContext.SpanID())
+	}
+	if len(read.Links) != 1 || read.Links[0].SpanContext.SpanID() != store["joined"].SpanContext.SpanID() {
+		t.Errorf("read links %v, want the joined decision's store span %s", read.Links, store["joined"].SpanContext.SpanID())
+	}
+	if n, _ := intAttr(read, "ratelimit.decisions"); n != 2 {
+		t.Errorf("read ratelimit.decisions = %d, want 2", n)
+	}
+	if got := sharedCalls(store["joined"])[read.SpanContext.SpanID()]; got != "DynamoDB.BatchGetItem "+read.SpanContext.TraceID().String() {
+		t.Errorf("joined store span shared calls %v, want the read %s", sharedCalls(store["joined"]), read.SpanContext.SpanID())
+	}
+}
+
+// TestCallContext: a call made for several decisions is a child of the
+// first sampled decision's span and links to the others, and keeps its own
+// deadline and cancellation when the decisions' contexts end.
+func TestCallContext(t *testing.T) {
+	p, exp := newInMemory(t)
+	unsampled := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1},
+	}))
+	ended, cancelDecision := context.WithCancel(context.Background())
+	ended, decision := p.Tracer().Start(ended, "decision")
+	cancelDecision()
+	call, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want, _ := call.Deadline()
+	ctx := tracing.CallContext(call, []context.Context{unsampled, ended})
+	if got, ok := ctx.Deadline(); !ok || !got.Equal(want) || ctx.Err() != nil {
+		t.Errorf("call context deadline %v (%v), err %v; want the call's %v and not done", got, ok, ctx.Err(), want)
+	}
+	api := tracing.DynamoDB(dynamotest.NewFake(), p)
+	_, _ = api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("t")})
+	decision.End()
+	spans := byName(exp.GetSpans())
+	if len(spans["DynamoDB.DescribeTable"]) != 1 || len(spans["decision"]) != 1 {
+		t.Fatalf("spans %v, want one DynamoDB.DescribeTable and one decision", keys(spans))
+	}
+	s, d := spans["DynamoDB.DescribeTable"][0], spans["decision"][0]
+	if s.Parent.SpanID() != d.SpanContext.SpanID() || s.SpanContext.TraceID() != d.SpanContext.TraceID() {
+		t.Errorf("call parent %s, want the sampled decision %s", s.Parent.SpanID(), d.SpanContext.SpanID())
+	}
+	if len(s.Links) != 1 || s.Links[0].SpanContext.SpanID() != (trace.SpanID{1}) {
+		t.Errorf("call links %v, want the unsampled decision", s.Links)
+	}
+	if n, _ := intAttr(s, "ratelimit.decisions"); n != 2 {
+		t.Errorf("ratelimit.decisions = %d, want 2", n)
 	}
 }
 
@@ -364,6 +587,9 @@ func (c *collector) check(t *testing.T) {
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
 				names[s.GetName()] = trace.TraceID(s.GetTraceId()).String()
+				if strings.HasPrefix(s.GetName(), "DynamoDB.") && len(s.GetParentSpanId()) == 0 {
+					t.Errorf("collector got %s as a root span, want it in the decision's trace", s.GetName())
+				}
 			}
 		}
 	}
@@ -389,7 +615,8 @@ func exportOnce(t *testing.T, protocol string) {
 	}
 	// Sampling rate 0 samples no root span, but the caller's sampled
 	// trace is followed, DynamoDB calls included.
-	decide(t, p, dynamoStore(t, p, dynamotest.NewFake()))
+	l := dynamotest.Shared(t)
+	decide(t, p, dynamoStore(t, p, l.Client(t), dynamotest.TableName(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Shutdown(ctx); err != nil {

@@ -27,7 +27,8 @@ import (
 func (s *Store) runBatch(pk string, batch []*part) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
-	ctx = s.callContext(ctx, decisionsOf(batch))
+	decisions := decisionsOf(batch)
+	ctx = s.callContext(ctx, decisions)
 	deadline, _ := ctx.Deadline()
 	b, shard := batch[0].b, batch[0].shard
 	img := s.cachedImage(pk)
@@ -37,7 +38,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	for attempt := 0; ; attempt++ {
 		if img == nil {
 			var err error
-			if img, err = s.fresh(ctx, b, pk); err != nil {
+			if img, err = s.fresh(ctx, b, pk, decisions); err != nil {
 				if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
 					s.contend(batch, nil, contendReason(err))
 				} else {
@@ -115,10 +116,11 @@ func (s *Store) runBatch(pk string, batch []*part) {
 
 // fresh reads pk's image through a flight: one read per item however many
 // batches want it, which fills the cache even when this batch's budget ends
-// first (the batch is then contended).
-func (s *Store) fresh(ctx context.Context, b bucket, pk string) (*image, error) {
+// first (the batch is then contended). The read serves the batch's
+// decisions.
+func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*image, error) {
 	var img *image
-	fs := s.fly([]string{"\x01" + pk}, ctx, func(ctx context.Context, _ []string, f *flight) error {
+	fs := s.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
 		for attempt := 0; ; attempt++ {
 			im, err := s.readBucket(ctx, pk)
 			if err == nil {

@@ -99,6 +99,18 @@
 // again (debt included), never less than seven days ahead: an item that
 // expires is exactly a new, full bucket.
 //
+// # Calls that serve several decisions
+//
+// Bucket writes, cold reads and give-backs run on contexts of the store
+// (its lifetime, and a deadline of their own), not a decision's: one call
+// serves several decisions and outlives those that gave up. WithCallContext
+// derives such a call's context from the contexts of the decisions it
+// serves, the one that started it first, adding values only; WithCallJoin
+// tells it of decisions that join a read already under way. The tracing
+// wrapper of the service uses them to put each call in the trace of the
+// decision that started it, linked to the others; the package itself
+// imports no tracing library.
+//
 // A Store is safe for concurrent use; its goroutines (lane runners, reads
 // that fill the caches) end by Close.
 package dynamo

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,9 @@ type flight struct {
 	done      chan struct{}
 	err       error
 	throttled atomic.Bool // DynamoDB throttled the read at least once
+	// join, when set, is told of each decision that waits for the read
+	// without having started it (see WithCallJoin).
+	join func(decision context.Context)
 }
 
 // wait waits for f within ctx. A caller whose budget ends first is told
@@ -46,42 +50,56 @@ func (s *Store) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.S
 
 // fly returns the flights reading keys, starting one read (read, on the
 // keys no flight is reading yet) under the store's lifetime and a deadline
-// of its own, not any caller's; the read carries the values of from (the
-// starter's context, see WithCallContext).
-func (s *Store) fly(keys []string, from context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
+// of its own, not any caller's. The read's context derives from the
+// decisions that start it (see WithCallContext); a flight already reading
+// a key is told of the decisions that join it (see WithCallJoin).
+func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
 	s.loads.mu.Lock()
-	defer s.loads.mu.Unlock()
 	if s.closed.Load() {
+		s.loads.mu.Unlock()
 		f := &flight{done: make(chan struct{}), err: errClosed}
 		close(f.done)
 		return []*flight{f}
 	}
-	var out []*flight
+	var out, joined []*flight
 	var start []string
 	f := &flight{start: time.Now(), done: make(chan struct{})}
 	for _, k := range keys {
 		if g, ok := s.loads.m[k]; ok {
 			out = append(out, g)
+			if g.join != nil && !slices.Contains(joined, g) {
+				joined = append(joined, g)
+			}
 			continue
 		}
 		s.loads.m[k] = f
 		start = append(start, k)
 	}
-	if len(start) == 0 {
-		return out
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	if len(start) > 0 {
+		// The read's context is made before any other decision can find
+		// the flight, so that each one that joins it is told.
 		ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
-		defer cancel()
-		f.err = read(s.callContext(ctx, []context.Context{from}), start, f)
-		s.loads.mu.Lock()
-		for _, k := range start {
-			delete(s.loads.m, k)
+		ctx = s.callContext(ctx, decisions)
+		f.join = joinOf(ctx)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer cancel()
+			f.err = read(ctx, start, f)
+			s.loads.mu.Lock()
+			for _, k := range start {
+				delete(s.loads.m, k)
+			}
+			s.loads.mu.Unlock()
+			close(f.done)
+		}()
+		out = append(out, f)
+	}
+	s.loads.mu.Unlock()
+	for _, g := range joined {
+		for _, d := range decisions {
+			g.join(d)
 		}
-		s.loads.mu.Unlock()
-		close(f.done)
-	}()
-	return append(out, f)
+	}
+	return out
 }

@@ -99,9 +99,10 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 }
 
 // loadRecords returns the flights that read config records keys
-// ("PK\x00SK"), starting one read for the keys no flight has yet.
-func (s *Store) loadRecords(from context.Context, keys []string) []*flight {
-	return s.fly(keys, from, s.readRecords)
+// ("PK\x00SK") for the decision on ctx, starting one read for the keys no
+// flight has yet.
+func (s *Store) loadRecords(ctx context.Context, keys []string) []*flight {
+	return s.fly(keys, []context.Context{ctx}, s.readRecords)
 }
 
 func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {

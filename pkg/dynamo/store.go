@@ -117,9 +117,30 @@ func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 // returns the context the call runs on. It may add values only (for
 // example, to make the call's trace span a child of the first decision's
 // and link it to the others); the call's deadline and cancellation stay the
-// store's. The default returns call unchanged.
+// store's. A read can serve decisions that arrive after it started: to hear
+// of them, f returns a context made by WithCallJoin. f must be quick and
+// must not call the store. The default returns call unchanged.
 func WithCallContext(f func(call context.Context, decisions []context.Context) context.Context) Option {
 	return func(s *Store) { s.callCtx = f }
+}
+
+type joinKey struct{}
+
+// WithCallJoin returns a copy of call, a context a WithCallContext hook
+// returns, that tells join of each decision that joins the call after it
+// started: a cold read that decisions arriving later wait for too (the
+// decisions of a batch write are all known when it starts). join gets the
+// decision's context, from the decision's goroutine, possibly after the
+// call's DynamoDB requests ended; it must be safe for concurrent use and
+// must not block.
+func WithCallJoin(call context.Context, join func(decision context.Context)) context.Context {
+	return context.WithValue(call, joinKey{}, join)
+}
+
+// joinOf returns the join function ctx carries (WithCallJoin), or nil.
+func joinOf(ctx context.Context) func(decision context.Context) {
+	join, _ := ctx.Value(joinKey{}).(func(decision context.Context))
+	return join
 }
 
 // callContext derives a call's context from the decisions it serves (see
