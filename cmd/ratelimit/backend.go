@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -13,6 +18,8 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // backend is the store the service decides on, with its background work and
@@ -20,8 +27,16 @@ import (
 type backend struct {
 	store service.Store
 	run   func(context.Context) error
-	close func()
+	// warmup, when set, readies the store before the service reports ready
+	// (health NOT_SERVING until it returns nil). It retries what may
+	// recover, and returns an error only for what cannot (a table of
+	// another schema): the service then stops.
+	warmup func(context.Context) error
+	close  func()
 }
+
+// warmupCondition is what health awaits while a backend warms up.
+const warmupCondition = "dynamodb warm-up (BACKEND_WARMUP_TIMEOUT)"
 
 func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
 	switch s.BackendType {
@@ -47,3 +62,111 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 type svcJSON struct{ s *service.Service }
 
 func (h svcJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.ServeJSON(w, r) }
+
+// warming is the DynamoDB store while it opens: decisions before the table
+// has answered (its schema version checked) fail as DynamoDB not answering,
+// and ON_UNAVAILABLE answers them; after that they are the store's, warm or
+// not yet.
+type warming struct{ p atomic.Pointer[dynamo.Store] }
+
+var errWarming = fmt.Errorf("dynamodb store not open yet (warming up): %w", dynamo.ErrUnavailable)
+
+func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error) {
+	st := w.p.Load()
+	if st == nil {
+		return cascade.Decision{}, errWarming
+	}
+	return st.Acquire(ctx, plan)
+}
+
+func (w *warming) close() {
+	if st := w.p.Load(); st != nil {
+		_ = st.Close()
+	}
+}
+
+// warmDynamo opens the store (open checks the table's schema version) and
+// warms it up (dynamo.Store.Warm), trying again after a failure, with a
+// backoff of up to 5 s, until it succeeds or ctx ends (then it returns nil).
+// The first failure is logged at once, with what to check; while no attempt
+// has succeeded, an error is logged every window. A table of another schema
+// (dynamo.ErrSchema) cannot recover and is returned.
+func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions, window time.Duration, log *logrus.Entry) error {
+	start := time.Now()
+	log.WithField("timeout", window.String()).Info("dynamodb warm-up: health is NOT_SERVING until it is done")
+	windowStart, warned := start, false
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, window)
+		rep, err := warmOnce(actx, w, open, o)
+		cancel()
+		if err == nil {
+			f := logrus.Fields{"took": time.Since(start).Round(time.Millisecond).String(), "attempts": attempt + 1, "rounds": rep.Rounds, "slowest_call_ms": millis(rep.Slowest)}
+			if rep.DescribeSkipped {
+				log.Warn("dynamodb warm-up: DescribeTable is denied, so the table's key schema was not checked (its schema version was); grant dynamodb:DescribeTable to have it checked")
+			}
+			log.WithFields(f).Info("dynamodb store ready")
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, dynamo.ErrSchema) {
+			return fmt.Errorf("dynamodb warm-up: %w", err)
+		}
+		if !warned {
+			log.WithError(err).WithField("check", warmupHint(err)).Warn("dynamodb warm-up failed; retrying, health stays NOT_SERVING")
+			warned = true
+		}
+		if waited := time.Since(windowStart); waited >= window {
+			log.WithError(err).WithFields(logrus.Fields{"check": warmupHint(err), "waited": time.Since(start).Round(time.Second).String()}).
+				Error("dynamodb warm-up has not succeeded within BACKEND_WARMUP_TIMEOUT; health stays NOT_SERVING and it keeps retrying")
+			windowStart = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(min(100*time.Millisecond<<min(attempt, 6), 5*time.Second)):
+		}
+	}
+}
+
+// warmOnce is one attempt: open the store unless an earlier attempt did,
+// then warm it up.
+func warmOnce(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions) (dynamo.WarmReport, error) {
+	st := w.p.Load()
+	if st == nil {
+		var err error
+		if st, err = open(ctx); err != nil {
+			return dynamo.WarmReport{}, err
+		}
+		w.p.Store(st)
+	}
+	return st.Warm(ctx, o)
+}
+
+func millis(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d.Microseconds()) / 1000
+	}
+	return out
+}
+
+// warmupHint says what to check after a failed warm-up.
+func warmupHint(err error) string {
+	msg := err.Error()
+	var nerr net.Error
+	switch {
+	case strings.Contains(msg, "ResourceNotFoundException"):
+		return "the table does not exist: create it with `ratelimit table create` (or your infrastructure code); check DYNAMODB_TABLE and AWS_REGION"
+	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "UnrecognizedClient") || strings.Contains(msg, "InvalidSignature"):
+		return "the credentials are refused or lack a permission: check the principal's IAM policy (the service needs dynamodb:GetItem, BatchGetItem, UpdateItem, PutItem, TransactWriteItems, Query and DescribeTable on the table)"
+	case strings.Contains(msg, "credentials"):
+		return "no AWS credentials were found: check the SDK's default chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, the instance or task role)"
+	case errors.As(err, &nerr) || strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "deadline exceeded"):
+		return "DynamoDB did not answer: check DYNAMODB_ENDPOINT (is DynamoDB Local running there?) or, on AWS, AWS_REGION and the network path to DynamoDB"
+	case errors.Is(err, dynamo.ErrThrottled):
+		return "DynamoDB throttled the warm-up: check the table's capacity"
+	}
+	return "check DYNAMODB_ENDPOINT, AWS_REGION, DYNAMODB_TABLE and the credentials"
+}

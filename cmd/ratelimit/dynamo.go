@@ -15,24 +15,34 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-// openDynamo connects to the table and returns the DynamoDB store.
+// openDynamo returns the DynamoDB store at once; its warmup opens the table
+// and warms it up (see warmDynamo), and decisions before then are answered
+// as DynamoDB not answering.
 func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
-	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), dynamo.Config{
+	api := tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp)
+	cfg := dynamo.Config{
 		Table:              s.DynamoDBTable,
 		Namespace:          s.Namespace,
 		Timeout:            s.BackendTimeout,
 		ConfigCacheTTL:     s.ConfigCacheTTL,
 		RejectionCacheSize: s.RejectionCacheSize,
-	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
-	if err != nil {
-		return backend{}, fmt.Errorf("dynamodb store on table %s: %w", s.DynamoDBTable, err)
 	}
-	log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint}).Info("dynamodb store")
-	return backend{store: st, close: func() { _ = st.Close() }}, nil
+	open := func(ctx context.Context) (*dynamo.Store, error) {
+		return dynamo.NewStore(ctx, api, cfg, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
+	}
+	w := &warming{}
+	log = log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
+	return backend{
+		store: w,
+		warmup: func(ctx context.Context) error {
+			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, log)
+		},
+		close: w.close,
+	}, nil
 }
 
 // adminCommand runs a DynamoDB administration command.

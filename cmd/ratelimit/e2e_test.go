@@ -95,6 +95,20 @@ func startBinary(t *testing.T, configDir string, env ...string) *proc {
 // added, and waits until /healthcheck answers 200.
 func startBinaryArgs(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
+	return launch(t, args, func(code int) bool { return code == 200 }, env...)
+}
+
+// startBinaryUnready runs `ratelimit serve` like startBinary, but waits only
+// until /healthcheck answers, ready or not.
+func startBinaryUnready(t *testing.T, configDir string, env ...string) *proc {
+	t.Helper()
+	return launch(t, []string{"serve", "-config_dir", configDir}, func(int) bool { return true }, env...)
+}
+
+// launch runs the binary with args on free loopback ports with env added,
+// and waits until /healthcheck answers a code that done accepts.
+func launch(t *testing.T, args []string, done func(code int) bool, env ...string) *proc {
+	t.Helper()
 	bin := buildBinary(t)
 	g, h, d := freePort(t), freePort(t), freePort(t)
 	p := &proc{
@@ -129,7 +143,7 @@ func startBinaryArgs(t *testing.T, args []string, env ...string) *proc {
 		resp, err := http.Get("http://" + p.http + "/healthcheck")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if done(resp.StatusCode) {
 				return p
 			}
 		}

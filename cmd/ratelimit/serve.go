@@ -84,6 +84,11 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	}
 	defer src.stop()
 
+	// A backend that cannot be used (its warm-up fails for good) stops
+	// the service with its error.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+
 	b, err := openBackend(ctx, s, m, reg, tp, entry("store"))
 	if err != nil {
 		return err
@@ -107,6 +112,11 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		}),
 	)
 
+	var await []string
+	if b.warmup != nil {
+		await = append(await, warmupCondition)
+	}
+
 	var tlsConfig *tls.Config
 	var certs *config.CertWatcher
 	if s.GRPCServerUseTLS {
@@ -128,6 +138,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		PrometheusAddr:        prometheusAddr(s),
 		PrometheusPath:        s.PrometheusPath,
 		WaitReady:             s.HealthyWithAtLeastOneConfigLoaded,
+		Await:                 await,
 		TLS:                   tlsConfig,
 		UnaryInterceptors:     append(interceptors(tp), compatInterceptors(compat)...),
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
@@ -168,6 +179,16 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	if b.run != nil {
 		background("store", b.run)
 	}
+	if b.warmup != nil {
+		background("store", func(ctx context.Context) error {
+			if err := b.warmup(ctx); err != nil {
+				fail(err) // returned by run; stops the server
+				return nil
+			}
+			srv.Ready(warmupCondition, true)
+			return nil
+		})
+	}
 	if certs != nil {
 		background("tls", certs.Run)
 	}
@@ -189,6 +210,9 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	err = srv.Run(ctx)
 	stopBG()
 	wg.Wait()
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
 	return err
 }
 

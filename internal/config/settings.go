@@ -145,6 +145,10 @@ type Settings struct {
 
 	OnUnavailable  string        // ON_UNAVAILABLE: allow or block when the store fails
 	BackendTimeout time.Duration // BACKEND_TIMEOUT: budget of one store decision
+	// BackendWarmupTimeout (BACKEND_WARMUP_TIMEOUT) bounds one attempt of the
+	// DynamoDB store's warm-up at start, after which what failed is logged
+	// and the warm-up starts over; health waits for it.
+	BackendWarmupTimeout time.Duration
 
 	DynamoDBTable      string        // DYNAMODB_TABLE: table name
 	DynamoDBEndpoint   string        // DYNAMODB_ENDPOINT: endpoint URL; empty means AWS
@@ -233,6 +237,8 @@ func Defaults() Settings {
 
 		OnUnavailable:  OnUnavailableAllow,
 		BackendTimeout: 15 * time.Millisecond,
+
+		BackendWarmupTimeout: 30 * time.Second,
 
 		DynamoDBTable:      "dynalimit",
 		AWSRegion:          "us-east-1",
@@ -350,6 +356,7 @@ func bindings(s *Settings) []binding {
 
 		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
 		{"BACKEND_TIMEOUT", "Budget of one store decision, every DynamoDB call within it; a decision queued behind its item's write takes up to about twice this: keep that below Envoy's filter timeout.", (*durationValue)(&s.BackendTimeout)},
+		{"BACKEND_WARMUP_TIMEOUT", "On DynamoDB, health is NOT_SERVING (the listeners already answer) until the store has warmed up: credentials resolved, the table described and its schema checked, connections opened, every kind of call a decision makes answered. An attempt that has not succeeded within this is logged with what failed, and the warm-up starts over, still not ready.", (*durationValue)(&s.BackendWarmupTimeout)},
 
 		{"DYNAMODB_TABLE", "DynamoDB table name.", (*stringValue)(&s.DynamoDBTable)},
 		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
@@ -640,6 +647,7 @@ func (s Settings) Validate() error {
 		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
 		{"STATS_FLUSH_INTERVAL", s.StatsFlushInterval, false},
 		{"BACKEND_TIMEOUT", s.BackendTimeout, false},
+		{"BACKEND_WARMUP_TIMEOUT", s.BackendWarmupTimeout, false},
 		{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", s.XDSConnectRetryInterval, false},
 		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", s.XDSBackoffInitial, false},
 		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},

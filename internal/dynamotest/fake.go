@@ -24,6 +24,7 @@ import (
 type Fake struct {
 	mu     sync.Mutex
 	tables map[string]map[string]map[string]types.AttributeValue // table → PK\x00SK → item
+	descs  map[string]*types.TableDescription                    // table → what DescribeTable answers
 	calls  map[string]int
 	// Fail, when set, is asked before every call with the call's context; a
 	// non-nil error is returned instead of running the call (Fail may block
@@ -182,6 +183,19 @@ func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _
 		return nil, &types.ResourceInUseException{Message: aws.String("table exists")}
 	}
 	f.tables[aws.ToString(in.TableName)] = map[string]map[string]types.AttributeValue{}
+	desc := &types.TableDescription{
+		TableName: in.TableName, TableStatus: types.TableStatusActive,
+		AttributeDefinitions: in.AttributeDefinitions, KeySchema: in.KeySchema,
+	}
+	for _, g := range in.GlobalSecondaryIndexes {
+		desc.GlobalSecondaryIndexes = append(desc.GlobalSecondaryIndexes, types.GlobalSecondaryIndexDescription{
+			IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection, IndexStatus: types.IndexStatusActive,
+		})
+	}
+	if f.descs == nil {
+		f.descs = map[string]*types.TableDescription{}
+	}
+	f.descs[aws.ToString(in.TableName)] = desc
 	return &dynamodb.CreateTableOutput{}, nil
 }
 
@@ -195,7 +209,9 @@ func (f *Fake) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInpu
 	if _, err := f.table(in.TableName); err != nil {
 		return nil, err
 	}
-	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableName: in.TableName, TableStatus: types.TableStatusActive}}, nil
+	// The table as CreateTable made it (key schema, GSI1 included).
+	desc := *f.descs[aws.ToString(in.TableName)]
+	return &dynamodb.DescribeTableOutput{Table: &desc}, nil
 }
 
 // UpdateTimeToLive implements API.

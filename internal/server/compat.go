@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -85,39 +86,77 @@ func (s *Server) units() []unit {
 // configuration with at least one domain). Health follows it while Run
 // serves; before Run it sets where health starts. Without WaitReady it does
 // nothing. Safe for concurrent use.
-func (s *Server) SetReady(ok bool) { s.ready.set(ok) }
+func (s *Server) SetReady(ok bool) { s.ready.set(gateConfig, ok) }
 
-// readiness gates health on SetReady when WaitReady is set. Once Run's
-// shutdown has turned health NOT_SERVING, grpc's health server ignores
-// further changes, so a late SetReady cannot revive it.
+// Ready reports that the condition name of Options.Await is met (ok) or not.
+// Health is SERVING while every awaited condition is met (and WaitReady's,
+// when set). A name Await does not list is ignored. Safe for concurrent use.
+func (s *Server) Ready(name string, ok bool) { s.ready.set(name, ok) }
+
+// gateConfig is WaitReady's condition.
+const gateConfig = "configuration loaded"
+
+// readiness gates health on conditions: WaitReady's and Options.Await's.
+// Once Run's shutdown has turned health NOT_SERVING, grpc's health server
+// ignores further changes, so a late Ready cannot revive it.
 type readiness struct {
 	mu      sync.Mutex
 	h       *health.Server
-	gated   bool
-	ready   bool
+	met     map[string]bool // every gated condition, met or not
 	started bool
 }
 
-func (r *readiness) start(h *health.Server, gated bool) {
+// gate adds a condition health waits for, unmet; before start only.
+func (r *readiness) gate(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.h, r.gated, r.started = h, gated, true
+	if r.met == nil {
+		r.met = map[string]bool{}
+	}
+	if _, ok := r.met[name]; !ok {
+		r.met[name] = false
+	}
+}
+
+func (r *readiness) start(h *health.Server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h, r.started = h, true
 	r.apply()
 }
 
-func (r *readiness) set(ok bool) {
+func (r *readiness) set(name string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ready = ok
+	if _, gated := r.met[name]; !gated {
+		return
+	}
+	r.met[name] = ok
 	if r.started {
 		r.apply()
 	}
 }
 
+// waiting returns the conditions not met yet, sorted.
+func (r *readiness) waiting() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for name, ok := range r.met {
+		if !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 func (r *readiness) apply() {
 	st := healthpb.HealthCheckResponse_SERVING
-	if r.gated && !r.ready {
-		st = healthpb.HealthCheckResponse_NOT_SERVING
+	for _, ok := range r.met {
+		if !ok {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
 	}
 	r.h.SetServingStatus("", st)
 	r.h.SetServingStatus(rlsName, st)

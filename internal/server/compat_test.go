@@ -131,3 +131,54 @@ func TestWaitReady(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAwait: each awaited condition holds health NOT_SERVING, and
+// /healthcheck at 503 naming it, until it is reported ready; WaitReady's
+// condition and Await's hold it together.
+func TestAwait(t *testing.T) {
+	o := Options{RateLimit: &okRLS{}, WaitReady: true, Await: []string{"store warm-up"}, Drain: time.Millisecond,
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0", Logger: quietLogger()}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	cc := dial(t, s)
+	_, httpAddr, _ := s.Addrs()
+	steps := []struct {
+		name       string
+		ready      func()
+		want       healthpb.HealthCheckResponse_ServingStatus
+		code       int
+		bodyPrefix string
+	}{
+		{"at start", func() {}, healthpb.HealthCheckResponse_NOT_SERVING, 503, "NOT_SERVING\nwaiting for: configuration loaded, store warm-up"},
+		{"an unknown name", func() { s.Ready("other", true) }, healthpb.HealthCheckResponse_NOT_SERVING, 503, "NOT_SERVING\nwaiting for: configuration loaded, store warm-up"},
+		{"store ready", func() { s.Ready("store warm-up", true) }, healthpb.HealthCheckResponse_NOT_SERVING, 503, "NOT_SERVING\nwaiting for: configuration loaded\n"},
+		{"config ready too", func() { s.SetReady(true) }, healthpb.HealthCheckResponse_SERVING, 200, "OK"},
+		{"store not ready again", func() { s.Ready("store warm-up", false) }, healthpb.HealthCheckResponse_NOT_SERVING, 503, "NOT_SERVING\nwaiting for: store warm-up\n"},
+		{"store ready again", func() { s.Ready("store warm-up", true) }, healthpb.HealthCheckResponse_SERVING, 200, "OK"},
+	}
+	for _, st := range steps {
+		st.ready()
+		r, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsName})
+		if err != nil {
+			t.Fatalf("%s: Check: %v", st.name, err)
+		}
+		if r.GetStatus() != st.want {
+			t.Errorf("%s: Check(%s) = %v, want %v", st.name, rlsName, r.GetStatus(), st.want)
+		}
+		code, body := get(t, "http://"+httpAddr.String()+"/healthcheck")
+		if code != st.code || !strings.HasPrefix(body, st.bodyPrefix) {
+			t.Errorf("%s: GET /healthcheck = %d %q, want %d %q", st.name, code, body, st.code, st.bodyPrefix)
+		}
+	}
+}

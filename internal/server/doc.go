@@ -10,7 +10,10 @@
 //
 // gRPC listens on a unix socket instead of TCP when GRPCUDS is set (a stale
 // socket file is replaced; the file is removed at stop). With WaitReady,
-// health stays NOT_SERVING until SetReady(true) and follows it after.
+// health stays NOT_SERVING until SetReady(true) and follows it after; each
+// condition named in Await (a store warming up) holds it NOT_SERVING the
+// same way until Ready(name, true), while the listeners already answer, and
+// /healthcheck's 503 names the conditions still awaited.
 //
 // The HTTP and debug servers cannot be starved by slow clients: a request
 // must send its headers within the read-header timeout and all of itself

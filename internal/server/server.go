@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -64,6 +65,12 @@ type Options struct {
 	// WaitReady keeps health NOT_SERVING from Run's start until SetReady(true)
 	// (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 	WaitReady bool
+	// Await names further conditions health waits for (a store warming
+	// up): NOT_SERVING from Run's start until Ready(name, true) for each.
+	// The listeners serve meanwhile, so that clients see NOT_SERVING (and
+	// /healthcheck 503 naming what is awaited) rather than a refused
+	// connection.
+	Await []string
 
 	// TLS, when set, serves gRPC over TLS (mTLS when it verifies clients).
 	TLS *tls.Config
@@ -128,6 +135,12 @@ func New(o Options) (*Server, error) {
 		o.MaxConnections = DefaultMaxConnections()
 	}
 	s := &Server{o: o, health: health.NewServer()}
+	if o.WaitReady {
+		s.ready.gate(gateConfig)
+	}
+	for _, name := range o.Await {
+		s.ready.gate(name)
+	}
 
 	var err error
 	if s.grpcLis, err = listenGRPC(o); err != nil {
@@ -222,7 +235,11 @@ func (s *Server) httpMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Serving() {
-			http.Error(w, "NOT_SERVING", http.StatusServiceUnavailable)
+			msg := "NOT_SERVING"
+			if waiting := s.ready.waiting(); len(waiting) > 0 {
+				msg += "\nwaiting for: " + strings.Join(waiting, ", ")
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		body := "OK"
@@ -262,7 +279,7 @@ func (s *Server) debugMux() *http.ServeMux {
 // the package documentation). It returns the first serving error, or nil
 // after a clean shutdown. Run must be called once.
 func (s *Server) Run(ctx context.Context) error {
-	s.ready.start(s.health, s.o.WaitReady)
+	s.ready.start(s.health)
 	s.o.Logger.WithFields(logrus.Fields{
 		"grpc_addr": s.grpcLis.Addr().String(), "http_addr": s.httpLis.Addr().String(),
 		"debug_addr": s.debugLis.Addr().String(), "tls": s.o.TLS != nil,

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// TestWarmDynamoWaits: while DynamoDB refuses connections or hangs,
+// warmDynamo keeps trying, logs the first failure at once and an error each
+// 30 s window with what to check, and decisions meanwhile fail as DynamoDB
+// not answering; once DynamoDB answers it returns within 11 s (a call in
+// flight ends by its 5 s deadline, then at most 5 s of backoff).
+// A table of another schema stops it with the error.
+func TestWarmDynamoWaits(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:8000: connect: connection refused")
+	cases := []struct {
+		name  string
+		fail  func(ctx context.Context, op string) error
+		check string // in the logged errors
+	}{
+		{"unreachable", func(context.Context, string) error { return refused }, "check DYNAMODB_ENDPOINT"},
+		{"hanging", func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }, "check DYNAMODB_ENDPOINT"},
+		{"no table", func(context.Context, string) error {
+			return fmt.Errorf("operation error DynamoDB: GetItem: %w", &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")})
+		}, "ratelimit table create"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := dynamotest.NewFake()
+				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+					t.Fatal(err)
+				}
+				var down atomic.Bool
+				down.Store(true)
+				f.SetFail(func(ctx context.Context, op string) error {
+					if down.Load() {
+						return c.fail(ctx, op)
+					}
+					return nil
+				})
+				var logs bytes.Buffer
+				log := logrus.New()
+				log.SetOutput(&logs)
+				log.SetFormatter(&logrus.JSONFormatter{})
+				w := &warming{}
+				defer w.close()
+				open := func(ctx context.Context) (*dynamo.Store, error) {
+					return dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 400 * time.Millisecond})
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				start := time.Now()
+				go func() {
+					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, logrus.NewEntry(log))
+				}()
+
+				time.Sleep(80 * time.Second)
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("warmDynamo() = %v after %v while DynamoDB is down, want it still waiting", err, time.Since(start))
+				default:
+				}
+				if _, err := w.Acquire(ctx, demoPlan()); !errors.Is(err, dynamo.ErrUnavailable) {
+					t.Errorf("Acquire() while warming = %v, want ErrUnavailable", err)
+				}
+				lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+				var warns, errs int
+				for _, l := range lines {
+					switch {
+					case strings.Contains(l, `"level":"warning"`) && strings.Contains(l, "dynamodb warm-up failed"):
+						warns++
+					case strings.Contains(l, `"level":"error"`) && strings.Contains(l, "BACKEND_WARMUP_TIMEOUT"):
+						errs++
+					default:
+						continue
+					}
+					if !strings.Contains(l, c.check) {
+						t.Errorf("log line %s, want it to say %q", l, c.check)
+					}
+				}
+				if warns != 1 || errs != 2 {
+					t.Errorf("after 80 s down: %d warnings and %d errors logged, want 1 at once and 1 per 30 s window, the attempts being up to 10 s apart (2):\n%s", warns, errs, logs.String())
+				}
+
+				down.Store(false)
+				up := time.Now()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("warmDynamo() = %v once DynamoDB answers, want nil", err)
+					}
+				case <-time.After(time.Minute):
+					t.Fatal("warmDynamo() still waiting a minute after DynamoDB answers")
+				}
+				if took := time.Since(up); took > 11*time.Second {
+					t.Errorf("ready %v after DynamoDB answered, want within 11 s (a call in flight ends by its 5 s deadline, then at most 5 s of backoff)", took)
+				}
+				if _, err := w.Acquire(ctx, demoPlan()); err != nil {
+					t.Errorf("Acquire() after the warm-up = %v, want nil", err)
+				}
+				if !strings.Contains(logs.String(), "dynamodb store ready") {
+					t.Errorf("no 'dynamodb store ready' line logged:\n%s", logs.String())
+				}
+			})
+		})
+	}
+}
+
+// TestWarmDynamoSchema: a table of another schema version cannot recover:
+// warmDynamo returns the error at once.
+func TestWarmDynamoSchema(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatal(err)
+		}
+		open := func(ctx context.Context) (*dynamo.Store, error) {
+			return dynamo.NewStore(ctx, f, dynamo.Config{Table: "missing-version", Timeout: 400 * time.Millisecond})
+		}
+		// A table with no schema version record: CreateTable of a bare
+		// table by other means.
+		if _, err := f.CreateTable(context.Background(), bareTable("missing-version")); err != nil {
+			t.Fatal(err)
+		}
+		log := logrus.New()
+		log.SetOutput(&bytes.Buffer{})
+		w := &warming{}
+		defer w.close()
+		err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, logrus.NewEntry(log))
+		if !errors.Is(err, dynamo.ErrSchema) || !strings.Contains(err.Error(), "ratelimit table create") {
+			t.Errorf("warmDynamo() = %v, want ErrSchema saying to run `ratelimit table create`", err)
+		}
+	})
+}
+
+// TestBinaryWaitsForTable starts the binary on DynamoDB Local before its
+// table exists: the listeners answer at once, gRPC health says NOT_SERVING
+// and /healthcheck 503 naming the warm-up, until `ratelimit table create`
+// runs; then both say SERVING and a decision is made by DynamoDB.
+func TestBinaryWaitsForTable(t *testing.T) {
+	local := dynamotest.Shared(t)
+	table := dynamotest.TableName(t)
+	env := []string{"BACKEND_TYPE=dynamodb", "DYNAMODB_ENDPOINT=" + local.Endpoint(), "DYNAMODB_TABLE=" + table,
+		"AWS_REGION=us-east-1", "BACKEND_TIMEOUT=400ms", "ON_UNAVAILABLE=block", "BACKEND_WARMUP_TIMEOUT=2s"}
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startBinaryUnready(t, dir, env...)
+
+	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	health := func() (healthpb.HealthCheckResponse_ServingStatus, int, string) {
+		r, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatalf("gRPC health check: %v", err)
+		}
+		resp, err := http.Get("http://" + p.http + "/healthcheck")
+		if err != nil {
+			t.Fatalf("GET /healthcheck: %v", err)
+		}
+		defer resp.Body.Close()
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		return r.GetStatus(), resp.StatusCode, body.String()
+	}
+	// Past two warm-up windows with no table: still not ready, and it said
+	// why.
+	time.Sleep(5 * time.Second)
+	if st, code, body := health(); st != healthpb.HealthCheckResponse_NOT_SERVING || code != 503 || !strings.Contains(body, "dynamodb warm-up") {
+		t.Errorf("health without a table = %v, %d %q, want NOT_SERVING, 503 naming the dynamodb warm-up", st, code, body)
+	}
+	if out := p.out.String(); !strings.Contains(out, "ratelimit table create") || !strings.Contains(out, "BACKEND_WARMUP_TIMEOUT") {
+		t.Errorf("log without a table does not say to create it and that the warm-up timed out:\n%s", out)
+	}
+
+	getenv := func(k string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
+		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, code, _ := health()
+		if st == healthpb.HealthCheckResponse_SERVING && code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health 20 s after the table was created = %v, %d, want SERVING, 200\n%s", st, code, p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(p.out.String(), "dynamodb store ready") {
+		t.Errorf("no 'dynamodb store ready' line logged:\n%s", p.out.String())
+	}
+}
+
+// bareTable is a table with the store's keys and nothing in it.
+func bareTable(name string) *dynamodb.CreateTableInput {
+	str := types.ScalarAttributeTypeS
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("PK"), AttributeType: str}, {AttributeName: aws.String("SK"), AttributeType: str}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("SK"), KeyType: types.KeyTypeRange}},
+	}
+}
+
+// demoPlan is one debit of one token on a bucket of 3 a minute.
+func demoPlan() *cascade.Plan {
+	l, err := tokenbucket.Rate(3, time.Minute, 0)
+	if err != nil {
+		panic(err)
+	}
+	return &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "generic_key=demo", Resource: "example"}, Limit: "default", Bucket: l, Amount: 1000}}}
+}

@@ -1,0 +1,279 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/sirupsen/logrus"
+)
+
+// Warm-up defaults and bounds.
+const (
+	// DefaultWarmConns is how many connections Warm opens when
+	// WarmOptions.Conns is not set.
+	DefaultWarmConns = 8
+	// warmMinRounds and warmMaxRounds bound the rounds of calls Warm makes
+	// on each connection.
+	warmMinRounds = 2
+	warmMaxRounds = 5
+	// warmFast is the slowest call of a round, at most, after which Warm
+	// stops early (or Config.Timeout/2, when that is less).
+	warmFast = 25 * time.Millisecond
+	// warmItemTTL is how long a warm-up item lives past its last write
+	// (DynamoDB's TTL deletes it; each start writes the same few items).
+	warmItemTTL = time.Hour
+)
+
+// warmSK is the sort key of the warm-up items, n{ns}/WARMUP#{i}: no other
+// record has a PK with /WARMUP#, and the items sit under the namespace's
+// prefix, so a policy confining a principal to n{ns}/* allows them.
+const warmSK = "#WARMUP"
+
+// WarmOptions says how Warm readies a store.
+type WarmOptions struct {
+	// Conns is how many connections to DynamoDB to open, in parallel, so
+	// that the first concurrent decisions do not each dial one
+	// (DefaultWarmConns when zero or less).
+	Conns int
+	// Credentials, when set, are resolved first: the client caches them,
+	// so the first decision does not wait on IMDS or STS.
+	Credentials aws.CredentialsProvider
+}
+
+// WarmReport is what Warm did.
+type WarmReport struct {
+	// DescribeSkipped: the principal may not call DescribeTable, so the
+	// key schema was not checked (the schema version record was).
+	DescribeSkipped bool
+	// Rounds is how many rounds of calls each connection made.
+	Rounds int
+	// Slowest is the slowest call of each round.
+	Slowest []time.Duration
+}
+
+// Warm readies the store for its first decisions, which would otherwise pay
+// for what happens once: resolving credentials, dialling connections (TLS
+// on AWS), and, on DynamoDB Local, its JVM's first run of each kind of call
+// (the first conditional write there takes tens of milliseconds, past a
+// tight BACKEND_TIMEOUT). In order, it
+//
+//   - resolves o.Credentials;
+//   - describes the table: it must be ACTIVE with the key schema and the
+//     GSI1 index CreateTable makes (a mismatch wraps ErrSchema); a principal
+//     denied DescribeTable skips this check (WarmReport.DescribeSkipped);
+//   - on o.Conns connections at once, makes rounds of every kind of call a
+//     decision makes, on warm-up items of its own under the namespace: a
+//     strongly consistent GetItem (a cold bucket), a BatchGetItem (stored
+//     limits), a conditional UpdateItem that succeeds (ALL_NEW) and one
+//     whose condition fails (ALL_OLD), until a round's slowest call is
+//     within Config.Timeout/2 and 25 ms (at least 2 rounds, at most 5:
+//     DynamoDB answers within that on the first rounds, after the
+//     connections are open; on DynamoDB Local the first rounds take the
+//     JVM's first runs of each kind of call, 150-400 ms at the slowest on
+//     a busy 2-core machine, and later rounds still vary with its load).
+//
+// Each item written is one small record per connection, written again at
+// every start, with a TTL of an hour. Each call is bounded by ctx and by the
+// store's admin deadline. The error names the step that failed and wraps
+// the store's sentinel (ErrUnavailable, ErrThrottled, ErrSchema).
+func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
+	var rep WarmReport
+	if o.Credentials != nil {
+		cctx, cancel := s.adminCall(ctx)
+		_, err := o.Credentials.Retrieve(cctx)
+		cancel()
+		if err != nil {
+			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrUnavailable, err)
+		}
+	}
+	skipped, err := s.describe(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.DescribeSkipped = skipped
+	conns := o.Conns
+	if conns <= 0 {
+		conns = DefaultWarmConns
+	}
+	fast := min(s.cfg.Timeout/2, warmFast)
+	for rep.Rounds < warmMaxRounds {
+		slowest, err := s.warmRound(ctx, conns)
+		if err != nil {
+			return rep, err
+		}
+		rep.Rounds++
+		rep.Slowest = append(rep.Slowest, slowest)
+		s.log.WithFields(logrus.Fields{"round": rep.Rounds, "slowest_ms": float64(slowest.Microseconds()) / 1000}).Debug("warm-up round")
+		if rep.Rounds >= warmMinRounds && slowest <= fast {
+			break
+		}
+	}
+	return rep, nil
+}
+
+// describe checks the table's status and key schema. It reports true when
+// the principal may not describe the table.
+func (s *Store) describe(ctx context.Context) (bool, error) {
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
+	if err != nil {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
+			return true, nil
+		}
+		return false, fmt.Errorf("dynamo: warm-up: %w", classify("describe table "+s.cfg.Table, err))
+	}
+	if err := checkTable(out.Table); err != nil {
+		return false, fmt.Errorf("dynamo: warm-up: table %s: %w", s.cfg.Table, err)
+	}
+	return false, nil
+}
+
+// checkTable checks what a store needs of a described table: ACTIVE, the
+// key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
+func checkTable(t *types.TableDescription) error {
+	if t == nil {
+		return fmt.Errorf("no description: %w", ErrUnavailable)
+	}
+	if t.TableStatus != types.TableStatusActive {
+		return fmt.Errorf("status %s, want ACTIVE: %w", t.TableStatus, ErrUnavailable)
+	}
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	keys := func(ks []types.KeySchemaElement) string {
+		var parts []string
+		for _, k := range ks {
+			name := aws.ToString(k.AttributeName)
+			parts = append(parts, fmt.Sprintf("%s %s %s", name, k.KeyType, attrTypes[name]))
+		}
+		return fmt.Sprint(parts)
+	}
+	want := fmt.Sprintf("[%s HASH S %s RANGE S]", attrPK, attrSK)
+	if got := keys(t.KeySchema); got != want {
+		return fmt.Errorf("key schema %s, want %s (a table made by `ratelimit table create` or the same definition): %w", got, want, ErrSchema)
+	}
+	wantGSI := fmt.Sprintf("[%s HASH S %s RANGE S]", attrGSI1PK, attrGSI1SK)
+	i := slices.IndexFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
+		return aws.ToString(g.IndexName) == "GSI1"
+	})
+	if i < 0 {
+		return fmt.Errorf("no index GSI1 (%s): %w", wantGSI, ErrSchema)
+	}
+	if got := keys(t.GlobalSecondaryIndexes[i].KeySchema); got != wantGSI {
+		return fmt.Errorf("index GSI1 key schema %s, want %s: %w", got, wantGSI, ErrSchema)
+	}
+	return nil
+}
+
+// warmRound makes one round of every kind of call on conns connections at
+// once and returns its slowest call.
+func (s *Store) warmRound(ctx context.Context, conns int) (time.Duration, error) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		slowest time.Duration
+		errs    []error
+	)
+	for i := range conns {
+		wg.Go(func() {
+			d, err := s.warmCalls(ctx, warmPK(s.cfg.Namespace, i))
+			mu.Lock()
+			defer mu.Unlock()
+			slowest = max(slowest, d)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return 0, errs[0] // the others are alike
+	}
+	return slowest, nil
+}
+
+func warmPK(ns string, i int) string { return nsPart(ns) + "/WARMUP#" + strconv.Itoa(i) }
+
+// warmCalls makes each kind of call a decision makes on the warm-up item
+// pk, one after the other (so on one connection), and returns the slowest.
+func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
+	var slowest time.Duration
+	timed := func(what string, f func(context.Context) error) error {
+		cctx, cancel := s.adminCall(ctx)
+		defer cancel()
+		start := time.Now()
+		err := f(cctx)
+		slowest = max(slowest, time.Since(start))
+		if err != nil {
+			return fmt.Errorf("dynamo: warm-up: %s: %w", what, err)
+		}
+		return nil
+	}
+	key := itemKey(pk, warmSK)
+	if err := timed("GetItem", func(ctx context.Context) error {
+		_, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.cfg.Table), Key: key,
+			ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		})
+		return classify("get "+s.cfg.Table, err)
+	}); err != nil {
+		return 0, err
+	}
+	if err := timed("BatchGetItem", func(ctx context.Context) error {
+		_, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems:           map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: []map[string]types.AttributeValue{key}}},
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		})
+		return classify("batch get "+s.cfg.Table, err)
+	}); err != nil {
+		return 0, err
+	}
+	write := func(pass bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			e := newExpr()
+			e.setAttr(attrTTL, numAV(s.now().Add(warmItemTTL).Unix()))
+			e.addNum("n", 1)
+			n := e.name("n")
+			if pass {
+				e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + n + " >= " + e.num(0))
+			} else {
+				e.condition(n + " < " + e.num(0))
+			}
+			_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(s.cfg.Table), Key: key,
+				UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
+				ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+				ReturnValues:                        types.ReturnValueAllNew,
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
+			})
+			err = classify("update "+s.cfg.Table, err)
+			if !pass && errors.Is(err, errCondition) {
+				return nil // the refusal it was meant to make
+			}
+			if !pass && err == nil {
+				return fmt.Errorf("a write whose condition cannot hold was applied: %w", ErrUnavailable)
+			}
+			return err
+		}
+	}
+	if err := timed("UpdateItem", write(true)); err != nil {
+		return 0, err
+	}
+	if err := timed("UpdateItem (condition failing)", write(false)); err != nil {
+		return 0, err
+	}
+	return slowest, nil
+}
