@@ -57,7 +57,7 @@ func FreePort(t testing.TB) int {
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *capped
+	out    *Capped
 	exited chan struct{}
 	err    error // set before exited is closed
 }
@@ -65,7 +65,7 @@ type process struct {
 // startProcess starts name (for messages) as cmd with its output captured.
 // The process is killed if the test binary dies.
 func startProcess(name string, cmd *exec.Cmd) (*process, error) {
-	p := &process{name: name, cmd: cmd, out: &capped{max: 1 << 20}, exited: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, out: NewCapped(1 << 20), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -116,14 +116,19 @@ func (p *process) stop(sig os.Signal, grace time.Duration) error {
 	}
 }
 
-// capped keeps the last max bytes written to it.
-type capped struct {
+// Capped keeps the last bytes written to it (a process's output); safe for
+// concurrent use. Make one with NewCapped.
+type Capped struct {
 	mu  sync.Mutex
 	max int
 	buf bytes.Buffer
 }
 
-func (c *capped) Write(b []byte) (int, error) {
+// NewCapped returns a Capped that keeps the last max bytes.
+func NewCapped(max int) *Capped { return &Capped{max: max} }
+
+// Write keeps b, dropping the oldest bytes past the bound.
+func (c *Capped) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf.Write(b)
@@ -133,7 +138,8 @@ func (c *capped) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (c *capped) String() string {
+// String returns the bytes kept.
+func (c *Capped) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.String()

@@ -1,0 +1,252 @@
+package walkthrough
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/envoytest"
+)
+
+// Bounds of the harness (see the package documentation).
+const (
+	readyTimeout   = 3 * time.Minute
+	commandTimeout = 10 * time.Minute
+	portsTimeout   = 10 * time.Second
+)
+
+// ports are the fixed ports the README's walkthroughs use, with what uses
+// them.
+var ports = []struct {
+	port int
+	what string
+}{
+	{8000, "DynamoDB Local"},
+	{8080, "the service's HTTP port"}, {8081, "the service's gRPC port"}, {6070, "the service's debug port"},
+	{9080, "a second replica's HTTP port"}, {9081, "a second replica's gRPC port"}, {7070, "a second replica's debug port"},
+	{8090, "the demo application"},
+	{10000, "Envoy's listener"}, {9901, "Envoy's admin port"},
+}
+
+// runner runs one walkthrough.
+type runner struct {
+	t     *testing.T
+	root  string
+	state string // the exported variables of the foreground shell
+	bg    []*group
+}
+
+// run runs w's blocks in order; it stops at the first that disagrees.
+func (r *runner) run(w walk) {
+	t := r.t
+	r.portsFree()
+	r.state = filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(r.state, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stop)
+	for _, b := range w.blocks {
+		switch b.kind {
+		case background:
+			r.background(b)
+		default:
+			for _, c := range b.cmds {
+				r.foreground(b.kind, c)
+			}
+		}
+	}
+}
+
+// portsFree fails t unless every walkthrough port is free, naming what
+// holds one; a port a walkthrough before just released gets a moment.
+func (r *runner) portsFree() {
+	r.t.Helper()
+	deadline := time.Now().Add(portsTimeout)
+	for _, p := range ports {
+		for {
+			l, err := net.Listen("tcp", ":"+strconv.Itoa(p.port))
+			if err == nil {
+				_ = l.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				r.t.Fatalf("port %d (%s) is taken by %s: the README's walkthroughs use fixed ports; stop it and run again (%v)",
+					p.port, p.what, holder(p.port), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// foreground runs one command of the first terminal and checks it.
+func (r *runner) foreground(k kind, c command) {
+	t := r.t
+	t.Helper()
+	script := fmt.Sprintf("set -a\n. %q\n%s\n__walkthrough_rc=$?\nexport -p > %q\nexit $__walkthrough_rc\n", r.state, c.cmd, r.state)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = r.root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start).Round(time.Millisecond)
+	t.Logf("README.md:%d: $ %s  (%v)", c.line, c.cmd, took)
+	if k == commands {
+		if err != nil {
+			t.Fatalf("README.md:%d: %s\nfailed: %v\noutput:\n%s", c.line, c.cmd, err, out)
+		}
+		return
+	}
+	got, want := normalize(string(out)), normalize(c.want)
+	if got != want || err != nil {
+		t.Fatalf("README.md:%d: $ %s\nexit: %v\noutput:\n%s\nwant (as the README shows):\n%s", c.line, c.cmd, errOrZero(err), indent(got), indent(want))
+	}
+}
+
+func errOrZero(err error) string {
+	if err == nil {
+		return "0"
+	}
+	return err.Error()
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "\t(nothing)"
+	}
+	return "\t" + strings.ReplaceAll(s, "\n", "\n\t")
+}
+
+// group is a background block's process group.
+type group struct {
+	line   int
+	cmd    *exec.Cmd
+	out    *envoytest.Capped
+	exited chan struct{}
+}
+
+// background starts b and waits until each of its targets is ready.
+func (r *runner) background(b block) {
+	t := r.t
+	t.Helper()
+	cmd := exec.Command("bash", "-c", b.text)
+	cmd.Dir = r.root
+	g := &group{line: b.line, cmd: cmd, out: envoytest.NewCapped(1 << 20), exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = g.out, g.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("README.md:%d: start the background block: %v", b.line, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(g.exited)
+	}()
+	r.bg = append(r.bg, g)
+	start := time.Now()
+	for _, target := range b.ready {
+		deadline := start.Add(readyTimeout)
+		for !ready(target) {
+			select {
+			case <-g.exited:
+				t.Fatalf("README.md:%d: the background block ended before %s was ready: %v\noutput:\n%s", b.line, target, cmd.ProcessState, g.out.String())
+			case <-time.After(100 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("README.md:%d: %s not ready within %v\noutput:\n%s", b.line, target, readyTimeout, g.out.String())
+			}
+		}
+	}
+	t.Logf("README.md:%d: background block ready (%s) after %v", b.line, strings.Join(b.ready, " "), time.Since(start).Round(time.Millisecond))
+}
+
+// ready reports whether target answers: a 200 to a GET, or a connection.
+func ready(target string) bool {
+	if addr, ok := strings.CutPrefix(target, "tcp://"); ok {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}
+	client := &http.Client{Timeout: time.Second}
+	resp, err := client.Get(target)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// stop kills every background group, waits for them and, when the test
+// failed, logs their output.
+func (r *runner) stop() {
+	for _, g := range r.bg {
+		_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-g.exited:
+		case <-time.After(10 * time.Second):
+			r.t.Errorf("README.md:%d: the background block (pid %d) did not exit", g.line, g.cmd.Process.Pid)
+		}
+		// The group's other processes die with the signal; wait until none
+		// is left, so the next walkthrough finds its ports free.
+		for i := 0; i < 100 && syscall.Kill(-g.cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if r.t.Failed() {
+			r.t.Logf("README.md:%d: output of the background block:\n%s", g.line, g.out.String())
+		}
+	}
+	r.bg = nil
+}
+
+// holder names the process listening on port, from /proc.
+func holder(port int) string {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 10 || fields[3] != "0A" { // LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+				inodes[fields[9]] = true
+			}
+		}
+		_ = fh.Close()
+	}
+	if len(inodes) == 0 {
+		return "a process this user cannot see"
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range procs {
+		link, err := os.Readlink(fd)
+		if err != nil || !strings.HasPrefix(link, "socket:[") {
+			continue
+		}
+		if inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			pid := strings.Split(fd, "/")[2]
+			cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			return fmt.Sprintf("pid %s (%s)", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
+		}
+	}
+	return "a process this user cannot see"
+}

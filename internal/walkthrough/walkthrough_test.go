@@ -1,0 +1,128 @@
+package walkthrough
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/envoytest"
+)
+
+// want are the walkthroughs the README must have, in order: removing a
+// marker fails here rather than silently running less.
+var want = []string{"quick-start", "envoy", "dynamodb-local"}
+
+// TestWalkthroughs runs every walkthrough of README.md as written, one after
+// the other (they share the README's fixed ports).
+func TestWalkthroughs(t *testing.T) {
+	root, err := envoytest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	walks, err := parse(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(walks); !slices.Equal(got, want) {
+		t.Fatalf("README.md walkthroughs = %q, want %q", got, want)
+	}
+	for _, w := range walks {
+		t.Run(w.name, func(t *testing.T) {
+			start := time.Now()
+			(&runner{t: t, root: root}).run(w)
+			t.Logf("walkthrough %q took %v", w.name, time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+}
+
+// TestParse: what the markers and blocks become.
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name, readme string
+		want         []walk
+		err          string
+	}{
+		{
+			name: "every kind",
+			readme: "# x\n<!-- walkthrough a: background tcp://localhost:1 http://localhost:2/h -->\n```sh\nserve &\nserve2\n```\n" +
+				"text\n<!-- walkthrough b -->\n```sh\nmake build   # note\n\n# a comment\nexport A=1 \\\n  B=2\n```\n" +
+				"<!-- walkthrough a -->\n```console\n$ echo 1 \\\n  2\n1 2\n$ true\n$ printf 'x\\n\\n'\nx\n\n```\n```sh\nnot marked\n```\n",
+			want: []walk{
+				{name: "a", blocks: []block{
+					{kind: background, line: 3, ready: []string{"tcp://localhost:1", "http://localhost:2/h"}, text: "serve &\nserve2\n"},
+					{kind: console, line: 17, cmds: []command{
+						{line: 18, cmd: "echo 1 \\\n  2", want: "1 2\n"},
+						{line: 21, cmd: "true"},
+						{line: 22, cmd: "printf 'x\\n\\n'", want: "x\n\n"},
+					}},
+				}},
+				{name: "b", blocks: []block{
+					{kind: commands, line: 9, cmds: []command{{line: 10, cmd: "make build   # note"}, {line: 13, cmd: "export A=1 \\\n  B=2"}}},
+				}},
+			},
+		},
+		{name: "output first", readme: "<!-- walkthrough a -->\n```console\nhello\n$ true\n```\n", err: "README.md:2: walkthrough \"a\": line 3: output before the first \"$ \" command"},
+		{name: "background console", readme: "<!-- walkthrough a: background tcp://x:1 -->\n```console\n$ true\n```\n", err: "must be ```sh"},
+		{name: "bad target", readme: "<!-- walkthrough a: background localhost:1 -->\n```sh\nx\n```\n", err: "want http://… or tcp://host:port"},
+		{name: "no block", readme: "<!-- walkthrough a -->\ntext\n", err: "no fenced block after the marker"},
+		{name: "unclosed", readme: "<!-- walkthrough a -->\n```sh\nx\n", err: "not closed"},
+		{name: "unreadable marker", readme: "<!-- walkthrough -->\n```sh\nx\n```\n", err: "a walkthrough marker this harness cannot read"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parse(c.readme)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("parse() = %v, want an error saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse() = %v, want nil", err)
+			}
+			if !equalWalks(got, c.want) {
+				t.Errorf("parse() = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestNormalize: trailing blanks, carriage returns and blank last lines do
+// not count.
+func TestNormalize(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a  \r\nb\t\n\n\n", "a\nb"},
+		{"", ""},
+		{"\n \n", ""},
+		{"  a", "  a"},
+	} {
+		if got := normalize(c.in); got != c.want {
+			t.Errorf("normalize(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func equalWalks(a, b []walk) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || len(a[i].blocks) != len(b[i].blocks) {
+			return false
+		}
+		for j := range a[i].blocks {
+			x, y := a[i].blocks[j], b[i].blocks[j]
+			if x.kind != y.kind || x.line != y.line || x.text != y.text || !slices.Equal(x.ready, y.ready) || !slices.Equal(x.cmds, y.cmds) {
+				return false
+			}
+		}
+	}
+	return true
+}
