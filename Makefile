@@ -30,6 +30,10 @@ test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
 	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e$$)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
 
+.PHONY: walkthrough
+walkthrough: envoy ## run the README's walkthroughs as written (fixed ports 8000, 8080-8081, 6070, 9080-9081, 7070, 8090, 10000, 9901 must be free)
+	$(GO) test -count=1 -timeout 20m -v -run '^TestWalkthroughs$$' ./internal/walkthrough
+
 .PHONY: test-envoy
 test-envoy: envoy ## run only the end-to-end tests through Envoy (internal/e2e)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e

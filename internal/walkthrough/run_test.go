@@ -42,7 +42,8 @@ var ports = []struct {
 type runner struct {
 	t     *testing.T
 	root  string
-	state string // the exported variables of the foreground shell
+	state string        // the exported variables of the foreground shell
+	ready time.Duration // how long a background block may take (readyTimeout when zero)
 	bg    []*group
 }
 
@@ -58,10 +59,19 @@ func (r *runner) run(w walk) {
 	for _, b := range w.blocks {
 		switch b.kind {
 		case background:
-			r.background(b)
+			start := time.Now()
+			if err := r.background(b); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("README.md:%d: background block ready (%s) after %v", b.line, strings.Join(b.ready, " "), time.Since(start).Round(time.Millisecond))
 		default:
 			for _, c := range b.cmds {
-				r.foreground(b.kind, c)
+				start := time.Now()
+				err := r.foreground(b.kind, c)
+				t.Logf("README.md:%d: $ %s  (%v)", c.line, c.cmd, time.Since(start).Round(time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -89,9 +99,7 @@ func (r *runner) portsFree() {
 }
 
 // foreground runs one command of the first terminal and checks it.
-func (r *runner) foreground(k kind, c command) {
-	t := r.t
-	t.Helper()
+func (r *runner) foreground(k kind, c command) error {
 	script := fmt.Sprintf("set -a\n. %q\n%s\n__walkthrough_rc=$?\nexport -p > %q\nexit $__walkthrough_rc\n", r.state, c.cmd, r.state)
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
@@ -99,20 +107,18 @@ func (r *runner) foreground(k kind, c command) {
 	cmd.Dir = r.root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	took := time.Since(start).Round(time.Millisecond)
-	t.Logf("README.md:%d: $ %s  (%v)", c.line, c.cmd, took)
 	if k == commands {
 		if err != nil {
-			t.Fatalf("README.md:%d: %s\nfailed: %v\noutput:\n%s", c.line, c.cmd, err, out)
+			return fmt.Errorf("README.md:%d: %s\nfailed: %w\noutput:\n%s", c.line, c.cmd, err, indent(normalize(string(out))))
 		}
-		return
+		return nil
 	}
 	got, want := normalize(string(out)), normalize(c.want)
 	if got != want || err != nil {
-		t.Fatalf("README.md:%d: $ %s\nexit: %v\noutput:\n%s\nwant (as the README shows):\n%s", c.line, c.cmd, errOrZero(err), indent(got), indent(want))
+		return fmt.Errorf("README.md:%d: $ %s\nexit: %s\noutput:\n%s\nwant (as the README shows):\n%s", c.line, c.cmd, errOrZero(err), indent(got), indent(want))
 	}
+	return nil
 }
 
 func errOrZero(err error) string {
@@ -138,37 +144,41 @@ type group struct {
 }
 
 // background starts b and waits until each of its targets is ready.
-func (r *runner) background(b block) {
-	t := r.t
-	t.Helper()
+func (r *runner) background(b block) error {
 	cmd := exec.Command("bash", "-c", b.text)
 	cmd.Dir = r.root
 	g := &group{line: b.line, cmd: cmd, out: envoytest.NewCapped(1 << 20), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = g.out, g.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("README.md:%d: start the background block: %v", b.line, err)
+		return fmt.Errorf("README.md:%d: start the background block: %w", b.line, err)
 	}
 	go func() {
 		_ = cmd.Wait()
 		close(g.exited)
 	}()
 	r.bg = append(r.bg, g)
-	start := time.Now()
+	deadline := time.Now().Add(r.readyTimeout())
 	for _, target := range b.ready {
-		deadline := start.Add(readyTimeout)
 		for !ready(target) {
 			select {
 			case <-g.exited:
-				t.Fatalf("README.md:%d: the background block ended before %s was ready: %v\noutput:\n%s", b.line, target, cmd.ProcessState, g.out.String())
+				return fmt.Errorf("README.md:%d: the background block ended (%v) before %s was ready; output:\n%s", b.line, cmd.ProcessState, target, indent(normalize(g.out.String())))
 			case <-time.After(100 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("README.md:%d: %s not ready within %v\noutput:\n%s", b.line, target, readyTimeout, g.out.String())
+				return fmt.Errorf("README.md:%d: %s not ready within %v; output:\n%s", b.line, target, r.readyTimeout(), indent(normalize(g.out.String())))
 			}
 		}
 	}
-	t.Logf("README.md:%d: background block ready (%s) after %v", b.line, strings.Join(b.ready, " "), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (r *runner) readyTimeout() time.Duration {
+	if r.ready > 0 {
+		return r.ready
+	}
+	return readyTimeout
 }
 
 // ready reports whether target answers: a 200 to a GET, or a connection.

@@ -1,6 +1,7 @@
 package walkthrough
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,4 +126,74 @@ func equalWalks(a, b []walk) bool {
 		}
 	}
 	return true
+}
+
+// TestRunnerReports: a block that disagrees with the README fails with the
+// README line, the command, what it printed and what the README shows; the
+// exports of one command reach the next.
+func TestRunnerReports(t *testing.T) {
+	r := &runner{t: t, root: t.TempDir(), ready: 2 * time.Second}
+	r.state = filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(r.state, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stop)
+	cases := []struct {
+		name string
+		run  func() error
+		want []string // in the error; none: no error
+	}{
+		{"export", func() error { return r.foreground(commands, command{line: 3, cmd: "export GREETING=hello"}) }, nil},
+		{"plain assignment", func() error { return r.foreground(commands, command{line: 4, cmd: "D=dir"}) }, nil},
+		{"carried over", func() error {
+			return r.foreground(console, command{line: 5, cmd: "echo $GREETING $D", want: "hello dir  \n\n"})
+		}, nil},
+		{"other output", func() error {
+			return r.foreground(console, command{line: 7, cmd: "echo 200; echo 200", want: "200\n429\n"})
+		},
+			[]string{"README.md:7: $ echo 200; echo 200", "exit: 0", "output:\n\t200\n\t200", "want (as the README shows):\n\t200\n\t429"}},
+		{"output where none is shown", func() error { return r.foreground(console, command{line: 9, cmd: "echo oops >&2"}) },
+			[]string{"README.md:9: $ echo oops >&2", "output:\n\toops", "want (as the README shows):\n\t(nothing)"}},
+		{"exit status", func() error { return r.foreground(console, command{line: 11, cmd: "exit 3"}) },
+			[]string{"README.md:11: $ exit 3", "exit: exit status 3"}},
+		{"sh command fails", func() error { return r.foreground(commands, command{line: 13, cmd: "echo why; false"}) },
+			[]string{"README.md:13: echo why; false", "failed: exit status 1", "\twhy"}},
+		{"background ready", func() error {
+			return r.background(block{line: 15, ready: []string{"tcp://" + listenAddr(t)}, text: "sleep 600\n"})
+		}, nil},
+		{"background ends first", func() error {
+			return r.background(block{line: 17, ready: []string{"http://127.0.0.1:1/"}, text: "echo starting; exit 2\n"})
+		}, []string{"README.md:17: the background block ended (exit status 2) before http://127.0.0.1:1/ was ready", "\tstarting"}},
+		{"background never ready", func() error {
+			return r.background(block{line: 19, ready: []string{"tcp://127.0.0.1:1"}, text: "sleep 600\n"})
+		}, []string{"README.md:19: tcp://127.0.0.1:1 not ready within 2s"}},
+	}
+	for _, c := range cases {
+		err := c.run()
+		if len(c.want) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v, want nil", c.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: nil, want an error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error\n%v\nwant it to contain %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// listenAddr returns the address of a listener open until the test ends.
+func listenAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l.Addr().String()
 }
