@@ -400,7 +400,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Table describes every variable with its default, in documentation order.
-// The README's settings table and `ratelimit settings` are generated from
+// The settings table of docs/settings.md and `ratelimit settings` are generated from
 // it.
 func Table() []Var {
 	d := Defaults()
@@ -412,7 +412,7 @@ func Table() []Var {
 	return vars
 }
 
-// MarkdownTable renders Table as the README's settings table: one row per
+// MarkdownTable renders Table as the settings table of docs/settings.md: one row per
 // variable with its default in code style ("" for empty), its help and how
 // it compares with envoyproxy/ratelimit's, then one row per group of
 // envoyproxy/ratelimit settings that no binding reads (Unbound).
