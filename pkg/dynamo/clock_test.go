@@ -282,17 +282,25 @@ func TestClockSkewProperty(t *testing.T) {
 			_, adm := fl.run(t, l, traffic)
 			worst(t, l, skew, adm)
 
-			same := newSkewedFleet(t, 0, 0)
-			start := same.nowMs
-			got, _ := same.run(t, l, traffic)
-			want := exact(l, start, traffic)
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("equal clocks: request %d (replica %d) admitted = %v, want %v as one exact bucket", i, traffic[i].replica, got[i], want[i])
-				}
-			}
+			equalClocksExact(t, l, traffic)
 		})
 	}
+}
+
+// equalClocksExact runs traffic through two replicas with equal clocks and
+// wants each decision to be the one exact bucket's.
+func equalClocksExact(t *testing.T, l tokenbucket.Limit, traffic []request) *skewedFleet {
+	t.Helper()
+	fl := newSkewedFleet(t, 0, 0)
+	start := fl.nowMs
+	got, _ := fl.run(t, l, traffic)
+	want := exact(l, start, traffic)
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("equal clocks: request %d (replica %d) admitted = %v, want %v as one exact bucket", i, traffic[i].replica, got[i], want[i])
+		}
+	}
+	return fl
 }
 
 // TestEqualClocksExact drives two replicas with equal clocks hard on one
@@ -310,15 +318,7 @@ func TestEqualClocksExact(t *testing.T) {
 			for i := range 2000 {
 				traffic = append(traffic, request{tc.gapMs * int64(i%2), i % 2})
 			}
-			fl := newSkewedFleet(t, 0, 0)
-			start := fl.nowMs
-			got, _ := fl.run(t, l, traffic)
-			want := exact(l, start, traffic)
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("request %d (replica %d) admitted = %v, want %v", i, traffic[i].replica, got[i], want[i])
-				}
-			}
+			fl := equalClocksExact(t, l, traffic)
 			if fl.obs[0].behind.Load() != 0 || fl.obs[1].behind.Load() != 0 {
 				t.Errorf("ClockBehind = %v, %v with equal clocks, want 0, 0", time.Duration(fl.obs[0].behind.Load()), time.Duration(fl.obs[1].behind.Load()))
 			}
