@@ -100,7 +100,6 @@ func (s *Store) sawWriter(item map[string]types.AttributeValue, receivedMs int64
 	w.mu.Unlock()
 	if warn {
 		s.log.WithField("behind_ms", cur.Milliseconds()).
-			WithField("pk", getS(item, attrPK)).
-			Warn("this replica's clock is behind the clock of another replica that writes the same buckets: the replica ahead admits more than the limit by about the offset × the rate; check the hosts' time synchronisation")
+			Warn("this replica's clock is behind the clock of another replica that writes the same buckets: the fleet can admit up to the offset × a limit's rate more than the limit; check the hosts' time synchronisation")
 	}
 }
