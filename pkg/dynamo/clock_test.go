@@ -348,6 +348,8 @@ func TestClockBehindSignal(t *testing.T) {
 	}
 	if got := warnings(fl.logs[1]); got != 1 {
 		t.Errorf("replica behind: %d warnings in half a second, want 1", got)
+	} else if ms := fl.logs[1].LastEntry().Data["behind_ms"]; ms != int64(skew) {
+		t.Errorf("replica behind: warning with behind_ms = %v, want %d", ms, skew)
 	}
 	if got := warnings(fl.logs[0]); got != 0 {
 		t.Errorf("replica ahead: %d warnings, want 0", got)
