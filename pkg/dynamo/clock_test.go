@@ -53,14 +53,19 @@ type skewedFleet struct {
 
 func newSkewedFleet(t *testing.T, offsetA, offsetB int64) *skewedFleet {
 	t.Helper()
-	f := fakeTable(t)
+	return newSkewedFleetOn(t, fakeTable(t), "t", offsetA, offsetB)
+}
+
+// newSkewedFleetOn is newSkewedFleet on a table of api.
+func newSkewedFleetOn(t *testing.T, api dynamo.API, table string, offsetA, offsetB int64) *skewedFleet {
+	t.Helper()
 	fl := &skewedFleet{offsets: [2]int64{offsetA, offsetB}, nowMs: 1_700_000_000_000}
 	for i := range fl.stores {
 		fl.clocks[i] = newClock()
 		fl.obs[i] = &countingObserver{}
 		log, hook := logtest.NewNullLogger()
 		fl.logs[i] = hook
-		fl.stores[i] = newStore(t, f, "t", fl.clocks[i], dynamo.WithObserver(fl.obs[i]), dynamo.WithLogger(logrus.NewEntry(log)))
+		fl.stores[i] = newStore(t, api, table, fl.clocks[i], dynamo.WithObserver(fl.obs[i]), dynamo.WithLogger(logrus.NewEntry(log)))
 	}
 	fl.advance(0)
 	return fl
@@ -327,47 +332,53 @@ func TestEqualClocksExact(t *testing.T) {
 }
 
 // TestClockBehindSignal has two replicas, one 150 ms ahead, write one
-// bucket in turn: the replica behind reports 150 ms behind (the items it
-// receives were written by a clock ahead of its own) and logs one warning
-// a minute; the replica ahead reports nothing and logs nothing. Reports
-// cover the last minute: once the clocks agree, the next window reports 0.
+// bucket in turn, on the fake and on DynamoDB Local: the replica behind
+// reports 150 ms behind (the items it receives were written by a clock
+// ahead of its own) and logs one warning a minute; the replica ahead
+// reports nothing and logs nothing. Reports cover the last minute: once the
+// clocks agree, the next window reports 0.
 func TestClockBehindSignal(t *testing.T) {
 	const skew = 150
-	fl := newSkewedFleet(t, skew, 0) // replica 0 is ahead
-	l := mustLimit(t, 1000, time.Second, 0)
-	for range 100 {
-		fl.advance(5)
-		fl.acquire(t, 0, l)
-		fl.acquire(t, 1, l)
-	}
-	if got := time.Duration(fl.obs[1].behind.Load()); got != skew*time.Millisecond {
-		t.Errorf("replica behind: ClockBehind = %v, want %v", got, skew*time.Millisecond)
-	}
-	if got := time.Duration(fl.obs[0].behind.Load()); got != 0 {
-		t.Errorf("replica ahead: ClockBehind = %v, want 0", got)
-	}
-	if got := warnings(fl.logs[1]); got != 1 {
-		t.Errorf("replica behind: %d warnings in half a second, want 1", got)
-	} else if ms := fl.logs[1].LastEntry().Data["behind_ms"]; ms != int64(skew) {
-		t.Errorf("replica behind: warning with behind_ms = %v, want %d", ms, skew)
-	}
-	if got := warnings(fl.logs[0]); got != 0 {
-		t.Errorf("replica ahead: %d warnings, want 0", got)
-	}
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			api, table := b.api(t)
+			fl := newSkewedFleetOn(t, api, table, skew, 0) // replica 0 is ahead
+			l := mustLimit(t, 1000, time.Second, 0)
+			for range 100 {
+				fl.advance(5)
+				fl.acquire(t, 0, l)
+				fl.acquire(t, 1, l)
+			}
+			if got := time.Duration(fl.obs[1].behind.Load()); got != skew*time.Millisecond {
+				t.Errorf("replica behind: ClockBehind = %v, want %v", got, skew*time.Millisecond)
+			}
+			if got := time.Duration(fl.obs[0].behind.Load()); got != 0 {
+				t.Errorf("replica ahead: ClockBehind = %v, want 0", got)
+			}
+			if got := warnings(fl.logs[1]); got != 1 {
+				t.Errorf("replica behind: %d warnings in half a second, want 1", got)
+			} else if ms := fl.logs[1].LastEntry().Data["behind_ms"]; ms != int64(skew) {
+				t.Errorf("replica behind: warning with behind_ms = %v, want %d", ms, skew)
+			}
+			if got := warnings(fl.logs[0]); got != 0 {
+				t.Errorf("replica ahead: %d warnings, want 0", got)
+			}
 
-	// The clocks agree again: after a minute the report falls back to 0.
-	fl.offsets[0] = 0
-	fl.advance(0)
-	for range 20 {
-		fl.advance(5 * 1000)
-		fl.acquire(t, 0, l)
-		fl.acquire(t, 1, l)
-	}
-	if got := time.Duration(fl.obs[1].behind.Load()); got != 0 {
-		t.Errorf("replica behind, clocks agreed for 100 s: ClockBehind = %v, want 0", got)
-	}
-	if got := warnings(fl.logs[1]); got != 1 {
-		t.Errorf("replica behind, clocks agreed: %d warnings in all, want still 1", got)
+			// The clocks agree again: after a minute the report falls back to 0.
+			fl.offsets[0] = 0
+			fl.advance(0)
+			for range 20 {
+				fl.advance(5 * 1000)
+				fl.acquire(t, 0, l)
+				fl.acquire(t, 1, l)
+			}
+			if got := time.Duration(fl.obs[1].behind.Load()); got != 0 {
+				t.Errorf("replica behind, clocks agreed for 100 s: ClockBehind = %v, want 0", got)
+			}
+			if got := warnings(fl.logs[1]); got != 1 {
+				t.Errorf("replica behind, clocks agreed: %d warnings in all, want still 1", got)
+			}
+		})
 	}
 }
 
