@@ -30,8 +30,13 @@ var (
 	buildErr  error
 )
 
+// buildBinary builds the binary once per test run and returns its path. It
+// skips t under -short (the fast loop builds no binary).
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the built ratelimit binary, which -short does not build")
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ratelimit-e2e")
 		if err != nil {

@@ -240,7 +240,7 @@ func (s *Service) charges(l *descriptors.Limit, a *asked) bool {
 	case descriptors.ChargePre:
 		return false
 	}
-	return a.own && !s.consumeDescriptorHits
+	return a.own && s.chargeDescriptorHits
 }
 
 // enforced reports whether some debit of p can refuse the request.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -400,10 +399,16 @@ func TestDomainsAndDump(t *testing.T) {
 	for _, r := range c.Rules() {
 		keys = append(keys, r.FullKey)
 	}
-	if keys[0] != "quota.service_service_1" || keys[len(keys)-1] != "rl.qux" {
-		t.Errorf("Rules() order = %v, want load order", keys)
+	// Load order: the files as given, each file's descriptors as written
+	// (not sorted: mongo_cps comes after quota, rl.foo.baz_shady after
+	// rl.foo.bay).
+	want := []string{
+		"quota.service_service_1", "quota.service_service_2",
+		"mongo_cps.database_users", "mongo_cps.database_default",
+		"rl.source_cluster_proxy.destination_cluster_mock", "rl.foo", "rl.foo.bar", "rl.foo.bar_banned",
+		"rl.foo.baz", "rl.foo.bay", "rl.foo.baz_shady", "rl.qux",
 	}
-	if sort.StringsAreSorted(keys) {
-		t.Logf("rules happen to be sorted")
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("Rules() order = %q, want load order %q", keys, want)
 	}
 }

@@ -14,12 +14,17 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-type countingObserver struct{ doublings, hits, contended, writes, batched atomic.Int64 }
+type countingObserver struct {
+	doublings, hits, contended, writes, batched atomic.Int64
+	behind                                      atomic.Int64 // the last ClockBehind, in ns
+}
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
 func (o *countingObserver) RejectionCacheHit() { o.hits.Add(1) }
 func (o *countingObserver) Contended(string)   { o.contended.Add(1) }
 func (o *countingObserver) Batched(n int)      { o.writes.Add(1); o.batched.Add(int64(n)) }
+
+func (o *countingObserver) ClockBehind(d time.Duration) { o.behind.Store(int64(d)) }
 
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store
 // retries within its budget, doubles the shard count once per batch, and

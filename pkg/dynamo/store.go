@@ -93,6 +93,11 @@ type Observer interface {
 	// Batched is called once per conditional write of decisions, with the
 	// number of decisions it carried.
 	Batched(decisions int)
+	// ClockBehind is called with the largest amount, over the last minute,
+	// by which this replica's clock was behind the clock of another replica
+	// that wrote a bucket item it received (at least that much; zero when
+	// it is ahead or in step), each time that amount changes.
+	ClockBehind(d time.Duration)
 }
 
 // Option configures a Store.
@@ -159,6 +164,8 @@ func (nopObserver) RejectionCacheHit() {}
 func (nopObserver) Contended(string)   {}
 func (nopObserver) Batched(int)        {}
 
+func (nopObserver) ClockBehind(time.Duration) {}
+
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
 	api API
@@ -186,6 +193,7 @@ type Store struct {
 
 	lanes lanes
 	loads flights
+	skew  skewWatch // clocks of other replicas (clock.go)
 }
 
 var _ interface {
