@@ -37,11 +37,17 @@ type API interface {
 var _ API = (*dynamodb.Client)(nil)
 
 // Sentinel errors callers branch on. Every error the store returns from a
-// DynamoDB call wraps exactly one of them.
+// DynamoDB call wraps exactly one of ErrUnavailable, ErrThrottled,
+// ErrConflict, ErrNotFound and ErrSchema (ErrNoTable wraps ErrUnavailable).
 var (
 	// ErrUnavailable: DynamoDB did not answer in time, refused the
 	// connection, answered with a server error, or the table is missing.
 	ErrUnavailable = errors.New("dynamo: unavailable")
+	// ErrNoTable: the table does not exist (ResourceNotFoundException) in
+	// the region at the endpoint the client talks to. It wraps
+	// ErrUnavailable: to a decision, a missing table is a store that is not
+	// there.
+	ErrNoTable = fmt.Errorf("dynamo: table does not exist: %w", ErrUnavailable)
 	// ErrThrottled: DynamoDB throttled the call (throughput or request limits).
 	ErrThrottled = errors.New("dynamo: throttled")
 	// ErrConflict: a conditional write kept losing races (or a transaction
@@ -89,6 +95,10 @@ func classify(op string, err error) error {
 	var rle *types.RequestLimitExceeded
 	if errors.As(err, &pte) || errors.As(err, &rle) {
 		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
+	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrNoTable, err)
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
