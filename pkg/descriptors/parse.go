@@ -48,6 +48,10 @@ var upstreamKeys = map[string]bool{
 	"quota_mode": true, "unit_multiplier": true, "metadata": true,
 }
 
+// rateLimitFields are rate_limit's keys, which a descriptor ignores when
+// they are not indented under rate_limit.
+var rateLimitFields = map[string]bool{"unit": true, "requests_per_unit": true, "unlimited": true, "unit_multiplier": true, "name": true, "replaces": true}
+
 // Parse parses, validates and compiles descriptor files, in order. It
 // returns *Error listing every problem of every file when any file is
 // invalid.
@@ -289,7 +293,11 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 		case "cascade":
 			d.cascade = b.boolean(p)
 		default:
-			b.unknown(p, "in a descriptor")
+			where := "in a descriptor"
+			if rateLimitFields[p.name] {
+				where += " (rate_limit's fields go indented under rate_limit:)"
+			}
+			b.unknown(p, where)
 		}
 	}
 	if d.key == "" {
