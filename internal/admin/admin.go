@@ -202,7 +202,10 @@ func FlagError(err error, fs *flag.FlagSet) error {
 	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	return fmt.Errorf("unknown flag -%s%s", name, didYouMean(name, names))
+	if c := Closest(name, names); c != "" {
+		return fmt.Errorf("unknown flag -%s; did you mean -%s?", name, c)
+	}
+	return fmt.Errorf("unknown flag -%s", name)
 }
 
 func isHelp(a string) bool {
@@ -243,23 +246,28 @@ func Closest(word string, candidates []string) string {
 	return ""
 }
 
-// distance is the Levenshtein distance of a and b, in bytes.
+// distance is the edit distance of a and b in bytes, a swap of two
+// neighbours counting as one edit (optimal string alignment).
 func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }
