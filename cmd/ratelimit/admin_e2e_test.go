@@ -95,3 +95,22 @@ func TestServeMissingTable(t *testing.T) {
 		t.Errorf("serve on a missing table = exit %d,\n%s\nwant exit 1 and %q", code, errOut, want)
 	}
 }
+
+// TestAdminWithoutCredentials: on AWS (no DYNAMODB_ENDPOINT) with no
+// credentials anywhere, an admin command says which settings provide them.
+// The binary runs with an environment of its own: the SDK reads the
+// process's.
+func TestAdminWithoutCredentials(t *testing.T) {
+	bin := buildBinary(t)
+	home := t.TempDir()
+	cmd := exec.Command(bin, "namespace", "list")
+	cmd.Env = []string{"HOME=" + home, "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	want := "ratelimit namespace list: no AWS credentials to call DynamoDB in us-east-1 at AWS's endpoint: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role; or DYNAMODB_ENDPOINT for DynamoDB Local\n"
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || errOut.String() != want {
+		t.Errorf("namespace list without credentials = %v, stderr %q, want exit 1 and %q", err, errOut.String(), want)
+	}
+}

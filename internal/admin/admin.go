@@ -125,15 +125,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // Explain rewrites an error from pkg/dynamo into what a user of the binary
 // should do about it: a missing table names the table, the region, the
-// endpoint and the command that creates it. Other errors are returned as
-// they are.
+// endpoint and the command that creates it; missing credentials name the
+// settings that provide them. Other errors are returned as they are.
 func Explain(err error, s config.Settings) error {
-	if !errors.Is(err, dynamo.ErrNoTable) {
-		return err
-	}
 	at := "AWS's endpoint"
 	if s.DynamoDBEndpoint != "" {
 		at = s.DynamoDBEndpoint
+	}
+	if errors.Is(err, dynamo.ErrNoCredentials) {
+		return &explained{fmt.Sprintf("no AWS credentials to call DynamoDB in %s at %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role; or DYNAMODB_ENDPOINT for DynamoDB Local",
+			s.AWSRegion, at), err}
+	}
+	if !errors.Is(err, dynamo.ErrNoTable) {
+		return err
 	}
 	return &explained{fmt.Sprintf("table %s does not exist in %s at %s: create it with 'ratelimit table create', or check DYNAMODB_TABLE",
 		s.DynamoDBTable, s.AWSRegion, at), err}

@@ -38,7 +38,8 @@ var _ API = (*dynamodb.Client)(nil)
 
 // Sentinel errors callers branch on. Every error the store returns from a
 // DynamoDB call wraps exactly one of ErrUnavailable, ErrThrottled,
-// ErrConflict, ErrNotFound and ErrSchema (ErrNoTable wraps ErrUnavailable).
+// ErrConflict, ErrNotFound and ErrSchema (ErrNoTable and ErrNoCredentials
+// wrap ErrUnavailable).
 var (
 	// ErrUnavailable: DynamoDB did not answer in time, refused the
 	// connection, answered with a server error, or the table is missing.
@@ -48,6 +49,9 @@ var (
 	// ErrUnavailable: to a decision, a missing table is a store that is not
 	// there.
 	ErrNoTable = fmt.Errorf("dynamo: table does not exist: %w", ErrUnavailable)
+	// ErrNoCredentials: the client found no AWS credentials to sign the
+	// call with (no keys, profile or role). It wraps ErrUnavailable.
+	ErrNoCredentials = fmt.Errorf("dynamo: no credentials: %w", ErrUnavailable)
 	// ErrThrottled: DynamoDB throttled the call (throughput or request limits).
 	ErrThrottled = errors.New("dynamo: throttled")
 	// ErrConflict: a conditional write kept losing races (or a transaction
@@ -99,6 +103,11 @@ func classify(op string, err error) error {
 	var rnf *types.ResourceNotFoundException
 	if errors.As(err, &rnf) {
 		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrNoTable, err)
+	}
+	if strings.Contains(err.Error(), "get identity: ") {
+		// The SDK's signing step found no credentials; it has no error
+		// type for it, only this text (service/dynamodb's auth.go).
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrNoCredentials, err)
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {

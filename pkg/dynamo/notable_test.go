@@ -34,3 +34,17 @@ func TestMissingTableIsErrNoTable(t *testing.T) {
 		t.Error("ErrUnavailable is ErrNoTable, want only the converse")
 	}
 }
+
+// TestNoCredentialsIsErrNoCredentials: the SDK's signing failure (it has no
+// error type, only its text) is classified as ErrNoCredentials, still
+// ErrUnavailable to a decision.
+func TestNoCredentialsIsErrNoCredentials(t *testing.T) {
+	f := dynamotest.NewFake()
+	f.SetFail(func(context.Context, string) error {
+		return errors.New("operation error DynamoDB: GetItem, get identity: get credentials: failed to refresh cached credentials, no EC2 IMDS role found")
+	})
+	_, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t"})
+	if !errors.Is(err, dynamo.ErrNoCredentials) || !errors.Is(err, dynamo.ErrUnavailable) || errors.Is(err, dynamo.ErrNoTable) {
+		t.Errorf("NewStore(no credentials) = %v, want ErrNoCredentials and ErrUnavailable only", err)
+	}
+}
