@@ -149,7 +149,7 @@ func help(ctx context.Context, args []string, getenv func(string) string, stdout
 		printCommands(stdout)
 		return exitOK
 	}
-	if args[0] == "help" {
+	if args[0] == "help" || isHelp(args[0]) {
 		fmt.Fprintln(stdout, "Usage: ratelimit help [COMMAND [SUBCOMMAND]]\n\nPrints the command list, or a command's help.\n\nExamples:\n  ratelimit help\n  ratelimit help limits set")
 		return exitOK
 	}
