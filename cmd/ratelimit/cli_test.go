@@ -93,7 +93,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, nil, "ratelimit: unknown command \"frobnicate\"\nRun 'ratelimit -h' for the commands.\n"},
-		{[]string{"lmits", "get"}, nil, "ratelimit: unknown command \"lmits\"; did you mean \"limits\"?\nRun 'ratelimit -h' for the commands.\n"},
+		{[]string{"limitz", "get"}, nil, "ratelimit: unknown command \"limitz\"; did you mean \"limits\"?\nRun 'ratelimit -h' for the commands.\n"},
 		{[]string{"check"}, nil, "ratelimit: unknown command \"check\"; did you mean \"check-config\"?\nRun 'ratelimit -h' for the commands.\n"},
 		{[]string{"help", "nope"}, nil, "ratelimit: unknown command \"nope\"\nRun 'ratelimit -h' for the commands.\n"},
 		{[]string{"serve", "-no_such_flag"}, nil, "ratelimit serve: unknown flag -no_such_flag\nRun 'ratelimit serve -h' for usage.\n"},
@@ -114,7 +114,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"limits", "get", "-system", "-entity", "e"}, env, "ratelimit limits get: -system takes no -entity or -resource\nRun 'ratelimit limits get -h' for usage.\n"},
 		{[]string{"limits", "set", "-system"}, env, "ratelimit limits set: missing SPEC (name:rate[/unit][:burst])\nRun 'ratelimit limits set -h' for usage.\n"},
 		{[]string{"limits", "set", "-system", "rpm:10/week"}, env, "ratelimit limits set: dynamo: limit \"rpm:10/week\": unknown unit \"week\" (sec, min, hour, day)\nRun 'ratelimit limits set -h' for usage.\n"},
-		{[]string{"limits", "get", "-sytem"}, env, "ratelimit limits get: unknown flag -sytem; did you mean -system?\nRun 'ratelimit limits get -h' for usage.\n"},
+		{[]string{"limits", "get", "-systm"}, env, "ratelimit limits get: unknown flag -systm; did you mean -system?\nRun 'ratelimit limits get -h' for usage.\n"},
 		{[]string{"table", "create", "extra"}, env, "ratelimit table create: takes no arguments, got \"extra\"\nRun 'ratelimit table create -h' for usage.\n"},
 		{[]string{"namespace", "register"}, env, "ratelimit namespace register: missing NAME\nRun 'ratelimit namespace register -h' for usage.\n"},
 		{[]string{"namespace", "list", "-dynamodb_table", ""}, env, "ratelimit namespace list: DYNAMODB_TABLE is empty: set it or its flag (-dynamodb_table)\nRun 'ratelimit namespace list -h' for usage.\n"},

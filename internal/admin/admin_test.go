@@ -139,7 +139,7 @@ func TestAdminDefaultsAreServes(t *testing.T) {
 func TestClosest(t *testing.T) {
 	cands := []string{"table", "namespace", "limits", "entity", "check-config"}
 	tests := []struct{ word, want string }{
-		{"lmits", "limits"}, {"limit", "limits"}, {"entiy", "entity"}, {"tabel", "table"},
+		{"limitz", "limits"}, {"limit", "limits"}, {"entiy", "entity"}, {"tabel", "table"},
 		{"check", "check-config"}, {"namespaces", "namespace"}, {"x", ""}, {"serve", ""},
 	}
 	for _, tt := range tests {
