@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -156,5 +159,25 @@ func TestNoArgumentsServe(t *testing.T) {
 				t.Errorf("Main(%q) = exit %d, stderr\n%q\nwant exit 1 and\n%q", tt.args, code, errOut, tt.want)
 			}
 		})
+	}
+}
+
+// TestServeBusyPort: serve on a port another process holds stops with the
+// message that names the setting that moves it.
+func TestServeBusyPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	addr := busy.Addr().(*net.TCPAddr)
+	env := map[string]string{
+		"GRPC_HOST": "127.0.0.1", "GRPC_PORT": strconv.Itoa(addr.Port),
+		"HOST": "127.0.0.1", "PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}
+	code, _, errOut := runMain(t, env, "serve", "-config_dir", filepath.Join("..", "..", "examples", "config"))
+	want := "server: gRPC listener " + addr.String() + ": address already in use (is another ratelimit running? set GRPC_PORT or -grpc_port (GRPC_HOST or -grpc_host for the address) to move it)"
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("serve on a busy gRPC port = exit %d,\n%s\nwant exit 1 and %q", code, errOut, want)
 	}
 }
