@@ -79,8 +79,18 @@ func TestBadFiles(t *testing.T) {
 		"duplicate_mapping_key.bad.yaml":      {"duplicate_mapping_key.bad.yaml:4: key: duplicate key 'key'"},
 		"empty_domain.bad.yaml":               {"empty_domain.bad.yaml:1: domain: config file cannot have empty domain"},
 		"empty_key.bad.yaml":                  {"empty_key.bad.yaml:4: key: descriptor has empty key"},
-		"extension_misplaced.bad.yaml":        {"extension_misplaced.bad.yaml:4: burst: config error, unknown key 'burst'"},
-		"limits_empty.bad.yaml":               {"limits_empty.bad.yaml:4: limits: limits must not be empty"},
+		"envoy_bootstrap.bad.yaml":            {"envoy_bootstrap.bad.yaml:2: this is an Envoy bootstrap (top-level node, admin, static_resources), not a descriptor file; descriptor files have 'domain:' and 'descriptors:'"},
+		// yaml.v3 reports an indentation error at the line before the block
+		// it was parsing; the problem names the line to fix.
+		"indent_item_deeper.bad.yaml":        {"indent_item_deeper.bad.yaml:7: error loading config file: this line is indented 3 spaces, which lines up with no block above it: indent it 2 or 4 spaces, as the lines it belongs with are (yaml: did not find expected '-' indicator)"},
+		"indent_item_shallower.bad.yaml":     {"indent_item_shallower.bad.yaml:7: error loading config file: this line is indented 1 space, which lines up with no block above it: indent it 0 or 2 spaces"},
+		"indent_tab.bad.yaml":                {"indent_tab.bad.yaml:5: error loading config file: this line is indented with a tab; YAML indents with spaces only (yaml: line 5: found character that cannot start any token)"},
+		"indent_rate_limit_dedent.bad.yaml":  {"indent_rate_limit_dedent.bad.yaml:6: error loading config file: this line is indented 5 spaces, which lines up with no block above it: indent it 4 or 6 spaces"},
+		"indent_key_deeper.bad.yaml":         {"indent_key_deeper.bad.yaml:6: error loading config file: this line is indented 8 spaces, which lines up with no block above it: indent it 6 spaces"},
+		"indent_value_dedent.bad.yaml":       {"indent_value_dedent.bad.yaml:4: error loading config file: this line is indented 3 spaces, which lines up with no block above it: indent it 2 or 4 spaces"},
+		"indent_nested_item_deeper.bad.yaml": {"indent_nested_item_deeper.bad.yaml:9: error loading config file: this line is indented 7 spaces, which lines up with no block above it: indent it 6 or 8 spaces"},
+		"extension_misplaced.bad.yaml":       {"extension_misplaced.bad.yaml:4: burst: config error, unknown key 'burst'"},
+		"limits_empty.bad.yaml":              {"limits_empty.bad.yaml:4: limits: limits must not be empty"},
 		"limits_names.bad.yaml": {
 			"limits_names.bad.yaml:5: name: limits entry needs a name",
 			"limits_names.bad.yaml:10: name: duplicate limit name 'rpm'",
@@ -332,7 +342,7 @@ func TestYAMLCompat(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	want := []string{
-		"yaml_compat.yaml:18: requests_per_unit: key 'requests_per_unit' has no effect in a descriptor; ignored",
+		"yaml_compat.yaml:18: requests_per_unit: key 'requests_per_unit' has no effect in a descriptor (rate_limit's fields go indented under rate_limit:); ignored",
 		"yaml_compat.yaml:22: shadow_mode: key 'shadow_mode' has no effect in rate_limit; ignored",
 	}
 	if !reflect.DeepEqual(got, want) {
