@@ -1,5 +1,5 @@
 // Package dynamo is the DynamoDB store: every replica of the service shares
-// one table (DESIGN §6).
+// one table.
 //
 // # Keys
 //
@@ -20,6 +20,20 @@
 //	audit            n{ns}/AUDIT#{entity}                       #AUDIT#{ulid}
 //	version          _/SYSTEM#                                  #VERSION
 //	namespaces       _/SYSTEM#                                  #NAMESPACE#{name}, #NSID#{id}
+//
+// # Namespaces
+//
+// Config.Namespace is the deployment's namespace (DefaultNamespace when
+// empty): every plan key, Scope, Entity and admin call whose own Namespace
+// is empty is resolved to it before a key is built, so "empty" never names a
+// namespace of its own. Two stores with different namespaces on one table
+// share no item under "n…": not buckets, stored limits, entity records,
+// children (GSI1 keys carry the namespace) nor audit records; and the
+// per-replica caches (bucket images, shard counts, refusals, stored limits,
+// entity records) are keyed by the resolved namespace, so none answers for
+// another. They do share the table itself (its capacity and throttling),
+// the records under "_/SYSTEM#" (schema version, namespace registry), and
+// IAM permissions unless a policy conditions on dynamodb:LeadingKeys.
 //
 // GSI1 (parent → children, on entity records) is the one index: no code
 // path queries another. Expressions use placeholders only (#a0, :v0):
@@ -78,8 +92,8 @@
 // up; a record past its lifetime (Config.ConfigCacheTTL ± 10%) serves while
 // one read refreshes it. Recent refusals of consuming plans are answered
 // from a bounded local cache until their retry-after (at most one second:
-// refunds can return tokens sooner); Config.RejectionCacheSize 0 turns it
-// off.
+// refunds can return tokens sooner); a negative Config.RejectionCacheSize
+// (RejectionCacheOff) turns it off, zero means DefaultRejectionCacheSize.
 //
 // # Sharding
 //

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Key layout (DESIGN §6). Every user-supplied component (namespace, entity,
+// Key layout (see doc.go). Every user-supplied component (namespace, entity,
 // resource, limit name) goes through esc, which leaves only [A-Za-z0-9._-]
 // and writes every other byte as %XX, so no component can contain a
 // separator (#, /) or forge the escape itself. A component whose escaped
@@ -53,12 +53,13 @@ func esc(s string) string {
 	return out
 }
 
-// nsPart is the escaped namespace prefix. The empty namespace is "default".
-// User namespaces are prefixed with "n" so that none can equal the system
-// prefix "_".
+// nsPart is the escaped namespace prefix. Callers resolve the empty
+// namespace to the store's (Store.ns, Store.nsOr) first; should one reach
+// here it is DefaultNamespace. User namespaces are prefixed with "n" so that
+// none can equal the system prefix "_".
 func nsPart(ns string) string {
 	if ns == "" {
-		ns = "default"
+		ns = DefaultNamespace
 	}
 	return "n" + esc(ns)
 }
