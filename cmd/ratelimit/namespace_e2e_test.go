@@ -22,32 +22,6 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
 
-// nsConfig names no namespace: its rules live in each binary's NAMESPACE.
-const nsConfig = `domain: ns
-descriptors:
-  - key: generic_key
-    value: three
-    rate_limit:
-      unit: minute
-      requests_per_unit: 3
-  - key: generic_key
-    value: stored
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-`
-
-// envValue returns the last value of key in env ("" when absent).
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if rest, ok := strings.CutPrefix(kv, key+"="); ok {
-			v = rest
-		}
-	}
-	return v
-}
-
 // adminRun runs the binary's admin command args as a subprocess with env
 // added, and returns its output and whether it exited 0.
 func adminRun(t *testing.T, env []string, args ...string) (string, bool) {
@@ -77,7 +51,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 	// Stored limits and an entity, through the binary's admin commands,
 	// before the replicas start (a replica trusts what it read for
 	// CONFIG_CACHE_TTL).
-	scope := []string{"-entity", "generic_key=stored", "-resource", "ns"}
+	scope := []string{"-entity", "generic_key=plenty", "-resource", "e2e"}
 	if out, ok := adminRun(t, teamA, append(append([]string{"limits", "set"}, scope...), "default:5/hour")...); !ok {
 		t.Fatalf("team-a: ratelimit limits set: %s", out)
 	}
@@ -98,7 +72,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	writeConfig(t, dir, "ns.yaml", nsConfig)
+	writeConfig(t, dir, "e2e.yaml", e2eConfig) // no namespace: key
 	procs := map[string]*proc{"team-a": startBinary(t, dir, teamA...), "team-b": startBinary(t, dir, teamB...)}
 	clients := map[string]pb.RateLimitServiceClient{}
 	for ns, p := range procs {
@@ -112,7 +86,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 	ask := func(ns, value string) *pb.RateLimitResponse {
 		t.Helper()
 		resp, err := clients[ns].ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-			Domain: "ns", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
+			Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
 		})
 		if err != nil {
 			t.Fatalf("%s: ShouldRateLimit(%s) = %v", ns, value, err)
@@ -139,9 +113,9 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 		rpu  uint32
 		unit pb.RateLimitResponse_RateLimit_Unit
 	}{{"team-a", 5, pb.RateLimitResponse_RateLimit_HOUR}, {"team-b", 100, pb.RateLimitResponse_RateLimit_MINUTE}} {
-		got := ask(c.ns, "stored").GetStatuses()[0].GetCurrentLimit()
+		got := ask(c.ns, "plenty").GetStatuses()[0].GetCurrentLimit()
 		if got.GetRequestsPerUnit() != c.rpu || got.GetUnit() != c.unit {
-			t.Errorf("%s: current_limit of generic_key=stored = %v, want %d per %v", c.ns, got, c.rpu, c.unit)
+			t.Errorf("%s: current_limit of generic_key=plenty = %v, want %d per %v", c.ns, got, c.rpu, c.unit)
 		}
 	}
 
@@ -160,7 +134,12 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 
 	// Every item of the table, by namespace.
 	client := dynamotest.Shared(t).Client(t)
-	table := envValue(env, "DYNAMODB_TABLE")
+	var table string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "DYNAMODB_TABLE="); ok {
+			table = v
+		}
+	}
 	byPrefix := map[string][]string{}
 	var start map[string]types.AttributeValue
 	for {
@@ -193,7 +172,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 			}
 		}
 		if buckets != 2 {
-			t.Errorf("%d bucket items under %s, want 2 (three, stored): %v", buckets, p, byPrefix[p])
+			t.Errorf("%d bucket items under %s, want 2 (three, plenty): %v", buckets, p, byPrefix[p])
 		}
 	}
 	var admin bytes.Buffer
