@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
@@ -34,7 +35,8 @@ func TestDynamoDefaultsAgree(t *testing.T) {
 
 // TestLibraryDefaultsAgree wants every other default the binary shares with
 // a library (the embedded store's bounds, the service's request bounds,
-// headers and near-limit ratio) to be the library's.
+// headers and near-limit ratio, the HTTP servers' timeouts) to be the
+// library's.
 func TestLibraryDefaultsAgree(t *testing.T) {
 	d := Defaults()
 	cases := []struct {
@@ -51,6 +53,9 @@ func TestLibraryDefaultsAgree(t *testing.T) {
 		{"LIMIT_REMAINING_HEADER", d.LimitRemainingHeader, service.DefaultRemainingHeader},
 		{"LIMIT_RESET_HEADER", d.LimitResetHeader, service.DefaultResetHeader},
 		{"NEAR_LIMIT_RATIO", d.NearLimitRatio, service.DefaultNearLimitRatio},
+		{"HTTP_READ_HEADER_TIMEOUT", d.HTTPReadHeaderTimeout, server.DefaultReadHeaderTimeout},
+		{"HTTP_READ_TIMEOUT", d.HTTPReadTimeout, server.DefaultReadTimeout},
+		{"HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout, server.DefaultIdleTimeout},
 	}
 	for _, c := range cases {
 		if c.got != c.lib {

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -171,8 +172,9 @@ type Var struct {
 // Defaults returns the settings used when no variable is set. It is the
 // only place the binary's defaults are written down; those that the
 // libraries also apply (the DynamoDB store's, the embedded store's, the
-// service's request bounds, headers and near-limit ratio) are their
-// exported constants, so that one change changes both.
+// service's request bounds, headers and near-limit ratio, the HTTP
+// servers' timeouts) are their exported constants, so that one change
+// changes both.
 func Defaults() Settings {
 	return Settings{
 		Host:      "0.0.0.0",
@@ -219,9 +221,9 @@ func Defaults() Settings {
 		GRPCMaxConnectionAge:      24 * time.Hour,
 		GRPCMaxConnectionAgeGrace: time.Hour,
 
-		HTTPReadHeaderTimeout: 5 * time.Second,
-		HTTPReadTimeout:       10 * time.Second,
-		HTTPIdleTimeout:       time.Minute,
+		HTTPReadHeaderTimeout: server.DefaultReadHeaderTimeout,
+		HTTPReadTimeout:       server.DefaultReadTimeout,
+		HTTPIdleTimeout:       server.DefaultIdleTimeout,
 
 		PrometheusAddr:     ":9090",
 		PrometheusPath:     "/metrics",
