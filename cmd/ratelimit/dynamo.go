@@ -20,13 +20,8 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
-	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), dynamo.Config{
-		Table:              s.DynamoDBTable,
-		Namespace:          s.Namespace,
-		Timeout:            s.BackendTimeout,
-		ConfigCacheTTL:     s.ConfigCacheTTL,
-		RejectionCacheSize: s.RejectionCacheSize,
-	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
+	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), s.DynamoConfig(),
+		dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb store: %w", admin.Explain(err, s))
 	}

@@ -10,9 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DefaultNamespace is the namespace of a file without a `namespace:` key.
-const DefaultNamespace = "default"
-
 // MaxDepth bounds how deeply descriptors nest.
 const MaxDepth = 64
 
@@ -155,7 +152,7 @@ func within(path, dir string) bool {
 
 func (b *builder) file(f File) {
 	b.start(f.Name)
-	b.ns, b.domain = DefaultNamespace, ""
+	b.ns, b.domain = "", "" // no namespace: key, the deployment's
 	root, ok := b.document(f.Data)
 	if !ok {
 		return

@@ -273,8 +273,8 @@ func TestLimits(t *testing.T) {
 	if !reflect.DeepEqual(r.Levels, wantLevels) {
 		t.Errorf("Levels = %+v, want %+v", r.Levels, wantLevels)
 	}
-	if byKey["test-domain.key2"].Namespace != DefaultNamespace {
-		t.Errorf("Namespace of a file without namespace = %q, want %q", byKey["test-domain.key2"].Namespace, DefaultNamespace)
+	if got := byKey["test-domain.key2"].Namespace; got != "" {
+		t.Errorf("Namespace of a file without namespace = %q, want \"\" (the deployment's)", got)
 	}
 	if r.File != "extensions.yaml" || r.Line != 17 {
 		t.Errorf("rule position = %s:%d, want extensions.yaml:17", r.File, r.Line)
@@ -381,6 +381,42 @@ func TestUnits(t *testing.T) {
 	// Envoy's enum numbers.
 	if Second != 1 || Minute != 2 || Hour != 3 || Day != 4 || Month != 5 || Year != 6 || Week != 7 {
 		t.Errorf("unit numbers differ from Envoy's RateLimitResponse_RateLimit_Unit")
+	}
+}
+
+// TestDumpNamespace wants /rlconfig's dump to show the namespace each rule
+// really uses: its file's, or the deployment's for a file without one, and
+// nothing for the latter when no deployment namespace is given (Dump).
+func TestDumpNamespace(t *testing.T) {
+	c := mustParse(t, Options{}, "extensions.yaml", "example.yaml")
+	const own, plain = "tenant-a", "rl.qux: unit=UNKNOWN requests_per_unit=0, unlimited: true, shadow_mode: false"
+	cases := []struct {
+		deployment string
+		want       string // plain's line
+	}{
+		{"", plain + "\n"},
+		{"team-b", plain + ", namespace: team-b\n"},
+	}
+	for _, cs := range cases {
+		dump := c.DumpIn(cs.deployment)
+		if !strings.Contains(dump, cs.want) {
+			t.Errorf("DumpIn(%q) =\n%s\nwant a line %q", cs.deployment, dump, cs.want)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(dump, "\n"), "\n") {
+			want := ", namespace: " + own // the file's own
+			if !strings.HasPrefix(line, "llm.") {
+				want = ", namespace: " + cs.deployment
+			}
+			switch has := strings.HasSuffix(line, want); {
+			case want == ", namespace: " && strings.Contains(line, "namespace:"):
+				t.Errorf("DumpIn(%q) line %q: want no namespace", cs.deployment, line)
+			case want != ", namespace: " && !has:
+				t.Errorf("DumpIn(%q) line %q: want it to end with %q", cs.deployment, line, want)
+			}
+		}
+	}
+	if c.Dump() != c.DumpIn("") {
+		t.Errorf("Dump() != DumpIn(\"\")")
 	}
 }
 

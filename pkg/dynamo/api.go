@@ -119,15 +119,15 @@ func classify(op string, err error) error {
 	return fmt.Errorf("dynamo: %s: %w: %w", op, ErrUnavailable, err)
 }
 
-// NewClient returns a DynamoDB client for region, talking to endpoint when it
-// is not empty (DynamoDB Local, or a VPC endpoint). The client makes one
-// attempt per call (the store's deadlines bound every call, and a retry is the
-// store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
+// NewClient returns a DynamoDB client for region (DefaultRegion when
+// empty), talking to endpoint when it is not empty (DynamoDB Local, or a VPC
+// endpoint). The client makes one attempt per call (the store's deadlines
+// bound every call, and a retry is the store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
 // it uses fixed local credentials and skips response-checksum validation:
 // DynamoDB Local's error responses carry no x-amz-crc32.
 func NewClient(ctx context.Context, endpoint, region string) (*dynamodb.Client, error) {
 	if region == "" {
-		region = "us-east-1"
+		region = DefaultRegion
 	}
 	local := isLocalEndpoint(endpoint)
 	opts := []func(*config.LoadOptions) error{
