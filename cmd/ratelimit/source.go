@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/xdsconfig"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // configSource is where the live descriptor configuration comes from: the
@@ -27,12 +28,16 @@ type configSource struct {
 	// start waited on); it is called once, after run has returned.
 	stop func()
 	// namespace is the deployment's (NAMESPACE): /rlconfig shows it on the
-	// rules of files that name none.
+	// rules of files that name none, unless it is the default, so that a
+	// default deployment's /rlconfig reads as envoyproxy/ratelimit's.
 	namespace string
 }
 
 func (c configSource) dump() string {
 	if cfg := c.current(); cfg != nil {
+		if c.namespace == dynamo.DefaultNamespace {
+			return cfg.Dump()
+		}
 		return cfg.DumpIn(c.namespace)
 	}
 	return ""

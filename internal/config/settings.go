@@ -702,8 +702,8 @@ func (s Settings) Validate() error {
 	if s.RejectionCacheSize < 0 {
 		bad("REJECTION_CACHE_SIZE=%d: want ≥ 0", s.RejectionCacheSize)
 	}
-	if s.Namespace == "" {
-		bad("NAMESPACE is empty")
+	if !descriptors.ValidNamespace(s.Namespace) {
+		bad("NAMESPACE=%q: want %s, as a descriptor file's namespace: key", s.Namespace, descriptors.NamespaceRule)
 	}
 	if s.BackendType == BackendDynamoDB {
 		if s.DynamoDBTable == "" {

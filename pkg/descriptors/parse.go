@@ -32,6 +32,14 @@ type Options struct {
 	IgnoreDotFiles bool
 }
 
+// ValidNamespace reports whether ns may name a namespace: 1 to 64 of
+// [A-Za-z0-9._-], starting with a letter or digit (NamespaceRule says so in
+// words).
+func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
+
+// NamespaceRule is what ValidNamespace accepts, for error messages.
+const NamespaceRule = "1 to 64 of [A-Za-z0-9._-], starting with a letter or digit"
+
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // upstreamKeys are every key envoyproxy/ratelimit accepts anywhere in a
@@ -190,7 +198,7 @@ func (b *builder) file(f File) {
 		case "namespace":
 			if s, ok := b.str(p); ok {
 				if !namespaceRE.MatchString(s) {
-					b.errorf(p.k.Line, p.name, "invalid namespace %q: want 1 to 64 of [A-Za-z0-9._-], starting with a letter or digit", s)
+					b.errorf(p.k.Line, p.name, "invalid namespace %q: want %s", s, NamespaceRule)
 				} else {
 					b.ns = s
 				}
