@@ -42,6 +42,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 	switch s.BackendType {
 	case config.BackendMemory:
 		st := memstore.New(
+			memstore.WithNamespace(s.Namespace),
 			memstore.WithMaxBuckets(s.MemoryMaxBuckets),
 			memstore.WithMaxBytes(int64(s.MemoryMaxBytes)),
 			memstore.WithSweepInterval(s.MemorySweepInterval),
@@ -89,9 +90,10 @@ func (w *warming) close() {
 // warms it up (dynamo.Store.Warm), trying again after a failure, with a
 // backoff of up to 5 s, until it succeeds or ctx ends (then it returns nil).
 // The first failure is logged at once, with what to check; while no attempt
-// has succeeded, an error is logged every window. A table of another schema
+// has succeeded, an error is logged every window; hint says what to check
+// after an error. A table of another schema
 // (dynamo.ErrSchema) cannot recover and is returned.
-func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions, window time.Duration, log *logrus.Entry) error {
+func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions, window time.Duration, hint func(error) string, log *logrus.Entry) error {
 	start := time.Now()
 	log.WithField("timeout", window.String()).Info("dynamodb warm-up: health is NOT_SERVING until it is done")
 	windowStart, warned := start, false
@@ -114,11 +116,11 @@ func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dy
 			return fmt.Errorf("dynamodb warm-up: %w", err)
 		}
 		if !warned {
-			log.WithError(err).WithField("check", warmupHint(err)).Warn("dynamodb warm-up failed; retrying, health stays NOT_SERVING")
+			log.WithError(err).WithField("check", hint(err)).Warn("dynamodb warm-up failed; retrying, health stays NOT_SERVING")
 			warned = true
 		}
 		if waited := time.Since(windowStart); waited >= window {
-			log.WithError(err).WithFields(logrus.Fields{"check": warmupHint(err), "waited": time.Since(start).Round(time.Second).String()}).
+			log.WithError(err).WithFields(logrus.Fields{"check": hint(err), "waited": time.Since(start).Round(time.Second).String()}).
 				Error("dynamodb warm-up has not succeeded within BACKEND_WARMUP_TIMEOUT; health stays NOT_SERVING and it keeps retrying")
 			windowStart = time.Now()
 		}
@@ -157,7 +159,7 @@ func warmupHint(err error) string {
 	msg := err.Error()
 	var nerr net.Error
 	switch {
-	case strings.Contains(msg, "ResourceNotFoundException"):
+	case errors.Is(err, dynamo.ErrNoTable) || strings.Contains(msg, "ResourceNotFoundException"):
 		return "the table does not exist: create it with `ratelimit table create` (or your infrastructure code); check DYNAMODB_TABLE and AWS_REGION"
 	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "UnrecognizedClient") || strings.Contains(msg, "InvalidSignature"):
 		return "the credentials are refused or lack a permission: check the principal's IAM policy (the service needs dynamodb:GetItem, BatchGetItem, UpdateItem, PutItem, TransactWriteItems, Query and DescribeTable on the table)"

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -24,32 +23,27 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
 	api := tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp)
-	cfg := dynamo.Config{
-		Table:              s.DynamoDBTable,
-		Namespace:          s.Namespace,
-		Timeout:            s.BackendTimeout,
-		ConfigCacheTTL:     s.ConfigCacheTTL,
-		RejectionCacheSize: s.RejectionCacheSize,
-	}
 	open := func(ctx context.Context) (*dynamo.Store, error) {
-		return dynamo.NewStore(ctx, api, cfg, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
+		return dynamo.NewStore(ctx, api, s.DynamoConfig(), dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	}
 	w := &warming{}
 	log = log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
 	return backend{
 		store: w,
 		warmup: func(ctx context.Context) error {
-			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, log)
+			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, hint(s), log)
 		},
 		close: w.close,
 	}, nil
 }
 
-// adminCommand runs a DynamoDB administration command.
-func adminCommand(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if err := admin.Run(ctx, append([]string{cmd}, args...), getenv, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "ratelimit %s: %v\n", cmd, err)
-		return 1
+// hint says what to check after a failed warm-up: what admin.Explain
+// says of a missing table or missing credentials, else warmupHint's advice.
+func hint(s config.Settings) func(error) string {
+	return func(err error) string {
+		if e := admin.Explain(err, s); e != err { //nolint:errorlint // Explain returns err itself when it has nothing to add
+			return e.Error()
+		}
+		return warmupHint(err)
 	}
-	return 0
 }

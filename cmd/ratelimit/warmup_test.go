@@ -74,7 +74,7 @@ func TestWarmDynamoWaits(t *testing.T) {
 				done := make(chan error, 1)
 				start := time.Now()
 				go func() {
-					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, logrus.NewEntry(log))
+					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, warmupHint, logrus.NewEntry(log))
 				}()
 
 				time.Sleep(80 * time.Second)
@@ -150,7 +150,7 @@ func TestWarmDynamoSchema(t *testing.T) {
 		log.SetOutput(&bytes.Buffer{})
 		w := &warming{}
 		defer w.close()
-		err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, logrus.NewEntry(log))
+		err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, warmupHint, logrus.NewEntry(log))
 		if !errors.Is(err, dynamo.ErrSchema) || !strings.Contains(err.Error(), "ratelimit table create") {
 			t.Errorf("warmDynamo() = %v, want ErrSchema saying to run `ratelimit table create`", err)
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // How a setting compares with envoyproxy/ratelimit's setting of the same
-// name (the fourth column of the README's settings table).
+// name (the fourth column of the settings table of docs/settings.md).
 const (
 	// CompatSame: read with the same meaning.
 	CompatSame = "same"
@@ -61,7 +61,7 @@ var compatBound = map[string]string{
 }
 
 // legacySetting is a setting of envoyproxy/ratelimit that this service does
-// not bind. row groups settings into one row of the README's table.
+// not bind. row groups settings into one row of the settings table (docs/settings.md).
 type legacySetting struct {
 	row    string
 	compat string
@@ -209,7 +209,7 @@ func compatOf(name string) string {
 }
 
 // Unbound describes, one row per group, the settings of envoyproxy/ratelimit
-// that no binding reads, for the README's table.
+// that no binding reads, for the settings table (docs/settings.md).
 func Unbound() []Var {
 	bound := map[string]bool{}
 	var s Settings

@@ -9,7 +9,7 @@
 // adds one flag per variable (lower-cased name) whose default is the value
 // at registration, so flags parsed after FromEnv override it; Validate
 // checks the combination. Table is the single description of every
-// variable, from which the README table and `ratelimit settings` are
+// variable, from which the table of docs/settings.md and `ratelimit settings` are
 // produced. Durations use Go's syntax (15ms, 10s, 24h); booleans use
 // strconv.ParseBool; enumerated values are case-insensitive and stored
 // lower-cased.

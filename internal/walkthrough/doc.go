@@ -43,5 +43,6 @@
 // use is free (8000 DynamoDB Local; 8080, 8081, 6070 the service; 9080,
 // 9081, 7070 a second replica; 8090 the demo application; 10000 and 9901
 // Envoy) and fails naming the port and the process that holds it. Nothing
-// is skipped: a missing tool (curl, npm, java, python3) fails the test.
+// is skipped but under -short (make test-short): a missing tool (curl,
+// npm, java, python3) fails the test.
 package walkthrough

@@ -17,8 +17,11 @@ import (
 var want = []string{"quick-start", "envoy", "dynamodb-local"}
 
 // TestWalkthroughs runs every walkthrough of README.md as written, one after
-// the other (they share the README's fixed ports).
+// the other (they share the README's fixed ports). Only -short skips it.
 func TestWalkthroughs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("walkthrough: runs DynamoDB Local, Envoy and the binary, which -short does not")
+	}
 	root, err := envoytest.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
