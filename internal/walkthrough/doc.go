@@ -26,9 +26,11 @@
 // A foreground block is the first terminal. In a ```console block each line
 // starting with "$ " is a command (a line ending in a backslash continues on
 // the next), and the lines after it, up to the next "$ " or the end of the
-// block, are its expected output: what it prints on stdout and stderr
-// together, compared exactly, trailing blanks and blank last lines
-// trimmed. A command whose expected output is empty must print nothing. In
+// block, are its expected output: what it prints on stdout, compared
+// exactly, trailing blanks and blank last lines trimmed; it must exit 0. A
+// command whose expected output is empty must print nothing on stdout.
+// Stderr (progress, downloads, logs) is not compared, and is shown when a
+// command disagrees. In
 // a ```sh block each line (with its continuations) is a command that must
 // exit 0; its output is not compared. Every foreground command runs with
 // `bash -c` in the repository root, and the exported variables (`export`,

@@ -2,6 +2,7 @@ package walkthrough
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -107,16 +108,19 @@ func (r *runner) foreground(k kind, c command) error {
 	cmd.Dir = r.root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
 	if k == commands {
 		if err != nil {
-			return fmt.Errorf("README.md:%d: %s\nfailed: %w\noutput:\n%s", c.line, c.cmd, err, indent(normalize(string(out))))
+			return fmt.Errorf("README.md:%d: %s\nfailed: %w\noutput:\n%s\nstderr:\n%s", c.line, c.cmd, err, indent(normalize(stdout.String())), indent(normalize(stderr.String())))
 		}
 		return nil
 	}
-	got, want := normalize(string(out)), normalize(c.want)
+	got, want := normalize(stdout.String()), normalize(c.want)
 	if got != want || err != nil {
-		return fmt.Errorf("README.md:%d: $ %s\nexit: %s\noutput:\n%s\nwant (as the README shows):\n%s", c.line, c.cmd, errOrZero(err), indent(got), indent(want))
+		return fmt.Errorf("README.md:%d: $ %s\nexit: %s\noutput:\n%s\nwant (as the README shows):\n%s\nstderr (not compared):\n%s",
+			c.line, c.cmd, errOrZero(err), indent(got), indent(want), indent(normalize(stderr.String())))
 	}
 	return nil
 }
