@@ -89,11 +89,18 @@ func (w *warming) close() {
 // warmDynamo opens the store (open checks the table's schema version) and
 // warms it up (dynamo.Store.Warm), trying again after a failure, with a
 // backoff of up to 5 s, until it succeeds or ctx ends (then it returns nil).
-// The first failure is logged at once, with what to check; while no attempt
-// has succeeded, an error is logged every window; hint says what to check
-// after an error. A table of another schema
-// (dynamo.ErrSchema) cannot recover and is returned.
-func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions, window time.Duration, hint func(error) string, log *logrus.Entry) error {
+// The first failure is logged at once, with what to check (explain's
+// message when it has one, else warmupHint's); while no attempt has
+// succeeded, an error is logged every window. What waiting cannot mend is
+// returned, explained: a missing table (dynamo.ErrNoTable) or a table of
+// another schema (dynamo.ErrSchema).
+func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dynamo.Store, error), o dynamo.WarmOptions, window time.Duration, explain func(error) error, log *logrus.Entry) error {
+	hint := func(err error) string {
+		if e := explain(err); e != err { //nolint:errorlint // explain returns err itself when it has nothing to add
+			return e.Error()
+		}
+		return warmupHint(err)
+	}
 	start := time.Now()
 	log.WithField("timeout", window.String()).Info("dynamodb warm-up: health is NOT_SERVING until it is done")
 	windowStart, warned := start, false
@@ -112,8 +119,8 @@ func warmDynamo(ctx context.Context, w *warming, open func(context.Context) (*dy
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, dynamo.ErrSchema) {
-			return fmt.Errorf("dynamodb warm-up: %w", err)
+		if errors.Is(err, dynamo.ErrSchema) || errors.Is(err, dynamo.ErrNoTable) {
+			return fmt.Errorf("dynamodb store: %w", explain(err))
 		}
 		if !warned {
 			log.WithError(err).WithField("check", hint(err)).Warn("dynamodb warm-up failed; retrying, health stays NOT_SERVING")

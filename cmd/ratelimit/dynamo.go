@@ -31,19 +31,8 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	return backend{
 		store: w,
 		warmup: func(ctx context.Context) error {
-			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, hint(s), log)
+			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, func(err error) error { return admin.Explain(err, s) }, log)
 		},
 		close: w.close,
 	}, nil
-}
-
-// hint says what to check after a failed warm-up: what admin.Explain
-// says of a missing table or missing credentials, else warmupHint's advice.
-func hint(s config.Settings) func(error) string {
-	return func(err error) string {
-		if e := admin.Explain(err, s); e != err { //nolint:errorlint // Explain returns err itself when it has nothing to add
-			return e.Error()
-		}
-		return warmupHint(err)
-	}
 }

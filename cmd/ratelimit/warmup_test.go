@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -41,9 +42,6 @@ func TestWarmDynamoWaits(t *testing.T) {
 	}{
 		{"unreachable", func(context.Context, string) error { return refused }, "check DYNAMODB_ENDPOINT"},
 		{"hanging", func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }, "check DYNAMODB_ENDPOINT"},
-		{"no table", func(context.Context, string) error {
-			return fmt.Errorf("operation error DynamoDB: GetItem: %w", &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")})
-		}, "ratelimit table create"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,7 +72,7 @@ func TestWarmDynamoWaits(t *testing.T) {
 				done := make(chan error, 1)
 				start := time.Now()
 				go func() {
-					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, warmupHint, logrus.NewEntry(log))
+					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, noExplain, logrus.NewEntry(log))
 				}()
 
 				time.Sleep(80 * time.Second)
@@ -130,42 +128,61 @@ func TestWarmDynamoWaits(t *testing.T) {
 	}
 }
 
-// TestWarmDynamoSchema: a table of another schema version cannot recover:
-// warmDynamo returns the error at once.
-func TestWarmDynamoSchema(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-			t.Fatal(err)
-		}
-		open := func(ctx context.Context) (*dynamo.Store, error) {
-			return dynamo.NewStore(ctx, f, dynamo.Config{Table: "missing-version", Timeout: 400 * time.Millisecond})
-		}
-		// A table with no schema version record: CreateTable of a bare
-		// table by other means.
-		if _, err := f.CreateTable(context.Background(), bareTable("missing-version")); err != nil {
-			t.Fatal(err)
-		}
-		log := logrus.New()
-		log.SetOutput(&bytes.Buffer{})
-		w := &warming{}
-		defer w.close()
-		err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, warmupHint, logrus.NewEntry(log))
-		if !errors.Is(err, dynamo.ErrSchema) || !strings.Contains(err.Error(), "ratelimit table create") {
-			t.Errorf("warmDynamo() = %v, want ErrSchema saying to run `ratelimit table create`", err)
-		}
-	})
+// TestWarmDynamoGivesUp: what waiting cannot mend, a missing table or one
+// without this build's schema version, is returned at once, explained.
+func TestWarmDynamoGivesUp(t *testing.T) {
+	cases := []struct {
+		name  string
+		table func(f *dynamotest.Fake) error
+		want  error
+		text  string
+	}{
+		{"no table", func(*dynamotest.Fake) error { return nil }, dynamo.ErrNoTable, "explained: "},
+		{"no schema version", func(f *dynamotest.Fake) error {
+			_, err := f.CreateTable(context.Background(), bareTable("t"))
+			return err
+		}, dynamo.ErrSchema, "ratelimit table create"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := dynamotest.NewFake()
+				if err := c.table(f); err != nil {
+					t.Fatal(err)
+				}
+				open := func(ctx context.Context) (*dynamo.Store, error) {
+					return dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 400 * time.Millisecond})
+				}
+				log := logrus.New()
+				log.SetOutput(&bytes.Buffer{})
+				w := &warming{}
+				defer w.close()
+				explain := func(err error) error { return fmt.Errorf("explained: %w", err) }
+				err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, explain, logrus.NewEntry(log))
+				if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+					t.Errorf("warmDynamo() = %v, want an error wrapping %v that says %q", err, c.want, c.text)
+				}
+			})
+		})
+	}
 }
 
-// TestBinaryWaitsForTable starts the binary on DynamoDB Local before its
-// table exists: the listeners answer at once, gRPC health says NOT_SERVING
-// and /healthcheck 503 naming the warm-up, until `ratelimit table create`
-// runs; then both say SERVING and a decision is made by DynamoDB.
-func TestBinaryWaitsForTable(t *testing.T) {
+func noExplain(err error) error { return err }
+
+// TestBinaryWaitsForDynamoDB starts the binary with a DynamoDB endpoint
+// where nothing listens yet: the listeners answer at once, gRPC health says
+// NOT_SERVING and /healthcheck 503 naming the warm-up, the log says what to
+// check; once DynamoDB answers there (a proxy to DynamoDB Local), both say
+// SERVING.
+func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	local := dynamotest.Shared(t)
-	table := dynamotest.TableName(t)
-	env := []string{"BACKEND_TYPE=dynamodb", "DYNAMODB_ENDPOINT=" + local.Endpoint(), "DYNAMODB_TABLE=" + table,
-		"AWS_REGION=us-east-1", "BACKEND_TIMEOUT=400ms", "ON_UNAVAILABLE=block", "BACKEND_WARMUP_TIMEOUT=2s"}
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=400ms", "ON_UNAVAILABLE=block", "BACKEND_WARMUP_TIMEOUT=2s")
+	late := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "DYNAMODB_ENDPOINT=") {
+			env[i] = "DYNAMODB_ENDPOINT=http://" + late
+		}
+	}
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinaryUnready(t, dir, env...)
@@ -189,28 +206,17 @@ func TestBinaryWaitsForTable(t *testing.T) {
 		_, _ = body.ReadFrom(resp.Body)
 		return r.GetStatus(), resp.StatusCode, body.String()
 	}
-	// Past two warm-up windows with no table: still not ready, and it said
-	// why.
+	// Past two warm-up windows with DynamoDB away: still not ready, and it
+	// said why.
 	time.Sleep(5 * time.Second)
 	if st, code, body := health(); st != healthpb.HealthCheckResponse_NOT_SERVING || code != 503 || !strings.Contains(body, "dynamodb warm-up") {
-		t.Errorf("health without a table = %v, %d %q, want NOT_SERVING, 503 naming the dynamodb warm-up", st, code, body)
+		t.Errorf("health while DynamoDB is away = %v, %d %q, want NOT_SERVING, 503 naming the dynamodb warm-up", st, code, body)
 	}
-	if out := p.out.String(); !strings.Contains(out, "ratelimit table create") || !strings.Contains(out, "BACKEND_WARMUP_TIMEOUT") {
-		t.Errorf("log without a table does not say to create it and that the warm-up timed out:\n%s", out)
+	if out := p.out.String(); !strings.Contains(out, "check DYNAMODB_ENDPOINT") || !strings.Contains(out, "BACKEND_WARMUP_TIMEOUT") {
+		t.Errorf("log while DynamoDB is away does not say to check DYNAMODB_ENDPOINT and that the warm-up timed out:\n%s", out)
 	}
 
-	getenv := func(k string) string {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	var out bytes.Buffer
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
-		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
-	}
+	envoytest.ListenDelayProxy(t, late, strings.TrimPrefix(local.Endpoint(), "http://"), 0)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, code, _ := health()
@@ -218,7 +224,7 @@ func TestBinaryWaitsForTable(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("health 20 s after the table was created = %v, %d, want SERVING, 200\n%s", st, code, p.out.String())
+			t.Fatalf("health 20 s after DynamoDB answered = %v, %d, want SERVING, 200\n%s", st, code, p.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

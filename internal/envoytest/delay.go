@@ -33,7 +33,14 @@ type DelayProxy struct {
 // delay, until the test's cleanup.
 func StartDelayProxy(t testing.TB, target string, delay time.Duration) *DelayProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return ListenDelayProxy(t, "127.0.0.1:0", target, delay)
+}
+
+// ListenDelayProxy is StartDelayProxy on addr: a store that comes up late
+// at an address its clients were given before.
+func ListenDelayProxy(t testing.TB, addr, target string, delay time.Duration) *DelayProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("envoytest: delay proxy: %v", err)
 	}
