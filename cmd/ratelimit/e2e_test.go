@@ -378,7 +378,7 @@ func TestCheckConfig(t *testing.T) {
 		{"domain without rules", noRules, 0, []string{"warning: " + noRules + ": 0 rules: the service would answer every request OK\n"}},
 		{"Envoy bootstraps", envoyDir, 1, []string{
 			"descriptors: 4 problems:\n",
-			filepath.Join(envoyDir, "envoy.yaml") + ":14: this is an Envoy bootstrap (top-level admin, static_resources), not a descriptor file; descriptor files have 'domain:' and 'descriptors:' (the descriptor files here are in " + filepath.Join(envoyDir, "config") + ")\n",
+			filepath.Join(envoyDir, "envoy.yaml") + ":15: this is an Envoy bootstrap (top-level admin, static_resources), not a descriptor file; descriptor files have 'domain:' and 'descriptors:' (the descriptor files here are in " + filepath.Join(envoyDir, "config") + ")\n",
 			"hint: point -config_dir (CONFIG_DIR) at the descriptor files only: -config_dir " + filepath.Join(envoyDir, "config") + "\n"}},
 		{"missing directory", "/nonexistent", 1, []string{"ratelimit check-config: descriptor directory /nonexistent (from -config_dir or CONFIG_DIR) does not exist: point -config_dir or CONFIG_DIR at the directory holding your descriptor YAML files\n"}},
 	}

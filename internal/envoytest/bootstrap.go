@@ -15,7 +15,7 @@ const (
 	ExampleListenerPort = 10000 // Envoy's HTTP listener
 	ExampleAdminPort    = 9901  // Envoy's admin interface
 	ExampleServicePort  = 8081  // the ratelimit binary's gRPC port
-	ExampleAppPort      = 8090  // the application behind Envoy (go run ./examples/envoy/upstream)
+	ExampleAppPort      = 8090  // the application behind Envoy (go run ./examples/upstream)
 )
 
 // Substitutions are the changes Render makes to a bootstrap, in the order of

@@ -1,8 +1,8 @@
 // Command upstream is the application behind Envoy in the walkthrough: it
 // answers every request with 200 and a line naming its method and path.
 //
-//	go run ./examples/envoy/upstream            # listens on 127.0.0.1:8090
-//	go run ./examples/envoy/upstream -addr :9000
+//	go run ./examples/upstream            # listens on 127.0.0.1:8090
+//	go run ./examples/upstream -addr :9000
 //
 // The bootstraps in examples/envoy route their "app" cluster to port 8090.
 package main
