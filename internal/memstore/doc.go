@@ -30,17 +30,31 @@
 // not kept. Run's sweeper drops full buckets every sweep interval, a batch
 // at a time. Two bounds apply per shard: WithMaxBuckets (⌈max/shards⌉
 // buckets) and WithMaxBytes (⌊max/shards⌋ bytes of keys plus entryOverhead
-// per bucket, Stats.Bytes' accounting). A new bucket in a shard at a bound
-// examines at most evictScan of the shard's oldest entries: it drops those
-// that are full again and gives the others (in use, or holding less than
-// full) a second chance at the newest end, so an insert costs O(1) and
-// successive inserts look at different entries. A bucket holding less than
-// full is never dropped: when no room is made, the plan is still decided on
-// the new bucket as full, and if it would have to store it, Acquire returns
-// ErrFull and stores nothing (the service answers with its ON_UNAVAILABLE
-// policy) rather than forget consumption and over-admit. A key larger than
-// a shard's byte bound is never stored. Existing keys are unaffected by a
-// full table.
+// per bucket, Stats.Bytes' accounting). A key larger than a shard's byte
+// bound is an invalid debit (cascade.ErrInvalid).
+//
+// Eviction: a shard's list is a CLOCK. A plan that decides on a stored
+// bucket marks it used. A new bucket in a shard at a bound moves the
+// eviction hand over at most evictScan entries, each going to the back of
+// the list, dropping those full again and skipping those a plan holds. If
+// that made no room, the plan is decided on the new bucket as full, and
+// only if it leaves the bucket less than full (it must be kept) does the
+// hand pass evictScan more, clearing their used mark, and drop, of those,
+// the ones not used since the hand last passed them, then the others, each
+// group by least time-to-full (the bucket nearest to full forgives the
+// least), until the new bucket fits. So an insert costs O(1), a check or a
+// refused plan on a new key evicts nothing that holds information, a flood
+// of keys used once evicts its own buckets before the ones in use, and a
+// store at its bound keeps deciding: memory is never a reason to refuse a
+// plan. If no room can be made (every entry the hand reached is held by a
+// plan: a bound smaller than the plans in flight), the new bucket's level
+// is forgotten at once — an eviction like the others.
+//
+// What an eviction costs: a dropped bucket that held less than full comes
+// back full, so it can admit what it lacked of full when it was dropped
+// (its deficit, debt included) once more than the limit allows — at most
+// that, once per eviction; nothing else changes. Stats counts evictions of
+// full and not-full buckets and adds up the deficits forgiven.
 //
 // One case is not exact: if the clock steps back after a full bucket was
 // dropped, the new bucket is full at the earlier time, while the dropped one

@@ -25,6 +25,7 @@ type entry struct {
 	limit  tokenbucket.Limit
 	stored bool // state holds a level; false: just created, full
 	dead   bool // removed from its shard: look the key up again
+	used   bool // decided on again since the eviction hand last passed it
 
 	// Set at creation.
 	key       bucketKey
@@ -57,13 +58,14 @@ func entryBytes(k *bucketKey) int64 {
 	return entryOverhead + int64(len(k.key.Namespace)+len(k.key.Entity)+len(k.key.Resource)+len(k.limit))
 }
 
-// shard is one map of entries and their list, oldest first, behind one
-// lock, held only to look up, insert or remove. Fields other than mu are
-// guarded by mu.
+// shard is one map of entries and their list behind one lock, held only to
+// look up, insert or remove. The list is a CLOCK: its front is where the
+// eviction hand is, and every entry the hand passes goes to the back.
+// Fields other than mu are guarded by mu.
 type shard struct {
 	mu    sync.Mutex
 	m     map[bucketKey]*entry
-	ring  entry // sentinel: ring.next is the oldest entry
+	ring  entry // sentinel: ring.next is under the eviction hand
 	n     int
 	bytes int64
 	_     [64]byte // keep neighbouring shards' locks off one cache line

@@ -103,3 +103,14 @@ func (s *Reference) Tokens(match func(k cascade.Key, limit string) bool) (tokenb
 	}
 	return 0, false
 }
+
+// Forget drops the bucket limit limit of key k, as a store at its memory
+// bound evicts one: its next debit finds it full, so the store may admit
+// what it lacked of full once more than a store that never forgets. A store
+// that evicts matches the reference when the reference forgets what it
+// evicted, and nothing else.
+func (s *Reference) Forget(k cascade.Key, limit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, refKey{k, limit})
+}
