@@ -100,8 +100,8 @@ func TestMemoryBound(t *testing.T) {
 	var (
 		stored atomic.Int64
 		failed atomic.Value
-		wg              sync.WaitGroup
-		stop            = make(chan struct{})
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
 		// Workers hold pause for reading while they build a value and
 		// decide it; the sampler holds it for writing to measure.
 		pause sync.RWMutex
@@ -288,9 +288,9 @@ func TestStress(t *testing.T) {
 		debited  [frozenKeys]atomic.Int64
 		forgiven [frozenKeys]atomic.Int64
 		workers  sync.WaitGroup
-		sweeper sync.WaitGroup
-		stop    = make(chan struct{})
-		failed  atomic.Value
+		sweeper  sync.WaitGroup
+		stop     = make(chan struct{})
+		failed   atomic.Value
 	)
 	s.onEvict = func(k bucketKey, deficit uint64) {
 		if v, ok := strings.CutPrefix(k.key.Entity, "frozen-"); ok {
