@@ -292,7 +292,7 @@ func TestStress(t *testing.T) {
 		stop     = make(chan struct{})
 		failed   atomic.Value
 	)
-	s.onEvict = func(k bucketKey, deficit uint64) {
+	s.onEvict = func(k bucketKey, deficit uint64, _ bool) {
 		if v, ok := strings.CutPrefix(k.key.Entity, "frozen-"); ok {
 			i, _ := strconv.Atoi(v)
 			forgiven[i].Add(int64(deficit))

@@ -34,11 +34,15 @@ func TestEvictionForgivesOnlyTheEvicted(t *testing.T) {
 			s := New(WithClock(clock.Now), WithShards(2), WithMaxBuckets(8))
 			md := storetest.NewReference(clock.Now)
 			var (
-				evicted  []bucketKey
-				forgiven uint64
+				before, after []bucketKey
+				forgiven      uint64
 			)
-			s.onEvict = func(k bucketKey, deficit uint64) {
-				evicted = append(evicted, k)
+			s.onEvict = func(k bucketKey, deficit uint64, late bool) {
+				if late {
+					after = append(after, k)
+				} else {
+					before = append(before, k)
+				}
 				forgiven += deficit
 			}
 			for step := range 3000 {
@@ -64,14 +68,18 @@ func TestEvictionForgivesOnlyTheEvicted(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: Acquire() error = %v", step, err)
 				}
-				// A bucket holding less than full is evicted only once the
-				// plan is decided, to keep a new bucket the plan left less
-				// than full (or that bucket itself, when no room is made).
-				want, _ := md.Acquire(context.Background(), p)
-				for _, k := range evicted {
-					md.Forget(k.key, k.limit)
+				// Buckets evicted to make room for the plan's new ones are
+				// gone before it is decided; a new bucket no room was made
+				// for is forgotten after.
+				forget := func(ks []bucketKey) []bucketKey {
+					for _, k := range ks {
+						md.Forget(k.key, k.limit)
+					}
+					return ks[:0]
 				}
-				evicted = evicted[:0]
+				before = forget(before)
+				want, _ := md.Acquire(context.Background(), p)
+				after = forget(after)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d at +%v: Acquire(%+v) = %+v, want %+v", step, clock.Now().Sub(storetest.Epoch), p.Debits, got, want)
 				}

@@ -7,9 +7,9 @@
 // entry holding its tokenbucket.State (the GCRA level: refill is implicit
 // in the clock, nothing is rounded) and the Limit it was last written with,
 // behind a lock of its own. Entries are spread over a power-of-two number of
-// shards by a seeded hash/maphash of the key; a shard is a map and a list of
-// its entries, oldest first, behind a lock held only to look up, insert or
-// drop an entry, never while a plan is decided.
+// shards by a seeded hash/maphash of the key; a shard is a map and a ring
+// of its entries (the eviction CLOCK), behind a lock held only to look up,
+// insert or drop an entry, never while a plan is decided.
 //
 // Atomicity: Acquire looks up each distinct bucket limit of its plan once
 // (creating missing ones), locks their entries in ascending creation order
@@ -33,22 +33,25 @@
 // per bucket, Stats.Bytes' accounting). A key larger than a shard's byte
 // bound is an invalid debit (cascade.ErrInvalid).
 //
-// Eviction: a shard's list is a CLOCK. A plan that decides on a stored
-// bucket marks it used. A new bucket in a shard at a bound moves the
-// eviction hand over at most evictScan entries, each going to the back of
-// the list, dropping those full again and skipping those a plan holds. If
-// that made no room, the plan is decided on the new bucket as full, and
-// only if it leaves the bucket less than full (it must be kept) does the
-// hand pass evictScan more, clearing their used mark, and drop, of those,
-// the ones not used since the hand last passed them, then the others, each
-// group by least time-to-full (the bucket nearest to full forgives the
-// least), until the new bucket fits. So an insert costs O(1), a check or a
-// refused plan on a new key evicts nothing that holds information, a flood
-// of keys used once evicts its own buckets before the ones in use, and a
-// store at its bound keeps deciding: memory is never a reason to refuse a
-// plan. If no room can be made (every entry the hand reached is held by a
-// plan: a bound smaller than the plans in flight), the new bucket's level
-// is forgotten at once — an eviction like the others.
+// Eviction: a shard's ring is a CLOCK. A plan that decides on a stored
+// bucket counts it used (up to maxUsed). A new bucket in a shard at a bound
+// moves the eviction hand over at most evictScan entries (new entries go
+// just behind the hand): it drops those full again, skips those a plan
+// holds, and counts the others' use down by one. If that made no room, it drops,
+// of those, the ones whose count was zero, then the others, each group by
+// least time-to-full (the bucket nearest to full forgives the least), until
+// the new bucket fits. So an insert costs O(1), a flood of keys used once
+// evicts its own buckets before the ones in use, and a store at its bound
+// keeps deciding: memory is never a reason to refuse a plan. The new
+// bucket is then an entry like any other, so concurrent plans on it are
+// decided one after the other, exactly. A plan that cannot lower a new
+// bucket (checks, refunds) evicts nothing that holds less than full for
+// it: the bucket is decided on as full and not kept. (One that could but
+// was refused does not keep it either, and may have evicted another.) If
+// no room can be made (every entry the hand reached is held by a plan: a
+// bound smaller than the plans in flight), the plan is decided on the new
+// bucket as full and its level, if lowered, forgotten at once — an eviction
+// like the others.
 //
 // What an eviction costs: a dropped bucket that held less than full comes
 // back full, so it can admit what it lacked of full when it was dropped

@@ -119,8 +119,9 @@ type Store struct {
 	evictedOther  atomic.Uint64
 	forgiven      atomic.Uint64
 	// onEvict, when set (by tests), is told of each bucket evicted while
-	// holding less than full, under its shard's lock.
-	onEvict func(k bucketKey, deficit uint64)
+	// holding less than full, and whether it was forgotten after its plan
+	// decided on it (no room was made for it) rather than before.
+	onEvict func(k bucketKey, deficit uint64, after bool)
 }
 
 // New returns an empty store.
@@ -170,6 +171,9 @@ type ref struct {
 	first int // index of the first debit naming it
 	e     *entry
 	limit tokenbucket.Limit // of the last debit naming it: what is stored
+	// lowers: a debit may leave it less than full (a consume or charge of
+	// more than nothing), so it is worth evicting another to store it.
+	lowers bool
 }
 
 // Acquire decides p all-or-nothing at the store's current time and persists
@@ -238,6 +242,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			refs = append(refs, ref{hash: h, first: i})
 		}
 		refs[j].limit = d.Bucket
+		refs[j].lowers = refs[j].lowers || (d.Op == cascade.Consume || d.Op == cascade.Charge) && d.Amount > 0
 		slot = append(slot, j)
 	}
 	if len(refs) > inline {
@@ -254,7 +259,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		}
 		dec := cascade.Decide(p, slot, levels, nowMs)
 
-		// A bucket its shard had no free room for was decided on as new;
+		// A bucket its shard made no room for was decided on as new;
 		// another plan may have created it meanwhile.
 		again := false
 		for j := range refs {
@@ -277,13 +282,15 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			v := &levels[j]
 			st := v.State()
 			if r.e.transient {
+				// Forgotten as soon as decided: if the plan lowered it, an
+				// eviction of it.
 				if !isFull(r.limit, st, nowMs) {
-					s.keep(r, &p.Debits[r.first], st, nowMs)
+					s.evicted(&r.e.key, r.limit, st, nowMs, true)
 				}
 				continue
 			}
-			if r.e.stored {
-				r.e.used = true
+			if r.e.stored && r.e.used < maxUsed {
+				r.e.used++
 			}
 			switch {
 			case !r.e.stored && isFull(r.limit, st, nowMs):
@@ -358,10 +365,11 @@ func (s *Store) unlockAll(refs []ref, order []int) {
 	}
 }
 
-// get returns r's entry, creating it if its shard has room or can make some
-// by dropping buckets that are full again; otherwise it returns a transient
-// entry that no other plan sees, and room is made by eviction only if the
-// plan leaves the bucket less than full (keep).
+// get returns r's entry, creating it, after making room if its shard is at
+// its bound. It returns a transient entry, that no other plan sees, if no
+// room can be made (every bucket the eviction hand reached is held by a
+// plan), or none but by evicting a bucket holding less than full while the
+// plan cannot lower r's (a check: r stays full, so it is not kept anyway).
 func (s *Store) get(r *ref, d *cascade.Debit) *entry {
 	sh := &s.shards[r.hash&s.mask]
 	k := bucketKey{d.Key, d.Limit}
@@ -371,30 +379,12 @@ func (s *Store) get(r *ref, d *cascade.Debit) *entry {
 	if e := sh.m[k]; e != nil {
 		return e
 	}
-	if !s.room(sh, size, false) {
+	if !s.room(sh, size, r.lowers) {
 		return &entry{key: k, size: size, transient: true}
 	}
 	e := &entry{key: cloneKey(d.Key, d.Limit), size: size, seq: s.seq.Add(1)}
 	sh.insert(e)
 	return e
-}
-
-// keep stores the level st that a plan left at nowMs in r's bucket, which
-// was transient: its shard had no free room when the plan looked it up. It
-// evicts to make room now that the bucket must be kept. If no room can be
-// made (every bucket the eviction hand reached is held by a plan), or
-// another plan created the bucket meanwhile, st is forgotten: an eviction
-// of r's bucket. The plan's own entries are locked, so it never evicts
-// them.
-func (s *Store) keep(r *ref, d *cascade.Debit, st tokenbucket.State, nowMs int64) {
-	sh := &s.shards[r.hash&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, ok := sh.m[r.e.key]; !ok && s.room(sh, r.e.size, true) {
-		sh.insert(&entry{key: cloneKey(d.Key, d.Limit), size: r.e.size, seq: s.seq.Add(1), state: st, limit: r.limit, stored: true})
-		return
-	}
-	s.evicted(&r.e.key, r.limit, st, nowMs)
 }
 
 // exists reports whether r's shard holds r's bucket limit.
@@ -410,6 +400,11 @@ func (s *Store) exists(r *ref) bool {
 // room for one new entry: the cost of an insert at the bound is O(1).
 const evictScan = 8
 
+// maxUsed is how many passes of the eviction hand a bucket survives without
+// being decided on, once it was decided on that often: a bucket in steady
+// use outlives a flood of buckets used once.
+const maxUsed = 3
+
 // victim is an entry the eviction hand passed that may be dropped to make
 // room, with the instant it is full again.
 type victim struct {
@@ -419,14 +414,13 @@ type victim struct {
 }
 
 // room reports whether sh can take an entry of size bytes, making room if
-// it must. The eviction hand passes up to evictScan entries from the front
-// of the shard's list, each going to the back: it drops those that are full
-// again (nothing is lost) and skips those in use by a plan. If evict is
-// set, it clears the used mark of the others, and if dropping the full ones
-// was not room enough, it drops, of the entries it passed, first those not
-// decided on since the hand last passed them and then the others, each
-// group nearest to full first (least time-to-full): the eviction forgives
-// the least. sh.mu must be held.
+// it must. The eviction hand passes up to evictScan entries: it drops those
+// that are full again (nothing is lost) and skips those in use by a plan.
+// If evict is set, it counts down the used count of the others, and if
+// dropping the full ones was not room enough, it drops, of the entries it
+// passed, first those whose count was zero and then the others, each group
+// nearest to full first (least time-to-full): the eviction forgives the
+// least. sh.mu must be held.
 func (s *Store) room(sh *shard, size int64, evict bool) bool {
 	fits := func() bool { return sh.n < s.perShard && sh.bytes+size <= s.perShardBytes }
 	if fits() {
@@ -436,11 +430,10 @@ func (s *Store) room(sh *shard, size int64, evict bool) bool {
 	var arr [evictScan]victim
 	vs := arr[:0]
 	for range min(evictScan, sh.n) { // each entry once
-		e := sh.ring.next
-		if e == &sh.ring || fits() {
+		e := sh.advance()
+		if e == nil || fits() {
 			break
 		}
-		sh.moveToBack(e)
 		if !e.mu.TryLock() {
 			continue // in use
 		}
@@ -450,8 +443,10 @@ func (s *Store) room(sh *shard, size int64, evict bool) bool {
 		case isFull(e.limit, e.state, nowMs):
 			s.drop(sh, e, nowMs)
 		case evict:
-			vs = append(vs, victim{e: e, fullAt: e.limit.FullAt(e.state), used: e.used})
-			e.used = false
+			vs = append(vs, victim{e: e, fullAt: e.limit.FullAt(e.state), used: e.used > 0})
+			if e.used > 0 {
+				e.used--
+			}
 		}
 		e.mu.Unlock()
 	}
@@ -481,7 +476,7 @@ func (s *Store) room(sh *shard, size int64, evict bool) bool {
 		}
 		// A plan may have decided on it since: it is still a bucket, in
 		// its shard, that the plan wrote back.
-		if !v.e.dead && v.e.stored && (v.used || !v.e.used) {
+		if !v.e.dead && v.e.stored && (v.used || v.e.used == 0) {
 			s.drop(sh, v.e, nowMs)
 		}
 		v.e.mu.Unlock()
@@ -493,12 +488,13 @@ func (s *Store) room(sh *shard, size int64, evict bool) bool {
 // must be held.
 func (s *Store) drop(sh *shard, e *entry, nowMs int64) {
 	sh.remove(e)
-	s.evicted(&e.key, e.limit, e.state, nowMs)
+	s.evicted(&e.key, e.limit, e.state, nowMs, false)
 }
 
 // evicted counts the eviction at nowMs of bucket k of limit l at level st:
-// full, or holding less than full, its deficit forgiven.
-func (s *Store) evicted(k *bucketKey, l tokenbucket.Limit, st tokenbucket.State, nowMs int64) {
+// full, or holding less than full, its deficit forgiven. after tells that
+// it is forgotten after its plan decided on it.
+func (s *Store) evicted(k *bucketKey, l tokenbucket.Limit, st tokenbucket.State, nowMs int64, after bool) {
 	if isFull(l, st, nowMs) {
 		s.evictedFull.Add(1)
 		return
@@ -518,7 +514,7 @@ func (s *Store) evicted(k *bucketKey, l tokenbucket.Limit, st tokenbucket.State,
 		}
 	}
 	if s.onEvict != nil {
-		s.onEvict(*k, deficit)
+		s.onEvict(*k, deficit, after)
 	}
 }
 
