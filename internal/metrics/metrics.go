@@ -316,4 +316,3 @@ func (m *Metrics) ObserveReload(ok bool, at time.Time) {
 	m.reloads[0].Inc()
 	m.reloadOK.Set(0)
 }
-
