@@ -144,11 +144,12 @@ func joinOf(ctx context.Context) func(decision context.Context) {
 }
 
 // callContext derives a call's context from the decisions it serves (see
-// WithCallContext).
-func (s *Store) callContext(call context.Context, decisions []context.Context) context.Context {
+// WithCallContext). A hook that panics leaves call as it is.
+func (s *Store) callContext(call context.Context, decisions []context.Context) (ctx context.Context) {
 	if s.callCtx == nil || len(decisions) == 0 {
 		return call
 	}
+	defer s.recoverHook("call-context", func() { ctx = call })
 	return s.callCtx(call, decisions)
 }
 
@@ -177,12 +178,8 @@ type Store struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
-	mu      sync.Mutex
-	images  map[string]*image   // bucket PK → last image this replica saw
-	shards  map[string]int      // bucket base key → shard count
-	rejects map[string]rejected // bucket base key → refusal until
-	configs map[string]cachedConfig
-	ents    map[string]cachedEntity
+	mu     sync.Mutex
+	caches // guarded by mu
 
 	lanes lanes
 	loads flights
@@ -210,8 +207,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	}
 	s := &Store{
 		api: api, cfg: cfg, now: time.Now, obs: nopObserver{},
-		images: map[string]*image{}, shards: map[string]int{}, rejects: map[string]rejected{},
-		configs: map[string]cachedConfig{}, ents: map[string]cachedEntity{},
+		caches: newCaches(maxImages, cfg.RejectionCacheSize),
 	}
 	s.lanes.m = map[string]*lane{}
 	s.loads.m = map[string]*flight{}
