@@ -31,6 +31,7 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb store on table %s: %w", s.DynamoDBTable, err)
 	}
+	metrics.RegisterDynamoCaches(reg, st.CacheStats)
 	log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint}).Info("dynamodb store")
 	return backend{store: st, close: func() { _ = st.Close() }}, nil
 }
