@@ -168,3 +168,63 @@ func TestHooksRunWithoutStoreLocks(t *testing.T) {
 		t.Fatalf("Acquire(nested, from the hook) = %v", err)
 	}
 }
+
+// BenchmarkFloodCost counts the DynamoDB calls and capacity a flood of
+// distinct keys costs per call on DynamoDB Local (not timed): each new key
+// alone, and each new key under a tenant bucket (a hierarchy's parent) that
+// is exhausted, whose refusal the rejection cache answers. Run:
+//
+//	go test ./pkg/dynamo -run '^$' -bench FloodCost -benchtime 300x
+func BenchmarkFloodCost(b *testing.B) {
+	l := dynamotest.Shared(b)
+	name := dynamotest.TableName(b)
+	l.CreateTable(context.Background(), b, name)
+	plenty, once := mustLimit(b, 1_000_000, time.Second, 0), mustLimit(b, 1, time.Hour, 0)
+	debit := func(entity string, lim tokenbucket.Limit) cascade.Debit {
+		return cascade.Debit{Key: cascade.Key{Entity: entity, Resource: "r"}, Limit: "rph", Bucket: lim, Amount: tokenbucket.PerToken}
+	}
+	for _, tenant := range []bool{false, true} {
+		bench := "new_key"
+		if tenant {
+			bench = "new_key_under_exhausted_tenant"
+		}
+		b.Run(bench, func(b *testing.B) {
+			c := &counter{API: l.Client(b)}
+			s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
+			if err != nil {
+				b.Fatalf("NewStore() = %v", err)
+			}
+			defer s.Close()
+			plan := func(i int) *cascade.Plan {
+				p := &cascade.Plan{Debits: []cascade.Debit{debit(fmt.Sprintf("%s-%d", bench, i), plenty)}}
+				if tenant {
+					p.Debits = append(p.Debits, debit("tenant", once))
+				}
+				return p
+			}
+			for i := range 3 { // warm: the shared records; the tenant drained and refused
+				if _, err := s.Acquire(context.Background(), plan(-1-i)); err != nil {
+					b.Fatalf("Acquire() = %v", err)
+				}
+			}
+			c.reset()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				dec, err := s.Acquire(context.Background(), plan(i))
+				if err != nil || dec.Admitted == tenant {
+					b.Fatalf("Acquire(new key %d) = %+v, %v, want admitted %t", i, dec, err, !tenant)
+				}
+				i++
+			}
+			w, r, wu, ru := c.reset()
+			n := float64(b.N)
+			b.ReportMetric(float64(w)/n, "writes/op")
+			b.ReportMetric(float64(r)/n, "reads/op")
+			b.ReportMetric(wu/n, "WCU/op")
+			b.ReportMetric(ru/n, "RCU/op")
+			b.ReportMetric((wu*usdPerMWrite+ru*usdPerMRead)/n, "USD/Mcalls")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
