@@ -30,6 +30,16 @@ test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
 	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e$$)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
 
+.PHONY: test-short
+# The fast inner loop: no Java, no Envoy, no npm, no binary build. Every test
+# that needs DynamoDB Local, Envoy or the built binary skips under -short
+# (the shared helpers in internal/dynamotest, internal/envoytest and the
+# binary launchers say so); nothing else may skip. Test results are cached
+# as usual: add -count=1 through GOFLAGS to run them all again.
+test-short: ## fast inner loop: go vet and go test -short (no DynamoDB Local, Envoy or binary)
+	$(GO) vet ./...
+	$(GO) test -short ./...
+
 .PHONY: test-envoy
 test-envoy: envoy ## run only the end-to-end tests through Envoy (internal/e2e)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
@@ -76,4 +86,4 @@ lint: ## go vet and golangci-lint (installed at the pinned version)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 .PHONY: ci
-ci: lint test ## everything CI checks
+ci: lint test ## everything CI checks (.ci/run): golangci-lint, then the whole suite

@@ -27,6 +27,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 	switch s.BackendType {
 	case config.BackendMemory:
 		st := memstore.New(
+			memstore.WithNamespace(s.Namespace),
 			memstore.WithMaxBuckets(s.MemoryMaxBuckets),
 			memstore.WithMaxBytes(int64(s.MemoryMaxBytes)),
 			memstore.WithSweepInterval(s.MemorySweepInterval),

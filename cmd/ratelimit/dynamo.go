@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -21,26 +20,12 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
-	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), dynamo.Config{
-		Table:              s.DynamoDBTable,
-		Namespace:          s.Namespace,
-		Timeout:            s.BackendTimeout,
-		ConfigCacheTTL:     s.ConfigCacheTTL,
-		RejectionCacheSize: s.RejectionCacheSize,
-	}, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
+	st, err := dynamo.NewStore(ctx, tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp), s.DynamoConfig(),
+		dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	if err != nil {
-		return backend{}, fmt.Errorf("dynamodb store on table %s: %w", s.DynamoDBTable, err)
+		return backend{}, fmt.Errorf("dynamodb store: %w", admin.Explain(err, s))
 	}
 	metrics.RegisterDynamoCaches(reg, st.CacheStats)
 	log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint}).Info("dynamodb store")
 	return backend{store: st, close: func() { _ = st.Close() }}, nil
-}
-
-// adminCommand runs a DynamoDB administration command.
-func adminCommand(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if err := admin.Run(ctx, append([]string{cmd}, args...), getenv, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "ratelimit %s: %v\n", cmd, err)
-		return 1
-	}
-	return 0
 }

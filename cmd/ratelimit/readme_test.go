@@ -110,3 +110,26 @@ func anchors(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// TestDocsCommandList keeps the command list of docs/cli.md identical to what
+// `ratelimit -h` prints.
+func TestDocsCommandList(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "cli.md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start, end = "<!-- command-list:start -->\n```\n$ ratelimit -h\n", "```\n<!-- command-list:end -->"
+	doc := string(b)
+	i, j := strings.Index(doc, start), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the command-list markers", path)
+	}
+	var stdout, stderr strings.Builder
+	if code := Main(t.Context(), []string{"-h"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("Main(-h) = %d, want 0 (stderr %q)", code, stderr.String())
+	}
+	if got := doc[i+len(start) : j]; got != stdout.String() {
+		t.Errorf("%s: the command list differs from `ratelimit -h`:\n%s\nwant:\n%s", path, got, stdout.String())
+	}
+}

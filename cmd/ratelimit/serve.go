@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,16 +25,9 @@ import (
 	"github.com/dynalimit/dynalimit/internal/tracing"
 )
 
-// serve runs the service until SIGTERM or SIGINT (or ctx ends).
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	s, code, err := loadSettings("serve", args, getenv, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "ratelimit: %v\n", err)
-		return code
-	}
+// serve runs the service with settings s until SIGTERM or SIGINT (or ctx
+// ends).
+func serve(ctx context.Context, s config.Settings, stderr io.Writer) int {
 	log, err := newLogger(s, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 )
 
@@ -14,38 +15,71 @@ import (
 // does not use, for serve to log once its logger exists.
 var legacyIgnored, legacyArgs []string
 
-// loadSettings reads the environment, then the flags, then validates.
-func loadSettings(name string, args []string, getenv func(string) string, stderr io.Writer) (config.Settings, int, error) {
+const settingsHint = "Run 'ratelimit settings' for every setting, its default and meaning."
+
+// loadSettings reads the environment, then the flags (serve's, plus those
+// extra defines), then validates. It returns flag.ErrHelp for -h, and a
+// *usageError for anything wrong with the command line or the settings.
+func loadSettings(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (config.Settings, error) {
 	s, err := config.FromEnv(getenv)
 	if err != nil {
-		return s, 2, err
+		return s, &usageError{cmd: name, err: err, hint: settingsHint}
 	}
 	fs := flag.NewFlagSet("ratelimit "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	s.RegisterFlags(fs)
+	if extra != nil {
+		extra(fs)
+	}
 	args, dropped := dropForeignFlags(fs, args)
 	legacyArgs = dropped
 	ignored, err := config.CheckLegacy(getenv)
 	if err != nil {
-		return s, 2, err
+		return s, &usageError{cmd: name, err: err, hint: settingsHint}
 	}
 	legacyIgnored = ignored
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return s, 0, err
+			return s, err
 		}
-		return s, 2, err
+		return s, &usageError{cmd: name, err: admin.FlagError(err, fs)}
 	}
 	if fs.NArg() > 0 {
-		return s, 2, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return s, &usageError{cmd: name, err: fmt.Errorf("unexpected argument %q (%s takes flags only)", fs.Arg(0), name)}
 	}
 	if err := s.Validate(); err != nil {
-		return s, 2, err
+		return s, &usageError{cmd: name, err: err, hint: settingsHint}
 	}
-	return s, 0, nil
+	return s, nil
 }
 
-func printSettings(stdout io.Writer) int {
+// reportSettingsError answers loadSettings' error: the command's help for
+// -h (exit 0), else the usage error (exit 2).
+func reportSettingsError(stdout, stderr io.Writer, err error, help func(io.Writer)) int {
+	if errors.Is(err, flag.ErrHelp) {
+		help(stdout)
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return reportUsage(stderr, ue)
+	}
+	fmt.Fprintf(stderr, "ratelimit: %v\n", err)
+	return exitUsage
+}
+
+// printSettings runs `ratelimit settings`.
+func printSettings(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("settings", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		return reportSettingsError(stdout, stderr, err, printSettingsHelp)
+	}
+	if fs.NArg() > 0 {
+		return reportUsage(stderr, &usageError{cmd: "settings", err: fmt.Errorf("takes no arguments, got %q", fs.Arg(0))})
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
 	for _, v := range config.Table() {
@@ -56,5 +90,5 @@ func printSettings(stdout io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, def, v.Help)
 	}
 	_ = tw.Flush()
-	return 0
+	return exitOK
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/xdsconfig"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // configSource is where the live descriptor configuration comes from: the
@@ -26,11 +27,18 @@ type configSource struct {
 	// stop ends work started before run (the xDS subscription that the
 	// start waited on); it is called once, after run has returned.
 	stop func()
+	// namespace is the deployment's (NAMESPACE): /rlconfig shows it on the
+	// rules of files that name none, unless it is the default, so that a
+	// default deployment's /rlconfig reads as envoyproxy/ratelimit's.
+	namespace string
 }
 
 func (c configSource) dump() string {
 	if cfg := c.current(); cfg != nil {
-		return cfg.Dump()
+		if c.namespace == dynamo.DefaultNamespace {
+			return cfg.Dump()
+		}
+		return cfg.DumpIn(c.namespace)
 	}
 	return ""
 }
@@ -50,7 +58,7 @@ func openConfig(ctx context.Context, s config.Settings, m *metrics.Metrics, log 
 	if err != nil {
 		return configSource{}, fmt.Errorf("load descriptor config: %w", err)
 	}
-	return configSource{current: reloader.Current, degraded: reloader.WatchProblem, run: reloader.Run, trigger: reloader.Trigger, stop: func() {}}, nil
+	return configSource{current: reloader.Current, degraded: reloader.WatchProblem, run: reloader.Run, trigger: reloader.Trigger, stop: func() {}, namespace: s.Namespace}, nil
 }
 
 // openXDS subscribes to the configuration over xDS. Unless
@@ -128,7 +136,8 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 				return err
 			}
 		},
-		trigger: func() { log.Info("SIGHUP: the configuration comes over xDS; nothing to reload") },
-		stop:    stop,
+		trigger:   func() { log.Info("SIGHUP: the configuration comes over xDS; nothing to reload") },
+		stop:      stop,
+		namespace: s.Namespace,
 	}, nil
 }

@@ -7,124 +7,174 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
+	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
-	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// Usage is the help text of the admin subcommands.
-const Usage = `usage: ratelimit <command> [flags] [args]
-
-commands:
-  table create                              create the table (its index, stream, TTL) if missing; for development
-  namespace register NAME                   register a namespace (idempotent)
-  namespace list                            list registered namespaces
-  limits set SCOPE SPEC...                  store limits, merged over those already there
-  limits get SCOPE                          show stored limits
-  limits delete SCOPE [NAME...]             delete named limits (all when none is named)
-  entity create ID [-parent P] [-cascade]   create or replace an entity record
-  entity show ID                            show an entity and its children
-
-SCOPE is one of: -system | -resource R | -entity E [-resource R]
-SPEC is name:rate[/sec|/min|/hour|/day][:burst], e.g. rpm:100/min or tpm:50000/min:80000
-
-flags (every command):
-  -table NAME        DynamoDB table (env DYNAMODB_TABLE)
-  -endpoint URL      DynamoDB endpoint, e.g. DynamoDB Local (env DYNAMODB_ENDPOINT)
-  -region REGION     AWS region (env AWS_REGION, default us-east-1)
-  -namespace NS      namespace (env NAMESPACE, default "default")
-`
-
-// ErrUsage is wrapped by every error about the command line itself.
+// ErrUsage is wrapped by every error about the command line itself: an
+// unknown command or flag, a missing or extra argument, a setting that does
+// not parse. The binary exits 2 on it.
 var ErrUsage = errors.New("admin: usage")
 
-// Commands lists the first words Run handles, for the binary's dispatch.
-var Commands = []string{"table", "namespace", "limits", "entity"}
-
-type settings struct {
-	table, endpoint, region, namespace string
-	system, cascade                    bool
-	entity, resource, parent           string
+// UsageError is an error about the command line of Command ("limits set",
+// "entity"): the binary prints it on one line followed by a pointer to
+// Command's help.
+type UsageError struct {
+	Command string
+	Err     error
 }
 
-// Run runs one admin command line (args without the program name), reading
-// defaults from env and writing results to stdout and diagnostics to
-// stderr.
-func Run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	if len(args) < 2 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stderr, Usage)
-		if len(args) >= 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return fmt.Errorf("%w: want a command and a verb", ErrUsage)
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns ErrUsage and the cause, so that errors.Is(err, ErrUsage)
+// holds.
+func (e *UsageError) Unwrap() []error { return []error{ErrUsage, e.Err} }
+
+func usagef(command, format string, args ...any) error {
+	return &UsageError{Command: command, Err: fmt.Errorf(format, args...)}
+}
+
+// Groups lists the admin commands' first words and their one-line
+// summaries, in the order the binary's command list shows them.
+func Groups() [][2]string {
+	out := make([][2]string, len(groups))
+	for i, g := range groups {
+		out[i] = [2]string{g.name, g.summary}
 	}
-	group, verb := args[0], args[1]
-	var st settings
-	fs := flag.NewFlagSet(group+" "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
-	fs.StringVar(&st.table, "table", env("DYNAMODB_TABLE"), "DynamoDB table")
-	fs.StringVar(&st.endpoint, "endpoint", env("DYNAMODB_ENDPOINT"), "DynamoDB endpoint")
-	fs.StringVar(&st.region, "region", or(env("AWS_REGION"), "us-east-1"), "AWS region")
-	fs.StringVar(&st.namespace, "namespace", or(env("NAMESPACE"), "default"), "namespace")
-	fs.BoolVar(&st.system, "system", false, "system scope")
-	fs.StringVar(&st.entity, "entity", "", "entity scope")
-	fs.StringVar(&st.resource, "resource", "", "resource scope")
-	fs.StringVar(&st.parent, "parent", "", "parent entity")
-	fs.BoolVar(&st.cascade, "cascade", false, "debits cascade to the parent")
-	rest, err := parseInterleaved(fs, args[2:])
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+	return out
+}
+
+// Run runs one admin command line: args[0] is the command (table,
+// namespace, limits, entity), args[1] its verb, the rest arguments and
+// flags in any order. Settings are read as serve reads them (config.FromEnv
+// over getenv, then flags of the same names). Help (-h, or a group's help)
+// goes to stdout and returns nil; results go to stdout; an error about the
+// command line is a *UsageError.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("", "no command: want one of %s", strings.Join(groupNames(), ", "))
 	}
-	if st.table == "" {
-		return fmt.Errorf("%w: no table: set -table or DYNAMODB_TABLE", ErrUsage)
+	g := findGroup(args[0])
+	if g == nil {
+		return usagef("", "unknown command %q%s", args[0], didYouMean(args[0], groupNames()))
 	}
-	client, err := dynamo.NewClient(ctx, st.endpoint, st.region)
-	if err != nil {
-		return err
+	if len(args) == 1 {
+		return usagef(g.name, "missing command (%s)", strings.Join(g.verbNames(), " or "))
 	}
-	if group == "table" {
-		if verb != "create" {
-			return unknown(group, verb)
-		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		if err := dynamo.CreateTable(ctx, client, st.table); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "table %s is ready (schema %s)\n", st.table, dynamo.SchemaVersion)
+	if isHelp(args[1]) {
+		g.help(stdout)
 		return nil
 	}
-	if group == "entity" && len(rest) != 1 {
-		return fmt.Errorf("%w: entity %s takes one ID", ErrUsage, verb)
+	v := g.find(args[1])
+	if v == nil {
+		return usagef(g.name, "unknown command %q%s", g.name+" "+args[1], didYouMean(args[1], g.verbNames()))
 	}
-	if group == "limits" {
-		if _, err := scopeOf(st); err != nil {
-			return err
-		}
-		if verb == "set" {
-			for _, a := range rest {
-				if _, _, err := dynamo.ParseLimit(a); err != nil {
-					return fmt.Errorf("%w: %w", ErrUsage, err)
-				}
-			}
+	name := g.name + " " + v.name
+
+	s, err := config.FromEnv(getenv)
+	if err != nil {
+		return &UsageError{Command: name, Err: err}
+	}
+	var o opts
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	bindConnection(fs, &s)
+	for _, f := range v.flags {
+		f.bind(fs, &o)
+	}
+	rest, err := parseInterleaved(fs, args[2:])
+	if errors.Is(err, flag.ErrHelp) {
+		v.help(stdout, g)
+		return nil
+	}
+	if err != nil {
+		return &UsageError{Command: name, Err: FlagError(err, fs)}
+	}
+	if err := v.args.check(rest); err != nil {
+		return &UsageError{Command: name, Err: err}
+	}
+	if v.check != nil {
+		if err := v.check(&o, rest); err != nil {
+			return &UsageError{Command: name, Err: err}
 		}
 	}
-	store, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: st.table, Namespace: st.namespace, Timeout: 5 * time.Second})
+	for _, c := range []struct{ name, v string }{{"DYNAMODB_TABLE", s.DynamoDBTable}, {"AWS_REGION", s.AWSRegion}, {"NAMESPACE", s.Namespace}} {
+		if c.v == "" {
+			return usagef(name, "%s is empty: set it or its flag (-%s)", c.name, strings.ToLower(c.name))
+		}
+	}
+	o.ns = s.Namespace
+
+	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	switch group {
-	case "namespace":
-		return runNamespace(ctx, store, verb, rest, stdout)
-	case "limits":
-		return runLimits(ctx, store, st, verb, rest, stdout)
-	case "entity":
-		return runEntity(ctx, store, st, verb, rest, stdout)
+	env := &cmdEnv{client: client, settings: s, opts: o, out: stdout, errOut: stderr}
+	if !v.noStore {
+		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: s.BackendTimeout})
+		if err != nil {
+			return Explain(err, s)
+		}
+		defer st.Close()
+		env.store = st
 	}
-	return unknown(group, verb)
+	return Explain(v.run(ctx, env, rest), s)
+}
+
+// Explain rewrites an error from pkg/dynamo into what a user of the binary
+// should do about it: a missing table names the table, the region, the
+// endpoint and the command that creates it; missing credentials name the
+// settings that provide them. Other errors are returned as they are.
+func Explain(err error, s config.Settings) error {
+	at := "AWS's endpoint"
+	if s.DynamoDBEndpoint != "" {
+		at = s.DynamoDBEndpoint
+	}
+	if errors.Is(err, dynamo.ErrNoCredentials) {
+		return &explained{fmt.Sprintf("no AWS credentials to call DynamoDB in %s at %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role; or DYNAMODB_ENDPOINT for DynamoDB Local",
+			s.AWSRegion, at), err}
+	}
+	if !errors.Is(err, dynamo.ErrNoTable) {
+		return err
+	}
+	return &explained{fmt.Sprintf("table %s does not exist in %s at %s: create it with 'ratelimit table create', or check DYNAMODB_TABLE",
+		s.DynamoDBTable, s.AWSRegion, at), err}
+}
+
+// explained is an error whose text says what to do, wrapping the error it
+// explains (errors.Is still finds its sentinels).
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
+
+// connection lists the settings every admin command reads, with the
+// aliases the README used before the admin flags took serve's names.
+var connection = []struct{ name, alias, help string }{
+	{"dynamodb_table", "table", "the table"},
+	{"dynamodb_endpoint", "endpoint", "endpoint URL, e.g. DynamoDB Local's; empty means AWS"},
+	{"aws_region", "region", "the table's region"},
+	{"namespace", "", "the namespace entities, limits and buckets are kept in"},
+	{"backend_timeout", "", "deadline of each call (at least 5s here)"},
+}
+
+// bindConnection defines serve's flags for the connection settings on fs,
+// writing into s, plus their aliases.
+func bindConnection(fs *flag.FlagSet, s *config.Settings) {
+	all := flag.NewFlagSet("", flag.ContinueOnError)
+	s.RegisterFlags(all)
+	for _, c := range connection {
+		f := all.Lookup(c.name)
+		fs.Var(f.Value, c.name, f.Usage)
+		if c.alias != "" {
+			fs.Var(f.Value, c.alias, "alias of -"+c.name)
+		}
+	}
 }
 
 // parseInterleaved parses flags that may come before, between or after the
@@ -144,123 +194,84 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func unknown(group, verb string) error {
-	return fmt.Errorf("%w: unknown command %q", ErrUsage, group+" "+verb)
-}
-
-func runNamespace(ctx context.Context, s *dynamo.Store, verb string, args []string, out io.Writer) error {
-	switch verb {
-	case "register":
-		if len(args) != 1 {
-			return fmt.Errorf("%w: namespace register takes one NAME", ErrUsage)
-		}
-		ns, err := s.RegisterNamespace(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "namespace %s id %s\n", ns.Name, ns.ID)
-		return nil
-	case "list":
-		nss, err := s.Namespaces(ctx)
-		if err != nil {
-			return err
-		}
-		for _, ns := range nss {
-			fmt.Fprintf(out, "%s\t%s\n", ns.Name, ns.ID)
-		}
-		return nil
-	}
-	return unknown("namespace", verb)
-}
-
-func scopeOf(st settings) (dynamo.Scope, error) {
-	sc := dynamo.Scope{Namespace: st.namespace, System: st.system, Entity: st.entity, Resource: st.resource}
-	if st.system && (st.entity != "" || st.resource != "") {
-		return sc, fmt.Errorf("%w: -system takes no -entity or -resource", ErrUsage)
-	}
-	if !st.system && st.entity == "" && st.resource == "" {
-		return sc, fmt.Errorf("%w: name a scope: -system, -resource R, or -entity E [-resource R]", ErrUsage)
-	}
-	return sc, nil
-}
-
-func runLimits(ctx context.Context, s *dynamo.Store, st settings, verb string, args []string, out io.Writer) error {
-	sc, err := scopeOf(st)
-	if err != nil {
+// FlagError rewrites the flag package's "flag provided but not defined"
+// error of fs as "unknown flag -x", with the closest flag fs defines as a
+// suggestion; other errors are returned as they are.
+func FlagError(err error, fs *flag.FlagSet) error {
+	const undefined = "flag provided but not defined: -"
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, undefined)
+	if !ok {
 		return err
 	}
-	switch verb {
-	case "set":
-		if len(args) == 0 {
-			return fmt.Errorf("%w: limits set needs at least one name:rate[/unit][:burst]", ErrUsage)
-		}
-		limits := map[string]tokenbucket.Limit{}
-		for _, a := range args {
-			name, l, err := dynamo.ParseLimit(a)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrUsage, err)
-			}
-			limits[name] = l
-		}
-		if err := s.SetLimits(ctx, sc, limits); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s: set %s\n", sc, dynamo.FormatLimits(limits))
-		return nil
-	case "get":
-		limits, err := s.Limits(ctx, sc)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s: %s\n", sc, dynamo.FormatLimits(limits))
-		return nil
-	case "delete":
-		if err := s.DeleteLimits(ctx, sc, args...); err != nil {
-			return err
-		}
-		what := "all limits"
-		if len(args) > 0 {
-			what = strings.Join(args, " ")
-		}
-		fmt.Fprintf(out, "%s: deleted %s\n", sc, what)
-		return nil
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c := Closest(name, names); c != "" {
+		return fmt.Errorf("unknown flag -%s; did you mean -%s?", name, c)
 	}
-	return unknown("limits", verb)
+	return fmt.Errorf("unknown flag -%s", name)
 }
 
-func runEntity(ctx context.Context, s *dynamo.Store, st settings, verb string, args []string, out io.Writer) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%w: entity %s takes one ID", ErrUsage, verb)
+func isHelp(a string) bool {
+	switch a {
+	case "-h", "-help", "--help", "help":
+		return true
 	}
-	switch verb {
-	case "create":
-		e := dynamo.Entity{Namespace: st.namespace, ID: args[0], Parent: st.parent, Cascade: st.cascade}
-		if err := s.PutEntity(ctx, e); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "entity %q parent %q cascade %t\n", e.ID, e.Parent, e.Cascade)
-		return nil
-	case "show":
-		e, err := s.Entity(ctx, st.namespace, args[0])
-		if err != nil {
-			return err
-		}
-		kids, err := s.Children(ctx, st.namespace, args[0])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "entity %q parent %q cascade %t\n", e.ID, e.Parent, e.Cascade)
-		for _, k := range kids {
-			fmt.Fprintf(out, "child %q\n", k)
-		}
-		return nil
+	return false
+}
+
+func didYouMean(word string, candidates []string) string {
+	if c := Closest(word, candidates); c != "" {
+		return fmt.Sprintf("; did you mean %q?", c)
 	}
-	return unknown("entity", verb)
+	return ""
+}
+
+// Closest returns the candidate nearest word by edit distance, when it is
+// within a third of word's length (at least 1, at most 3 edits), or one
+// that word is a prefix of; "" when none is close.
+func Closest(word string, candidates []string) string {
+	best, bestD := "", 0
+	limit := min(max(len(word)/3, 1), 3)
+	for _, c := range candidates {
+		d := distance(word, c)
+		if d <= limit && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	for _, c := range candidates {
+		if len(word) >= 2 && strings.HasPrefix(c, word) {
+			return c
+		}
+	}
+	return ""
+}
+
+// distance is the edit distance of a and b in bytes, a swap of two
+// neighbours counting as one edit (optimal string alignment).
+func distance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

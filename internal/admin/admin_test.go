@@ -43,6 +43,13 @@ func TestAdminAgainstLocal(t *testing.T) {
 		{[]string{"entity", "create", "key-1", "-parent", "tenant", "-cascade"}, `entity "key-1" parent "tenant" cascade true`},
 		{[]string{"entity", "show", "tenant"}, `child "key-1"`},
 		{[]string{"entity", "show", "key-1"}, `parent "tenant" cascade true`},
+		// Deleting what is not stored says so and succeeds.
+		{[]string{"limits", "delete", "-resource", "never-set"}, `resource "never-set": no limits stored, nothing to delete`},
+		{[]string{"limits", "delete", "-entity", "team#1/x", "-resource", "gpt-4", "tpd"}, `no limit named tpd stored, nothing to delete`},
+		{[]string{"limits", "set", "-resource", "r", "a:1", "b:2"}, "set a:1/sec b:2/sec"},
+		{[]string{"limits", "delete", "-resource", "r", "a", "zz"}, "deleted a\nresource \"r\": no limit named zz was stored"},
+		// The aliases the README used.
+		{[]string{"limits", "get", "-resource", "r", "-table", env["DYNAMODB_TABLE"], "-region", "us-east-1", "-endpoint", l.Endpoint()}, "b:2/sec"},
 	}
 	for _, st := range steps {
 		out, err := run(t, env, st.args...)
@@ -58,6 +65,21 @@ func TestAdminAgainstLocal(t *testing.T) {
 		t.Errorf("Run(limits get) = %q, %v, want tpd deleted", out, err)
 	}
 
+	// A missing table says which, where, and what to do.
+	_, err = run(t, env, "namespace", "list", "-dynamodb_table", "nosuch")
+	want := "table nosuch does not exist in us-east-1 at " + l.Endpoint() + ": create it with 'ratelimit table create', or check DYNAMODB_TABLE"
+	if err == nil || err.Error() != want || !errors.Is(err, dynamo.ErrNoTable) {
+		t.Errorf("Run(namespace list) on a missing table = %v, want %q wrapping ErrNoTable", err, want)
+	}
+	_, err = run(t, env, "entity", "show", "nobody")
+	if want := `entity "nobody" does not exist in namespace acme`; err == nil || err.Error() != want || !errors.Is(err, dynamo.ErrNotFound) {
+		t.Errorf("Run(entity show nobody) = %v, want %q", err, want)
+	}
+	_, err = run(t, env, "limits", "get", "-resource", "never-set")
+	if want := `resource "never-set": no limits stored in namespace acme`; err == nil || err.Error() != want {
+		t.Errorf("Run(limits get never-set) = %v, want %q", err, want)
+	}
+
 	// Every config change left an audit record.
 	client := l.Client(t)
 	s, err := dynamo.NewStore(context.Background(), client, dynamo.Config{Table: env["DYNAMODB_TABLE"], Namespace: "acme"})
@@ -65,7 +87,7 @@ func TestAdminAgainstLocal(t *testing.T) {
 		t.Fatalf("NewStore() = %v", err)
 	}
 	recs, err := s.Audit(context.Background(), dynamo.Scope{Entity: "team#1/x"})
-	if err != nil || len(recs) != 2 || recs[0].Action != "limits.set" || recs[1].Action != "limits.delete" {
+	if err != nil || len(recs) != 2 || recs[0].Action != "limits.set" || recs[1].Action != "limits.delete" { // the delete of nothing wrote none
 		t.Errorf("Audit(team#1/x) = %+v, %v, want limits.set then limits.delete", recs, err)
 	}
 	if recs, err := s.Audit(context.Background(), dynamo.Scope{System: true}); err != nil || len(recs) < 2 {
@@ -92,12 +114,37 @@ func TestAdminUsageErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// Usage errors come before any DynamoDB call (the endpoint is a
 			// closed port).
-			if _, err := run(t, env, c.args...); !errors.Is(err, admin.ErrUsage) {
-				t.Errorf("Run(%q) = %v, want an error wrapping ErrUsage", c.args, err)
+			_, err := run(t, env, c.args...)
+			var ue *admin.UsageError
+			if !errors.Is(err, admin.ErrUsage) || !errors.As(err, &ue) {
+				t.Fatalf("Run(%q) = %v, want a *UsageError wrapping ErrUsage", c.args, err)
+			}
+			if want := strings.Join(c.args[:min(2, len(c.args))], " "); c.name != "no command" && c.name != "unknown verb" && ue.Command != want {
+				t.Errorf("Run(%q) names command %q, want %q", c.args, ue.Command, want)
 			}
 		})
 	}
-	if _, err := run(t, map[string]string{}, "namespace", "list"); !errors.Is(err, admin.ErrUsage) {
-		t.Errorf("Run(namespace list) without a table = %v, want ErrUsage", err)
+}
+
+// TestAdminDefaultsAreServes: with no setting, the admin commands use the
+// table, region and namespace serve uses (the DynamoDB call then fails on
+// the closed port, after the usage checks passed).
+func TestAdminDefaultsAreServes(t *testing.T) {
+	_, err := run(t, map[string]string{"DYNAMODB_ENDPOINT": "http://127.0.0.1:1", "BACKEND_TIMEOUT": "50ms"}, "namespace", "list")
+	if err == nil || errors.Is(err, admin.ErrUsage) || !strings.Contains(err.Error(), "get dynalimit") {
+		t.Errorf("Run(namespace list) with no settings = %v, want a DynamoDB error on table dynalimit", err)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	cands := []string{"table", "namespace", "limits", "entity", "check-config"}
+	tests := []struct{ word, want string }{
+		{"limitz", "limits"}, {"limit", "limits"}, {"entiy", "entity"}, {"tabel", "table"},
+		{"check", "check-config"}, {"namespaces", "namespace"}, {"x", ""}, {"serve", ""},
+	}
+	for _, tt := range tests {
+		if got := admin.Closest(tt.word, cands); got != tt.want {
+			t.Errorf("Closest(%q) = %q, want %q", tt.word, got, tt.want)
+		}
 	}
 }

@@ -1,11 +1,18 @@
-// Package admin implements the DynamoDB admin subcommands of the ratelimit
-// binary: table create, namespace register|list, limits set|get|delete and
-// entity create|show. Run parses one command line, talks to the table
-// through pkg/dynamo and writes human-readable results to stdout.
+// Package admin implements the DynamoDB administration commands of the
+// ratelimit binary: table create, namespace register|list, limits
+// set|get|delete and entity create|show, with their help. Run parses one
+// command line, talks to the table through pkg/dynamo and writes
+// human-readable results to stdout.
 //
-// Settings come from flags (-table, -endpoint, -region, -namespace) that
-// default to DYNAMODB_TABLE, DYNAMODB_ENDPOINT, AWS_REGION and NAMESPACE.
-// Every config change writes an audit record (pkg/dynamo does it).
+// Settings are serve's (internal/config): DYNAMODB_TABLE, DYNAMODB_ENDPOINT,
+// AWS_REGION, NAMESPACE and BACKEND_TIMEOUT from the environment, with the
+// same defaults, overridden by flags of the same names (-dynamodb_table,
+// -dynamodb_endpoint, -aws_region, -namespace, -backend_timeout);
+// -table, -endpoint and -region are aliases. An error about the command line
+// is a *UsageError (wrapping ErrUsage) naming the command whose help to
+// point at. Explain turns a missing table or missing credentials into what
+// to do. Deleting limits that are not stored succeeds and says so. Every
+// config change writes an audit record (pkg/dynamo does it).
 //
 // Run holds no state between calls and is safe for concurrent use.
 package admin

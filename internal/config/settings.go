@@ -11,7 +11,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/server"
+	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // Values of the enumerated settings. FromEnv and the flags accept them in any
@@ -166,7 +170,11 @@ type Var struct {
 }
 
 // Defaults returns the settings used when no variable is set. It is the
-// only place defaults are written down.
+// only place the binary's defaults are written down; those that the
+// libraries also apply (the DynamoDB store's, the embedded store's, the
+// service's request bounds, headers and near-limit ratio, the HTTP
+// servers' timeouts) are their exported constants, so that one change
+// changes both.
 func Defaults() Settings {
 	return Settings{
 		Host:      "0.0.0.0",
@@ -197,25 +205,25 @@ func Defaults() Settings {
 		LogFormat: LogFormatJSON,
 
 		BackendType:    BackendMemory,
-		NearLimitRatio: 0.8,
+		NearLimitRatio: service.DefaultNearLimitRatio,
 
 		DescriptorHitsAddend:   HitsAddendCharge,
 		ResponseMetadataFormat: MetadataRatelimit,
 
-		LimitLimitHeader:     "RateLimit-Limit",
-		LimitRemainingHeader: "RateLimit-Remaining",
-		LimitResetHeader:     "RateLimit-Reset",
+		LimitLimitHeader:     service.DefaultLimitHeader,
+		LimitRemainingHeader: service.DefaultRemainingHeader,
+		LimitResetHeader:     service.DefaultResetHeader,
 
-		RequestMaxDescriptors: 256,
-		RequestMaxEntries:     64,
-		RequestMaxEntryBytes:  8192,
+		RequestMaxDescriptors: service.DefaultMaxDescriptors,
+		RequestMaxEntries:     service.DefaultMaxEntries,
+		RequestMaxEntryBytes:  service.DefaultMaxEntryBytes,
 
 		GRPCMaxConnectionAge:      24 * time.Hour,
 		GRPCMaxConnectionAgeGrace: time.Hour,
 
-		HTTPReadHeaderTimeout: 5 * time.Second,
-		HTTPReadTimeout:       10 * time.Second,
-		HTTPIdleTimeout:       time.Minute,
+		HTTPReadHeaderTimeout: server.DefaultReadHeaderTimeout,
+		HTTPReadTimeout:       server.DefaultReadTimeout,
+		HTTPIdleTimeout:       server.DefaultIdleTimeout,
 
 		PrometheusAddr:     ":9090",
 		PrometheusPath:     "/metrics",
@@ -227,19 +235,37 @@ func Defaults() Settings {
 		ShutdownDrain:   5 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 
-		MemoryMaxBuckets:    1000000,
-		MemoryMaxBytes:      1 << 30,
-		MemorySweepInterval: 10 * time.Second,
+		MemoryMaxBuckets:    memstore.DefaultMaxBuckets,
+		MemoryMaxBytes:      memstore.DefaultMaxBytes,
+		MemorySweepInterval: memstore.DefaultSweepInterval,
 
 		OnUnavailable:  OnUnavailableAllow,
-		BackendTimeout: 15 * time.Millisecond,
+		BackendTimeout: dynamo.DefaultTimeout,
 
-		DynamoDBTable:      "dynalimit",
-		AWSRegion:          "us-east-1",
-		Namespace:          "default",
-		ConfigCacheTTL:     60 * time.Second,
-		RejectionCacheSize: 100000,
+		DynamoDBTable:      dynamo.DefaultTable,
+		AWSRegion:          dynamo.DefaultRegion,
+		Namespace:          dynamo.DefaultNamespace,
+		ConfigCacheTTL:     dynamo.DefaultConfigCacheTTL,
+		RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
 	}
+}
+
+// DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,
+// NAMESPACE, BACKEND_TIMEOUT, CONFIG_CACHE_TTL and REJECTION_CACHE_SIZE, whose
+// 0 (disabled) is dynamo.RejectionCacheOff (the library's zero is its
+// default size).
+func (s Settings) DynamoConfig() dynamo.Config {
+	c := dynamo.Config{
+		Table:              s.DynamoDBTable,
+		Namespace:          s.Namespace,
+		Timeout:            s.BackendTimeout,
+		ConfigCacheTTL:     s.ConfigCacheTTL,
+		RejectionCacheSize: s.RejectionCacheSize,
+	}
+	if c.RejectionCacheSize == 0 {
+		c.RejectionCacheSize = dynamo.RejectionCacheOff
+	}
+	return c
 }
 
 // binding ties one variable to one field of a Settings value.
@@ -354,7 +380,7 @@ func bindings(s *Settings) []binding {
 		{"DYNAMODB_TABLE", "DynamoDB table name.", (*stringValue)(&s.DynamoDBTable)},
 		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
 		{"AWS_REGION", "AWS region of the table.", (*stringValue)(&s.AWSRegion)},
-		{"NAMESPACE", "Storage namespace isolating this deployment's keys.", (*stringValue)(&s.Namespace)},
+		{"NAMESPACE", "Namespace of this deployment's rules (those whose descriptor file names none) and admin commands: on a shared DynamoDB table, buckets, stored limits, entities and audit records of one namespace are invisible to another.", (*stringValue)(&s.Namespace)},
 		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store.", (*durationValue)(&s.ConfigCacheTTL)},
 		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
 	}
@@ -676,8 +702,8 @@ func (s Settings) Validate() error {
 	if s.RejectionCacheSize < 0 {
 		bad("REJECTION_CACHE_SIZE=%d: want ≥ 0", s.RejectionCacheSize)
 	}
-	if s.Namespace == "" {
-		bad("NAMESPACE is empty")
+	if !descriptors.ValidNamespace(s.Namespace) {
+		bad("NAMESPACE=%q: want %s, as a descriptor file's namespace: key", s.Namespace, descriptors.NamespaceRule)
 	}
 	if s.BackendType == BackendDynamoDB {
 		if s.DynamoDBTable == "" {

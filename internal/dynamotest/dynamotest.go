@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -46,8 +47,15 @@ var (
 
 // Main starts one DynamoDB Local for the whole test binary, runs the tests
 // and stops it. Use it from TestMain: `os.Exit(dynamotest.Main(m))`.
-// Shared returns the instance it started.
+// Shared returns the instance it started. Under -short it starts nothing:
+// the tests that need DynamoDB Local skip (see Shared and Start).
 func Main(m *testing.M) int {
+	if !flag.Parsed() {
+		flag.Parse() // testing.Short reads the flags, which m.Run would parse
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	l, err := start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dynamotest: %v\n", err)
@@ -64,9 +72,10 @@ func Main(m *testing.M) int {
 }
 
 // Shared returns the instance started by Main, or starts one owned by t when
-// the binary has no TestMain using Main.
+// the binary has no TestMain using Main. Under -short it skips t.
 func Shared(t testing.TB) *Local {
 	t.Helper()
+	skipShort(t)
 	sharedMu.Lock()
 	l := shared
 	sharedMu.Unlock()
@@ -78,9 +87,10 @@ func Shared(t testing.TB) *Local {
 
 // Start starts a DynamoDB Local of its own for t (stopped at cleanup), or
 // returns the external endpoint when DYNAMODB_ENDPOINT is set. It fails t
-// with the reason when DynamoDB Local cannot run.
+// with the reason when DynamoDB Local cannot run, and skips t under -short.
 func Start(t testing.TB) *Local {
 	t.Helper()
+	skipShort(t)
 	l, err := start()
 	if err != nil {
 		t.Fatalf("dynamotest: %v", err)
@@ -91,6 +101,16 @@ func Start(t testing.TB) *Local {
 		}
 	})
 	return l
+}
+
+// skipShort skips t under -short: the fast loop (make test-short) runs
+// without Java. Only -short may skip: without it, a DynamoDB Local that
+// cannot run fails the test.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("dynamotest: needs DynamoDB Local, which -short does not start")
+	}
 }
 
 // Endpoint returns the endpoint URL, e.g. http://127.0.0.1:34567.

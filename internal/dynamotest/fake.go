@@ -16,7 +16,8 @@ import (
 
 // Fake is a hand-written in-memory stand-in for the DynamoDB calls the store
 // makes: one table of items keyed by PK and SK, the expression subset the
-// store writes (SET, ADD; =, <=, >=, BETWEEN, AND, OR, attribute_exists,
+// store writes (SET of a value or of if_not_exists(path, value), ADD; =, <=,
+// >=, BETWEEN, AND, OR, attribute_exists,
 // attribute_not_exists, begins_with), ALL_NEW and ALL_OLD return values,
 // transactions with cancellation reasons, and queries on the table and GSI1.
 // It counts calls by operation and can inject failures. Safe for concurrent
@@ -686,6 +687,27 @@ func applyUpdate(old, key map[string]types.AttributeValue, expr *string, names m
 		case "SET":
 			if i+2 >= len(toks) || toks[i+1] != "=" {
 				return nil, fmt.Errorf("fake: bad SET in %q", *expr)
+			}
+			if toks[i+2] == "if_not_exists" {
+				// if_not_exists(path, :v): the path's value before the
+				// update, as DynamoDB reads every operand, else :v.
+				if i+7 >= len(toks) || toks[i+3] != "(" || toks[i+5] != "," || toks[i+7] != ")" {
+					return nil, fmt.Errorf("fake: bad if_not_exists in %q", *expr)
+				}
+				from, err := name(toks[i+4])
+				if err != nil {
+					return nil, err
+				}
+				v, ok := values[toks[i+6]]
+				if !ok {
+					return nil, fmt.Errorf("fake: no value %s", toks[i+6])
+				}
+				if cur, ok := old[from]; ok {
+					v = cur
+				}
+				item[n] = v
+				i += 8
+				continue
 			}
 			v, ok := values[toks[i+2]]
 			if !ok {

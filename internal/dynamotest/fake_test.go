@@ -71,3 +71,34 @@ func TestFakeUpdateReturnsOldImageOnFailure(t *testing.T) {
 		t.Errorf("Calls(UpdateItem) = %d, want 2", f.Calls("UpdateItem"))
 	}
 }
+
+// TestFakeIfNotExists wants SET p = if_not_exists(w, :v), w = :v to copy
+// w's value before the update into p, or :v when the item had no w.
+func TestFakeIfNotExists(t *testing.T) {
+	ctx := context.Background()
+	f := NewFake()
+	if _, err := f.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("t")}); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	key := map[string]types.AttributeValue{"PK": s("a"), "SK": s("b")}
+	for _, tc := range []struct{ v, wantP, wantW string }{
+		{"1", "1", "1"},
+		{"2", "1", "2"},
+		{"3", "2", "3"},
+	} {
+		out, err := f.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String("t"), Key: key,
+			UpdateExpression:          aws.String("SET #p = if_not_exists(#w, :v), #w = :v"),
+			ExpressionAttributeNames:  map[string]string{"#p": "p", "#w": "w"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(tc.v)},
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		if err != nil {
+			t.Fatalf("UpdateItem(w = %s) = %v", tc.v, err)
+		}
+		p, w := out.Attributes["p"].(*types.AttributeValueMemberN).Value, out.Attributes["w"].(*types.AttributeValueMemberN).Value
+		if p != tc.wantP || w != tc.wantW {
+			t.Errorf("UpdateItem(w = %s) = p %s, w %s, want p %s, w %s", tc.v, p, w, tc.wantP, tc.wantW)
+		}
+	}
+}

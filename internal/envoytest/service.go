@@ -23,8 +23,12 @@ var (
 )
 
 // Binary builds ./cmd/ratelimit once per test binary and returns its path.
+// It skips t under -short (the fast loop builds no binary).
 func Binary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("envoytest: needs the built ratelimit binary, which -short does not build")
+	}
 	buildOnce.Do(func() {
 		root, err := RepoRoot()
 		if err != nil {

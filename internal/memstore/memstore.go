@@ -31,6 +31,7 @@ type Option func(*config)
 
 type config struct {
 	now           func() time.Time
+	namespace     string
 	shards        int
 	maxBuckets    int
 	maxBytes      int64
@@ -44,6 +45,14 @@ func WithClock(now func() time.Time) Option {
 			c.now = now
 		}
 	}
+}
+
+// WithNamespace sets the deployment's namespace (NAMESPACE): the namespace
+// of plan keys whose Namespace is empty, so that a key naming it and a key
+// naming none are one bucket, as in the DynamoDB store. The store keeps one
+// process's buckets, so it isolates nothing more than that.
+func WithNamespace(ns string) Option {
+	return func(c *config) { c.namespace = ns }
 }
 
 // WithShards sets the number of shards, rounded up to a power of two (at
@@ -108,6 +117,7 @@ type Stats struct {
 // New.
 type Store struct {
 	now           func() time.Time
+	namespace     string // keys naming it are stored naming none (see canonical)
 	seed          maphash.Seed
 	shards        []shard
 	mask          uint64
@@ -142,6 +152,7 @@ func New(opts ...Option) *Store {
 	}
 	s := &Store{
 		now:           c.now,
+		namespace:     c.namespace,
 		seed:          maphash.MakeSeed(),
 		shards:        make([]shard, n),
 		mask:          uint64(n - 1),
@@ -193,6 +204,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	if p == nil {
 		return cascade.Decision{}, errors.New("memstore: acquire: nil plan")
 	}
+	p = s.canonical(p)
 	n := len(p.Debits)
 	for i := range p.Debits {
 		if err := p.Debits[i].Bucket.Validate(); err != nil {
@@ -516,6 +528,30 @@ func (s *Store) evicted(k *bucketKey, l tokenbucket.Limit, st tokenbucket.State,
 	if s.onEvict != nil {
 		s.onEvict(*k, deficit, after)
 	}
+}
+
+// canonical returns p, or, when a debit names the store's namespace, a copy
+// in which it names none: a key naming the deployment's namespace and a key
+// naming none are one bucket, stored under the empty namespace. Plans whose
+// keys name no namespace (the service's, for files without `namespace:`)
+// are not copied.
+func (s *Store) canonical(p *cascade.Plan) *cascade.Plan {
+	if s.namespace == "" {
+		return p
+	}
+	for i := range p.Debits {
+		if p.Debits[i].Key.Namespace != s.namespace {
+			continue
+		}
+		q := &cascade.Plan{Debits: slices.Clone(p.Debits)}
+		for j := i; j < len(q.Debits); j++ {
+			if q.Debits[j].Key.Namespace == s.namespace {
+				q.Debits[j].Key.Namespace = ""
+			}
+		}
+		return q
+	}
+	return p
 }
 
 // hash spreads bucket limits over shards. Equal keys hash equally; the

@@ -320,3 +320,44 @@ func TestRunReturnsWhenContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestNamespace wants a key naming the store's namespace (WithNamespace)
+// and a key naming none to be one bucket, in separate plans and within one,
+// and a key naming another namespace to be another bucket. The caller's
+// plan is not modified.
+func TestNamespace(t *testing.T) {
+	s := New(WithNamespace("team-a"))
+	d := func(ns string) cascade.Debit {
+		return cascade.Debit{Key: cascade.Key{Namespace: ns, Entity: "e", Resource: "api"}, Limit: "rpm", Bucket: slow, Amount: tokenbucket.PerToken}
+	}
+	cases := []struct {
+		name      string
+		ns        []string
+		admitted  bool
+		remaining tokenbucket.Millitokens // of the first debit, when admitted
+	}{
+		{"unnamed", []string{""}, true, 2000},
+		{"named the store's", []string{"team-a"}, true, 1000},
+		{"both in one plan", []string{"", "team-a"}, false, 0},
+		{"another namespace", []string{"team-b"}, true, 2000},
+		{"the store's, last token", []string{"team-a"}, true, 0},
+	}
+	for _, c := range cases {
+		p := &cascade.Plan{}
+		for _, ns := range c.ns {
+			p.Debits = append(p.Debits, d(ns))
+		}
+		dec, err := s.Acquire(context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s: Acquire() = %v", c.name, err)
+		}
+		if dec.Admitted != c.admitted || c.admitted && dec.Statuses[0].Remaining != c.remaining {
+			t.Errorf("%s: Acquire(%v) = admitted %t, remaining %d; want %t, %d", c.name, c.ns, dec.Admitted, dec.Statuses[0].Remaining, c.admitted, c.remaining)
+		}
+		for i, ns := range c.ns {
+			if got := p.Debits[i].Key.Namespace; got != ns {
+				t.Errorf("%s: Acquire() changed the caller's debit %d namespace to %q, want %q", c.name, i, got, ns)
+			}
+		}
+	}
+}

@@ -218,7 +218,8 @@ func (d *instrumentedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.
 // DynamoObserver counts the DynamoDB store's own events: shard doublings,
 // decisions answered from the rejection cache, decisions refused because
 // their own bucket was too busy, and how many decisions each conditional
-// write carried. Pass it to dynamo.WithObserver.
+// write carried; and it shows how far this replica's clock is behind other
+// replicas'. Pass it to dynamo.WithObserver.
 func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 	return &dynamoObserver{
 		doublings: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
@@ -238,6 +239,10 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 			Help:    "Decisions carried by one conditional bucket write (decisions on one item that queued while the write before was in flight).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		})),
+		behind: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratelimit_dynamodb_clock_skew_seconds",
+			Help: "How far this replica's clock is behind the clock of another replica writing the same buckets, at least: the largest offset seen over the last minute between the writer's clock each bucket item records and this replica's clock when the item arrived (0 when this replica is ahead or in step). A fleet whose clocks are this far apart can admit up to this × a limit's rate more than the limit each time its bucket is full.",
+		})),
 	}
 }
 
@@ -245,6 +250,7 @@ type dynamoObserver struct {
 	doublings, hits prometheus.Counter
 	contended       *prometheus.CounterVec
 	batch           prometheus.Histogram
+	behind          prometheus.Gauge
 }
 
 func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
@@ -253,6 +259,9 @@ func (o *dynamoObserver) Contended(reason string) {
 	o.contended.WithLabelValues(reason).Inc()
 }
 func (o *dynamoObserver) Batched(n int) { o.batch.Observe(float64(n)) }
+func (o *dynamoObserver) ClockBehind(d time.Duration) {
+	o.behind.Set(d.Seconds())
+}
 
 var (
 	dynamoCacheEntriesDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_entries",

@@ -124,3 +124,42 @@ ratelimit_dynamodb_cache_max_entries{cache="rejection"} 0
 		t.Errorf("GatherAndLint() = %v, %v, want no problems", problems, err)
 	}
 }
+
+// TestDynamoClockSkew has two replicas on one table, the other one's clock
+// 200 ms ahead: the gauge of the replica behind reads 0.2 once it receives
+// an item the other wrote.
+func TestDynamoClockSkew(t *testing.T) {
+	fake := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	reg := prometheus.NewRegistry()
+	behind, err := dynamo.NewStore(context.Background(), fake, dynamo.Config{Table: "t", Timeout: time.Second},
+		dynamo.WithClock(func() time.Time { return now }), dynamo.WithObserver(metrics.DynamoObserver(reg)))
+	if err != nil {
+		t.Fatalf("NewStore(behind) = %v", err)
+	}
+	defer behind.Close()
+	ahead, err := dynamo.NewStore(context.Background(), fake, dynamo.Config{Table: "t", Timeout: time.Second},
+		dynamo.WithClock(func() time.Time { return now.Add(200 * time.Millisecond) }))
+	if err != nil {
+		t.Fatalf("NewStore(ahead) = %v", err)
+	}
+	defer ahead.Close()
+	lim, _ := tokenbucket.Rate(100, time.Second, 0)
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for _, s := range []*dynamo.Store{ahead, behind} {
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	}
+	want := `
+# HELP ratelimit_dynamodb_clock_skew_seconds How far this replica's clock is behind the clock of another replica writing the same buckets, at least: the largest offset seen over the last minute between the writer's clock each bucket item records and this replica's clock when the item arrived (0 when this replica is ahead or in step). A fleet whose clocks are this far apart can admit up to this × a limit's rate more than the limit each time its bucket is full.
+# TYPE ratelimit_dynamodb_clock_skew_seconds gauge
+ratelimit_dynamodb_clock_skew_seconds 0.2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_dynamodb_clock_skew_seconds"); err != nil {
+		t.Errorf("clock skew: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/health"
@@ -22,7 +23,7 @@ func listenGRPC(o Options) (net.Listener, error) {
 	if o.GRPCUDS == "" {
 		l, err := net.Listen("tcp", o.GRPCAddr)
 		if err != nil {
-			return nil, fmt.Errorf("server: listen grpc %s: %w", o.GRPCAddr, err)
+			return nil, listenError(grpcListener, o.GRPCAddr, err)
 		}
 		return l, nil
 	}
@@ -32,7 +33,7 @@ func listenGRPC(o Options) (net.Listener, error) {
 		}
 		if c, err := net.Dial("unix", o.GRPCUDS); err == nil {
 			_ = c.Close()
-			return nil, fmt.Errorf("server: listen grpc unix %s: another process is serving on it", o.GRPCUDS)
+			return nil, listenError(udsListener, o.GRPCUDS, syscall.EADDRINUSE)
 		}
 		if err := os.Remove(o.GRPCUDS); err != nil {
 			return nil, fmt.Errorf("server: listen grpc unix %s: remove stale socket: %w", o.GRPCUDS, err)
@@ -42,7 +43,7 @@ func listenGRPC(o Options) (net.Listener, error) {
 	}
 	l, err := net.Listen("unix", o.GRPCUDS)
 	if err != nil {
-		return nil, fmt.Errorf("server: listen grpc unix %s: %w", o.GRPCUDS, err)
+		return nil, listenError(udsListener, o.GRPCUDS, err)
 	}
 	return l, nil // the listener removes the socket file when closed
 }

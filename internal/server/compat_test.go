@@ -44,8 +44,8 @@ func TestGRPCOnUnixSocket(t *testing.T) {
 		t.Fatalf("ShouldRateLimit over %s = %v, %v; want OK", sock, resp, err)
 	}
 	if _, err := New(Options{RateLimit: &okRLS{}, GRPCUDS: sock, HTTPAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0", Logger: quietLogger()}); err == nil ||
-		!strings.Contains(err.Error(), "another process") {
-		t.Errorf("New() on a served socket = %v, want a refusal", err)
+		err.Error() != "server: gRPC unix socket "+sock+": address already in use (is another ratelimit running? set GRPC_UDS or -grpc_uds to move it)" {
+		t.Errorf("New() on a served socket = %v, want a refusal naming GRPC_UDS", err)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -135,16 +134,16 @@ func New(o Options) (*Server, error) {
 	}
 	if s.httpLis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		s.closeListeners()
-		return nil, fmt.Errorf("server: listen http %s: %w", o.HTTPAddr, err)
+		return nil, listenError(httpListener, o.HTTPAddr, err)
 	}
 	if s.debugLis, err = net.Listen("tcp", o.DebugAddr); err != nil {
 		s.closeListeners()
-		return nil, fmt.Errorf("server: listen debug %s: %w", o.DebugAddr, err)
+		return nil, listenError(debugListener, o.DebugAddr, err)
 	}
 	if o.PrometheusAddr != "" {
 		if s.promLis, err = net.Listen("tcp", o.PrometheusAddr); err != nil {
 			s.closeListeners()
-			return nil, fmt.Errorf("server: listen prometheus %s: %w", o.PrometheusAddr, err)
+			return nil, listenError(promListener, o.PrometheusAddr, err)
 		}
 	}
 

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,16 +231,42 @@ func TestShutdownForcesStopAfterTimeout(t *testing.T) {
 	close(rls.block)
 }
 
+// TestNewFailsOnBusyPort pins the message of each listener's bind failure:
+// it names the setting that moves the listener.
 func TestNewFailsOnBusyPort(t *testing.T) {
-	s, cancel, done := start(t, Options{RateLimit: &okRLS{}})
-	g, _, _ := s.Addrs()
-	_, err := New(Options{RateLimit: &okRLS{}, GRPCAddr: g.String(), HTTPAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0", Logger: quietLogger()})
-	if err == nil || !strings.Contains(err.Error(), "listen grpc") {
-		t.Errorf("New(busy port) error = %v, want listen grpc error", err)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run() = %v, want nil", err)
+	defer busy.Close()
+	addr := busy.Addr().String()
+	free := "127.0.0.1:0"
+	cases := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"grpc", Options{GRPCAddr: addr, HTTPAddr: free, DebugAddr: free},
+			"server: gRPC listener " + addr + ": address already in use (is another ratelimit running? set GRPC_PORT or -grpc_port (GRPC_HOST or -grpc_host for the address) to move it)"},
+		{"http", Options{GRPCAddr: free, HTTPAddr: addr, DebugAddr: free},
+			"server: HTTP listener " + addr + ": address already in use (is another ratelimit running? set PORT or -port (HOST or -host for the address) to move it)"},
+		{"debug", Options{GRPCAddr: free, HTTPAddr: free, DebugAddr: addr},
+			"server: debug listener " + addr + ": address already in use (is another ratelimit running? set DEBUG_PORT or -debug_port (DEBUG_HOST or -debug_host for the address) to move it)"},
+		{"prometheus", Options{GRPCAddr: free, HTTPAddr: free, DebugAddr: free, PrometheusAddr: addr},
+			"server: Prometheus listener (USE_PROMETHEUS) " + addr + ": address already in use (is another ratelimit running? set PROMETHEUS_ADDR or -prometheus_addr to move it)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.RateLimit, c.o.Logger = &okRLS{}, quietLogger()
+			s, err := New(c.o)
+			if err == nil {
+				s.closeListeners()
+				t.Fatalf("New(%s on a busy port) = nil error, want %q", c.name, c.want)
+			}
+			if err.Error() != c.want || !errors.Is(err, syscall.EADDRINUSE) {
+				t.Errorf("New(%s on a busy port) = %q, want %q wrapping EADDRINUSE", c.name, err, c.want)
+			}
+		})
 	}
 }
 

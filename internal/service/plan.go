@@ -240,7 +240,7 @@ func (s *Service) charges(l *descriptors.Limit, a *asked) bool {
 	case descriptors.ChargePre:
 		return false
 	}
-	return a.own && !s.consumeDescriptorHits
+	return a.own && s.chargeDescriptorHits
 }
 
 // enforced reports whether some debit of p can refuse the request.
@@ -253,10 +253,12 @@ func enforced(p *cascade.Plan) bool {
 	return false
 }
 
-// itemKey returns the bucket item of an item's limits.
+// itemKey returns the bucket item of an item's limits. Its namespace is the
+// rule file's, or empty, the deployment's (the store resolves it): for a
+// file without `namespace:` and for a limit the request overrides.
 func itemKey(domain string, it *item) cascade.Key {
 	if it.rule.matched {
 		return cascade.Key{Namespace: it.rule.match.Rule.Namespace, Entity: it.rule.match.EntityID(), Resource: domain}
 	}
-	return cascade.Key{Namespace: descriptors.DefaultNamespace, Entity: descriptors.Match{Entries: it.asked.entries}.EntityID(), Resource: domain}
+	return cascade.Key{Entity: descriptors.Match{Entries: it.asked.entries}.EntityID(), Resource: domain}
 }

@@ -44,11 +44,11 @@ type Service struct {
 	// extendedMetadata adds this service's fields to the dynamic metadata
 	// (RESPONSE_DYNAMIC_METADATA_FORMAT=extended).
 	extendedMetadata bool
-	// consumeDescriptorHits makes a descriptor's own hits_addend
-	// all-or-nothing on limits without a charge mode
-	// (DESCRIPTOR_HITS_ADDEND=consume); by default it is charged.
-	consumeDescriptorHits bool
-	block                 bool
+	// chargeDescriptorHits charges a descriptor's own hits_addend on limits
+	// without a charge mode (the default); false consumes it all or nothing
+	// (DESCRIPTOR_HITS_ADDEND=consume).
+	chargeDescriptorHits bool
+	block                bool
 
 	// failLog throttles store-failure logs: an outage logs once a second
 	// with the count of failures it did not log, not once per request.
@@ -138,7 +138,7 @@ func WithExtendedMetadata(on bool) Option { return func(s *Service) { s.extended
 // the default: cost already spent, debited even past zero, as Envoy's
 // apply_on_stream_done reports it) or consumed all-or-nothing (false).
 func WithDescriptorHitsCharge(on bool) Option {
-	return func(s *Service) { s.consumeDescriptorHits = !on }
+	return func(s *Service) { s.chargeDescriptorHits = on }
 }
 
 // WithOnUnavailable sets what a decision is when the store fails: block
@@ -158,6 +158,8 @@ func New(store Store, config func() *descriptors.Config, opts ...Option) *Servic
 		limitHeader:     DefaultLimitHeader,
 		remainingHeader: DefaultRemainingHeader,
 		resetHeader:     DefaultResetHeader,
+
+		chargeDescriptorHits: true,
 	}
 	for _, o := range opts {
 		o(s)

@@ -344,8 +344,8 @@ func TestOnePlanPerRequest(t *testing.T) {
 	}
 	var got []d
 	for _, x := range st.plans[0].Debits {
-		if x.Key.Namespace != "default" || x.Key.Resource != "api" {
-			t.Errorf("debit key = %+v, want namespace default, resource api", x.Key)
+		if x.Key.Namespace != "" || x.Key.Resource != "api" {
+			t.Errorf("debit key = %+v, want namespace \"\" (the deployment's), resource api", x.Key)
 		}
 		got = append(got, d{x.Key.Entity, x.Limit, int64(x.Amount), x.Op, x.Role})
 	}
@@ -919,5 +919,43 @@ func TestCurrentLimitReportsTheAppliedLimit(t *testing.T) {
 	}
 	if got := st.GetLimitRemaining(); got != 4 {
 		t.Errorf("limit_remaining = %d, want 4", got)
+	}
+}
+
+// TestDebitNamespace wants each debit's namespace to be its rule file's
+// `namespace:`, and empty (the deployment's, which the store resolves) for a
+// rule from a file without one and for a limit the request overrides.
+func TestDebitNamespace(t *testing.T) {
+	files := []descriptors.File{
+		{Name: "own.yaml", Data: []byte("namespace: team-x\ndomain: own\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")},
+		{Name: "plain.yaml", Data: []byte("domain: plain\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")},
+	}
+	cfg, err := descriptors.Parse(files, descriptors.Options{})
+	if err != nil {
+		t.Fatalf("descriptors.Parse() = %v", err)
+	}
+	override := &rlv3.RateLimitDescriptor{Entries: desc("other", "o").Entries, Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}}
+	cases := []struct {
+		name string
+		req  *pb.RateLimitRequest
+		want string
+	}{
+		{"file with namespace", rlReq("own", desc("user", "u")), "team-x"},
+		{"file without namespace", rlReq("plain", desc("user", "u")), ""},
+		{"request override", rlReq("plain", override), ""},
+		{"request override in a file with namespace", rlReq("own", override), ""},
+	}
+	for _, c := range cases {
+		st := newFakeStore()
+		svc := New(st, func() *descriptors.Config { return cfg })
+		if _, err := svc.ShouldRateLimit(context.Background(), c.req); err != nil {
+			t.Fatalf("%s: ShouldRateLimit() = %v", c.name, err)
+		}
+		if len(st.plans) != 1 || len(st.plans[0].Debits) != 1 {
+			t.Fatalf("%s: plans = %+v, want one plan of one debit", c.name, st.plans)
+		}
+		if got := st.plans[0].Debits[0].Key.Namespace; got != c.want {
+			t.Errorf("%s: debit namespace = %q, want %q", c.name, got, c.want)
+		}
 	}
 }

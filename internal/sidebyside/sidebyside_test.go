@@ -19,9 +19,13 @@ var (
 	buildErr  error
 )
 
-// binary builds ./cmd/ratelimit once per test run.
+// binary builds ./cmd/ratelimit once per test run. It skips t under
+// -short (the fast loop builds no binary).
 func binary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("sidebyside: needs the built ratelimit binary, which -short does not build")
+	}
 	buildOnce.Do(func() {
 		root, err := Runtime()
 		if err != nil {

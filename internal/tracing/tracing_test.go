@@ -607,6 +607,7 @@ func (c *collector) check(t *testing.T) {
 }
 
 func exportOnce(t *testing.T, protocol string) {
+	l := dynamotest.Shared(t) // first: under -short it skips, before a provider starts
 	p, err := tracing.New(context.Background(), tracing.Options{
 		Protocol: protocol, ServiceName: "RateLimit", ServiceNamespace: "gateway", ServiceInstanceID: "pod-1", SamplingRate: 0,
 	})
@@ -615,7 +616,6 @@ func exportOnce(t *testing.T, protocol string) {
 	}
 	// Sampling rate 0 samples no root span, but the caller's sampled
 	// trace is followed, DynamoDB calls included.
-	l := dynamotest.Shared(t)
 	decide(t, p, dynamoStore(t, p, l.Client(t), dynamotest.TableName(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package descriptors
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -69,7 +70,9 @@ type Level struct {
 
 // Rule is a configured descriptor node that carries a rate limit.
 type Rule struct {
-	// Domain and Namespace place the rule; Namespace comes from its file.
+	// Domain and Namespace place the rule. Namespace is its file's
+	// `namespace:` key; empty (a file without one) means the deployment's
+	// namespace (the service's NAMESPACE), which the store applies.
 	Domain, Namespace string
 	// FullKey is envoyproxy/ratelimit's stats key for the rule, e.g.
 	// "domain.key_value.key2"; wildcard levels appear with their pattern.
@@ -292,8 +295,15 @@ func (c *Config) Warnings() []Problem {
 //
 //	domain.key_value: unit=MINUTE requests_per_unit=20, shadow_mode: false
 //
-// followed by the settings that differ from their defaults.
-func (c *Config) Dump() string {
+// followed by the settings that differ from their defaults, and by
+// "namespace: NS" for a rule whose file names its namespace.
+func (c *Config) Dump() string { return c.DumpIn("") }
+
+// DumpIn is Dump as a deployment whose namespace is namespace sees the
+// rules: every rule's line ends with the namespace its buckets and stored
+// limits are under, its file's or, for a file without `namespace:`,
+// namespace. An empty namespace is Dump.
+func (c *Config) DumpIn(namespace string) string {
 	var b strings.Builder
 	for _, r := range c.rules {
 		b.WriteString(r.FullKey)
@@ -325,8 +335,8 @@ func (c *Config) Dump() string {
 		if len(r.Replaces) > 0 {
 			b.WriteString(", replaces: " + strings.Join(r.Replaces, ","))
 		}
-		if r.Namespace != DefaultNamespace {
-			b.WriteString(", namespace: " + r.Namespace)
+		if ns := cmp.Or(r.Namespace, namespace); ns != "" {
+			b.WriteString(", namespace: " + ns)
 		}
 		b.WriteByte('\n')
 	}

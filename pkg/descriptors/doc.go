@@ -12,6 +12,11 @@
 // (several named limits on one node), `burst:` and `charge: pre|post` on a
 // limit, and `entity:`, `resource:` and `cascade:` on a level.
 //
+// A file's `namespace:` places its rules' buckets and stored limits in that
+// namespace; the rules of a file without one have Rule.Namespace "", which
+// means the deployment's namespace (the service's NAMESPACE setting), not a
+// namespace of its own.
+//
 // Parse reports every problem of every file at once (*Error), each with its
 // file, line and key. Reading is in two layers: a strict YAML-node reader
 // (yamlnode.go: string and unique keys, typed scalars with yaml.v2's

@@ -40,7 +40,15 @@ func (p Problem) Error() string {
 // file, in file order.
 type Error struct {
 	Problems []Problem
+
+	descriptorDir string
 }
+
+// DescriptorDir returns, when some of the files were Envoy bootstraps
+// rather than descriptor files, the directory holding the files of the same
+// load that are descriptor files: the directory to load instead. It is ""
+// otherwise.
+func (e *Error) DescriptorDir() string { return e.descriptorDir }
 
 // Error lists every problem, one per line.
 func (e *Error) Error() string {

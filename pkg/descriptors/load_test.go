@@ -115,3 +115,48 @@ func TestLoadDirErrors(t *testing.T) {
 		t.Errorf("LoadDir(empty) = %v, %v; want an empty config", c, err)
 	}
 }
+
+// TestLoadDirEnvoyBootstraps loads the repository's examples/envoy, where
+// Envoy bootstraps sit beside the descriptor directory: one problem per
+// bootstrap, each pointing at the descriptor files, and DescriptorDir
+// naming them.
+func TestLoadDirEnvoyBootstraps(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "envoy")
+	bootstraps, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(bootstraps) == 0 {
+		t.Fatalf("Glob(%s/*.yaml) = %v, %v, want the example bootstraps", dir, bootstraps, err)
+	}
+	_, err = LoadDir(dir, Options{})
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("LoadDir(%s) = %v, want *Error", dir, err)
+	}
+	if len(e.Problems) != len(bootstraps) {
+		t.Errorf("LoadDir(%s) = %d problems, want one per bootstrap (%d):\n%v", dir, len(e.Problems), len(bootstraps), err)
+	}
+	wantDir := filepath.Join(dir, "config")
+	for i, p := range e.Problems {
+		if i < len(bootstraps) && p.File != bootstraps[i] {
+			t.Errorf("problem %d names %s, want %s", i, p.File, bootstraps[i])
+		}
+		want := "not a descriptor file; descriptor files have 'domain:' and 'descriptors:' (the descriptor files here are in " + wantDir + ")"
+		if !strings.HasPrefix(p.Msg, "this is an Envoy bootstrap (top-level ") || !strings.HasSuffix(p.Msg, want) {
+			t.Errorf("problem %d = %q, want an Envoy bootstrap problem ending %q", i, p.Msg, want)
+		}
+	}
+	if got := e.DescriptorDir(); got != wantDir {
+		t.Errorf("DescriptorDir() = %q, want %q", got, wantDir)
+	}
+
+	// A file with a domain is a descriptor file whatever else it has: its
+	// problems are the usual ones.
+	tmp := t.TempDir()
+	writeFile(t, filepath.Join(tmp, "typo.yaml"), "domain: d\nadmin: {}\n")
+	_, err = LoadDir(tmp, Options{})
+	if err == nil || strings.Contains(err.Error(), "Envoy bootstrap") || !strings.Contains(err.Error(), "unknown key 'admin'") {
+		t.Errorf("LoadDir(domain + admin) = %v, want the unknown key, not a bootstrap", err)
+	}
+	if !errors.As(err, &e) || e.DescriptorDir() != "" {
+		t.Errorf("DescriptorDir() without bootstraps = %q, want empty", e.DescriptorDir())
+	}
+}

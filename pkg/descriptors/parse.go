@@ -2,15 +2,13 @@ package descriptors
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 )
-
-// DefaultNamespace is the namespace of a file without a `namespace:` key.
-const DefaultNamespace = "default"
 
 // MaxDepth bounds how deeply descriptors nest.
 const MaxDepth = 64
@@ -34,6 +32,14 @@ type Options struct {
 	IgnoreDotFiles bool
 }
 
+// ValidNamespace reports whether ns may name a namespace: 1 to 64 of
+// [A-Za-z0-9._-], starting with a letter or digit (NamespaceRule says so in
+// words).
+func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
+
+// NamespaceRule is what ValidNamespace accepts, for error messages.
+const NamespaceRule = "1 to 64 of [A-Za-z0-9._-], starting with a letter or digit"
+
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // upstreamKeys are every key envoyproxy/ratelimit accepts anywhere in a
@@ -47,6 +53,10 @@ var upstreamKeys = map[string]bool{
 	"quota_mode": true, "unit_multiplier": true, "metadata": true,
 }
 
+// rateLimitFields are rate_limit's keys, which a descriptor ignores when
+// they are not indented under rate_limit.
+var rateLimitFields = map[string]bool{"unit": true, "requests_per_unit": true, "unlimited": true, "unit_multiplier": true, "name": true, "replaces": true}
+
 // Parse parses, validates and compiles descriptor files, in order. It
 // returns *Error listing every problem of every file when any file is
 // invalid.
@@ -59,7 +69,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 		b.file(f)
 	}
 	if len(b.problems) > 0 {
-		return nil, &Error{Problems: b.problems}
+		return nil, &Error{Problems: b.problems, descriptorDir: b.bootstrapHint()}
 	}
 	return &Config{
 		domains:  b.domains,
@@ -82,11 +92,75 @@ type builder struct {
 	// per file
 	ns     string
 	domain string
+
+	// bootstraps are the indexes in problems of files that are Envoy
+	// bootstraps; descFiles the names of files that are descriptor files
+	// without a problem.
+	bootstraps []int
+	descFiles  []string
+}
+
+// envoyBootstrapKeys are top-level fields of Envoy's Bootstrap message.
+var envoyBootstrapKeys = map[string]bool{
+	"node": true, "static_resources": true, "dynamic_resources": true, "cluster_manager": true,
+	"hds_config": true, "flags_path": true, "stats_sinks": true, "stats_config": true,
+	"stats_flush_interval": true, "watchdog": true, "watchdogs": true, "tracing": true,
+	"layered_runtime": true, "admin": true, "overload_manager": true, "enable_dispatcher_stats": true,
+	"header_prefix": true, "stats_server_version_override": true, "use_tcp_for_dns_lookups": true,
+	"bootstrap_extensions": true, "fatal_actions": true, "default_socket_interface": true,
+	"inline_headers": true, "typed_dns_resolver_config": true, "default_regex_engine": true,
+	"application_log_config": true, "node_context_params": true, "dns_resolution_config": true,
+}
+
+// bootstrapKeys returns the Envoy bootstrap fields at the top of a mapping
+// that has neither 'domain' nor 'descriptors' (nil when it has one of them,
+// or no bootstrap field): such a file is an Envoy bootstrap put in the
+// descriptor directory, which every loader refuses anyway.
+func bootstrapKeys(root *yaml.Node) []string {
+	var keys []string
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i].Value
+		if k == "domain" || k == "descriptors" {
+			return nil
+		}
+		if envoyBootstrapKeys[k] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// bootstrapHint says, in each Envoy bootstrap's problem, where the
+// descriptor files of the same load are (their common directory), and
+// returns that directory ("" when there are none).
+func (b *builder) bootstrapHint() string {
+	if len(b.bootstraps) == 0 || len(b.descFiles) == 0 {
+		return ""
+	}
+	dir := filepath.Dir(b.descFiles[0])
+	for _, f := range b.descFiles[1:] {
+		for !within(f, dir) {
+			dir = filepath.Dir(dir)
+		}
+	}
+	if dir == "." || dir == string(filepath.Separator) {
+		return ""
+	}
+	for _, i := range b.bootstraps {
+		b.problems[i].Msg += " (the descriptor files here are in " + dir + ")"
+	}
+	return dir
+}
+
+// within reports whether path is dir or under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func (b *builder) file(f File) {
 	b.start(f.Name)
-	b.ns, b.domain = DefaultNamespace, ""
+	b.ns, b.domain = "", "" // no namespace: key, the deployment's
 	root, ok := b.document(f.Data)
 	if !ok {
 		return
@@ -99,6 +173,17 @@ func (b *builder) file(f File) {
 		b.errorf(root.Line, "", "error loading config file: the document must be a mapping, got %s", kindName(root))
 		return
 	}
+	if keys := bootstrapKeys(root); keys != nil {
+		b.bootstraps = append(b.bootstraps, len(b.problems))
+		b.errorf(root.Line, "", "this is an Envoy bootstrap (top-level %s), not a descriptor file; descriptor files have 'domain:' and 'descriptors:'", strings.Join(keys, ", "))
+		return
+	}
+	problemsBefore := len(b.problems)
+	defer func() {
+		if b.domain != "" && len(b.problems) == problemsBefore {
+			b.descFiles = append(b.descFiles, b.fileName)
+		}
+	}()
 	var descNode *yaml.Node
 	domainLine := root.Line
 	for _, p := range b.pairs(root) {
@@ -113,7 +198,7 @@ func (b *builder) file(f File) {
 		case "namespace":
 			if s, ok := b.str(p); ok {
 				if !namespaceRE.MatchString(s) {
-					b.errorf(p.k.Line, p.name, "invalid namespace %q: want 1 to 64 of [A-Za-z0-9._-], starting with a letter or digit", s)
+					b.errorf(p.k.Line, p.name, "invalid namespace %q: want %s", s, NamespaceRule)
 				} else {
 					b.ns = s
 				}
@@ -213,7 +298,11 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 		case "cascade":
 			d.cascade = b.boolean(p)
 		default:
-			b.unknown(p, "in a descriptor")
+			where := "in a descriptor"
+			if rateLimitFields[p.name] {
+				where += " (rate_limit's fields go indented under rate_limit:)"
+			}
+			b.unknown(p, where)
 		}
 	}
 	if d.key == "" {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +79,18 @@ func TestBadFiles(t *testing.T) {
 		"duplicate_mapping_key.bad.yaml":      {"duplicate_mapping_key.bad.yaml:4: key: duplicate key 'key'"},
 		"empty_domain.bad.yaml":               {"empty_domain.bad.yaml:1: domain: config file cannot have empty domain"},
 		"empty_key.bad.yaml":                  {"empty_key.bad.yaml:4: key: descriptor has empty key"},
-		"extension_misplaced.bad.yaml":        {"extension_misplaced.bad.yaml:4: burst: config error, unknown key 'burst'"},
-		"limits_empty.bad.yaml":               {"limits_empty.bad.yaml:4: limits: limits must not be empty"},
+		"envoy_bootstrap.bad.yaml":            {"envoy_bootstrap.bad.yaml:2: this is an Envoy bootstrap (top-level node, admin, static_resources), not a descriptor file; descriptor files have 'domain:' and 'descriptors:'"},
+		// yaml.v3 reports an indentation error at the line before the block
+		// it was parsing; the problem names the line to fix.
+		"indent_item_deeper.bad.yaml":        {"indent_item_deeper.bad.yaml:7: error loading config file: this line is indented 3 spaces, which lines up with no block above it: indent it 2 or 4 spaces, as the lines it belongs with are (yaml: did not find expected '-' indicator)"},
+		"indent_item_shallower.bad.yaml":     {"indent_item_shallower.bad.yaml:7: error loading config file: this line is indented 1 space, which lines up with no block above it: indent it 0 or 2 spaces"},
+		"indent_tab.bad.yaml":                {"indent_tab.bad.yaml:5: error loading config file: this line is indented with a tab; YAML indents with spaces only (yaml: line 5: found character that cannot start any token)"},
+		"indent_rate_limit_dedent.bad.yaml":  {"indent_rate_limit_dedent.bad.yaml:6: error loading config file: this line is indented 5 spaces, which lines up with no block above it: indent it 4 or 6 spaces"},
+		"indent_key_deeper.bad.yaml":         {"indent_key_deeper.bad.yaml:6: error loading config file: this line is indented 8 spaces, which lines up with no block above it: indent it 6 spaces"},
+		"indent_value_dedent.bad.yaml":       {"indent_value_dedent.bad.yaml:4: error loading config file: this line is indented 3 spaces, which lines up with no block above it: indent it 2 or 4 spaces"},
+		"indent_nested_item_deeper.bad.yaml": {"indent_nested_item_deeper.bad.yaml:9: error loading config file: this line is indented 7 spaces, which lines up with no block above it: indent it 6 or 8 spaces"},
+		"extension_misplaced.bad.yaml":       {"extension_misplaced.bad.yaml:4: burst: config error, unknown key 'burst'"},
+		"limits_empty.bad.yaml":              {"limits_empty.bad.yaml:4: limits: limits must not be empty"},
 		"limits_names.bad.yaml": {
 			"limits_names.bad.yaml:5: name: limits entry needs a name",
 			"limits_names.bad.yaml:10: name: duplicate limit name 'rpm'",
@@ -264,8 +273,8 @@ func TestLimits(t *testing.T) {
 	if !reflect.DeepEqual(r.Levels, wantLevels) {
 		t.Errorf("Levels = %+v, want %+v", r.Levels, wantLevels)
 	}
-	if byKey["test-domain.key2"].Namespace != DefaultNamespace {
-		t.Errorf("Namespace of a file without namespace = %q, want %q", byKey["test-domain.key2"].Namespace, DefaultNamespace)
+	if got := byKey["test-domain.key2"].Namespace; got != "" {
+		t.Errorf("Namespace of a file without namespace = %q, want \"\" (the deployment's)", got)
 	}
 	if r.File != "extensions.yaml" || r.Line != 17 {
 		t.Errorf("rule position = %s:%d, want extensions.yaml:17", r.File, r.Line)
@@ -333,7 +342,7 @@ func TestYAMLCompat(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	want := []string{
-		"yaml_compat.yaml:18: requests_per_unit: key 'requests_per_unit' has no effect in a descriptor; ignored",
+		"yaml_compat.yaml:18: requests_per_unit: key 'requests_per_unit' has no effect in a descriptor (rate_limit's fields go indented under rate_limit:); ignored",
 		"yaml_compat.yaml:22: shadow_mode: key 'shadow_mode' has no effect in rate_limit; ignored",
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -375,6 +384,42 @@ func TestUnits(t *testing.T) {
 	}
 }
 
+// TestDumpNamespace wants /rlconfig's dump to show the namespace each rule
+// really uses: its file's, or the deployment's for a file without one, and
+// nothing for the latter when no deployment namespace is given (Dump).
+func TestDumpNamespace(t *testing.T) {
+	c := mustParse(t, Options{}, "extensions.yaml", "example.yaml")
+	const own, plain = "tenant-a", "rl.qux: unit=UNKNOWN requests_per_unit=0, unlimited: true, shadow_mode: false"
+	cases := []struct {
+		deployment string
+		want       string // plain's line
+	}{
+		{"", plain + "\n"},
+		{"team-b", plain + ", namespace: team-b\n"},
+	}
+	for _, cs := range cases {
+		dump := c.DumpIn(cs.deployment)
+		if !strings.Contains(dump, cs.want) {
+			t.Errorf("DumpIn(%q) =\n%s\nwant a line %q", cs.deployment, dump, cs.want)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(dump, "\n"), "\n") {
+			want := ", namespace: " + own // the file's own
+			if !strings.HasPrefix(line, "llm.") {
+				want = ", namespace: " + cs.deployment
+			}
+			switch has := strings.HasSuffix(line, want); {
+			case want == ", namespace: " && strings.Contains(line, "namespace:"):
+				t.Errorf("DumpIn(%q) line %q: want no namespace", cs.deployment, line)
+			case want != ", namespace: " && !has:
+				t.Errorf("DumpIn(%q) line %q: want it to end with %q", cs.deployment, line, want)
+			}
+		}
+	}
+	if c.Dump() != c.DumpIn("") {
+		t.Errorf("Dump() != DumpIn(\"\")")
+	}
+}
+
 func TestDomainsAndDump(t *testing.T) {
 	c := mustParse(t, Options{}, "quota.yaml", "mongo_cps.yaml", "example.yaml")
 	if got, want := c.Domains(), []string{"mongo_cps", "quota", "rl"}; !reflect.DeepEqual(got, want) {
@@ -400,10 +445,16 @@ func TestDomainsAndDump(t *testing.T) {
 	for _, r := range c.Rules() {
 		keys = append(keys, r.FullKey)
 	}
-	if keys[0] != "quota.service_service_1" || keys[len(keys)-1] != "rl.qux" {
-		t.Errorf("Rules() order = %v, want load order", keys)
+	// Load order: the files as given, each file's descriptors as written
+	// (not sorted: mongo_cps comes after quota, rl.foo.baz_shady after
+	// rl.foo.bay).
+	want := []string{
+		"quota.service_service_1", "quota.service_service_2",
+		"mongo_cps.database_users", "mongo_cps.database_default",
+		"rl.source_cluster_proxy.destination_cluster_mock", "rl.foo", "rl.foo.bar", "rl.foo.bar_banned",
+		"rl.foo.baz", "rl.foo.bay", "rl.foo.baz_shady", "rl.qux",
 	}
-	if sort.StringsAreSorted(keys) {
-		t.Logf("rules happen to be sorted")
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("Rules() order = %q, want load order %q", keys, want)
 	}
 }

@@ -59,6 +59,14 @@ func (r *reader) document(data []byte) (*yaml.Node, bool) {
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
+		if l, msg := indentHint(data, err.Error(), line); l > 0 {
+			r.errorf(l, "", "%s", msg)
+			return nil, false
+		}
+		if hint := tabHint(data, line); hint != "" {
+			r.errorf(line, "", "%s (%v)", hint, err)
+			return nil, false
+		}
 		r.errorf(line, "", "error loading config file: %v", err)
 		return nil, false
 	}

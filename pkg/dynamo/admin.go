@@ -17,6 +17,8 @@ import (
 // Entity is a stored entity record: an id with an optional parent, and
 // whether debits of the entity cascade to its parents.
 type Entity struct {
+	// Namespace is the entity's namespace; empty is the store's
+	// (Config.Namespace).
 	Namespace string
 	ID        string
 	Parent    string
@@ -70,8 +72,9 @@ func entityString(e Entity) string {
 	return fmt.Sprintf("id=%q parent=%q cascade=%t", e.ID, e.Parent, e.Cascade)
 }
 
-// Entity returns the entity record (ErrNotFound when none), from the
-// per-replica cache while it is younger than ConfigCacheTTL.
+// Entity returns the entity record of id in namespace ns (empty: the
+// store's), ErrNotFound when none, from the per-replica cache while it is
+// younger than ConfigCacheTTL.
 func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 	ns = s.nsOr(ns)
 	pk := entityPK(ns, id)
@@ -106,7 +109,8 @@ func (s *Store) cachedEntityRecord(ns, id string) (Entity, bool) {
 	return c.ent, ok && c.ok
 }
 
-// Children returns the ids of the entities whose parent is id (GSI1).
+// Children returns the ids of the entities of namespace ns (empty: the
+// store's) whose parent is id (GSI1).
 func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
 	ns = s.nsOr(ns)
 	var out []string

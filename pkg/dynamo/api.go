@@ -37,11 +37,21 @@ type API interface {
 var _ API = (*dynamodb.Client)(nil)
 
 // Sentinel errors callers branch on. Every error the store returns from a
-// DynamoDB call wraps exactly one of them.
+// DynamoDB call wraps exactly one of ErrUnavailable, ErrThrottled,
+// ErrConflict, ErrNotFound and ErrSchema (ErrNoTable and ErrNoCredentials
+// wrap ErrUnavailable).
 var (
 	// ErrUnavailable: DynamoDB did not answer in time, refused the
 	// connection, answered with a server error, or the table is missing.
 	ErrUnavailable = errors.New("dynamo: unavailable")
+	// ErrNoTable: the table does not exist (ResourceNotFoundException) in
+	// the region at the endpoint the client talks to. It wraps
+	// ErrUnavailable: to a decision, a missing table is a store that is not
+	// there.
+	ErrNoTable = fmt.Errorf("dynamo: table does not exist: %w", ErrUnavailable)
+	// ErrNoCredentials: the client found no AWS credentials to sign the
+	// call with (no keys, profile or role). It wraps ErrUnavailable.
+	ErrNoCredentials = fmt.Errorf("dynamo: no credentials: %w", ErrUnavailable)
 	// ErrThrottled: DynamoDB throttled the call (throughput or request limits).
 	ErrThrottled = errors.New("dynamo: throttled")
 	// ErrConflict: a conditional write kept losing races (or a transaction
@@ -90,6 +100,15 @@ func classify(op string, err error) error {
 	if errors.As(err, &pte) || errors.As(err, &rle) {
 		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
 	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrNoTable, err)
+	}
+	if strings.Contains(err.Error(), "get identity: ") {
+		// The SDK's signing step found no credentials; it has no error
+		// type for it, only this text (service/dynamodb's auth.go).
+		return fmt.Errorf("dynamo: %s: %w: %w", op, ErrNoCredentials, err)
+	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
@@ -100,15 +119,15 @@ func classify(op string, err error) error {
 	return fmt.Errorf("dynamo: %s: %w: %w", op, ErrUnavailable, err)
 }
 
-// NewClient returns a DynamoDB client for region, talking to endpoint when it
-// is not empty (DynamoDB Local, or a VPC endpoint). The client makes one
-// attempt per call (the store's deadlines bound every call, and a retry is the
-// store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
+// NewClient returns a DynamoDB client for region (DefaultRegion when
+// empty), talking to endpoint when it is not empty (DynamoDB Local, or a VPC
+// endpoint). The client makes one attempt per call (the store's deadlines
+// bound every call, and a retry is the store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
 // it uses fixed local credentials and skips response-checksum validation:
 // DynamoDB Local's error responses carry no x-amz-crc32.
 func NewClient(ctx context.Context, endpoint, region string) (*dynamodb.Client, error) {
 	if region == "" {
-		region = "us-east-1"
+		region = DefaultRegion
 	}
 	local := isLocalEndpoint(endpoint)
 	opts := []func(*config.LoadOptions) error{

@@ -459,6 +459,7 @@ func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgem
 		}
 	}
 	e.setAttr(attrTTL, numAV(fullAt+1))
+	stampWriter(e, now)
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.cfg.Table),
 		Key:                                 itemKey(pk, skState),

@@ -40,13 +40,14 @@ func (s *Store) readBucket(ctx context.Context, pk string) (*image, error) {
 }
 
 // decode decodes an item DynamoDB returned and stamps it with the time it
-// arrived.
+// arrived, which it compares with the clock of its last writer (sawWriter).
 func (s *Store) decode(item map[string]types.AttributeValue) (*image, error) {
 	img, err := decodeImage(item)
 	if err != nil {
 		return nil, err
 	}
 	img.atMs = s.nowMs()
+	s.sawWriter(item, img.atMs)
 	return img, nil
 }
 

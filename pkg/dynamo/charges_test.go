@@ -45,7 +45,7 @@ func TestChargesLandUnderContention(t *testing.T) {
 	key := cascade.Key{Namespace: "cost", Entity: "tenant", Resource: "tokens"}
 	var stores []*dynamo.Store
 	for range replicas {
-		s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond})
+		s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff})
 		if err != nil {
 			t.Fatalf("NewStore() = %v", err)
 		}
@@ -107,7 +107,7 @@ func TestChargeUnansweredIsNotWrittenTwice(t *testing.T) {
 	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond}, newClock())
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock())
 	lim := mustLimit(t, 10, time.Hour, 0)
 	charge := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "k", Resource: "r"}, Limit: "x", Bucket: lim, Amount: 1000, Op: cascade.Charge}}}
 	var writes atomic.Int64

@@ -12,7 +12,7 @@ import (
 
 func conformanceStore(t *testing.T, api dynamo.API, table string, now func() time.Time) *dynamo.Store {
 	t.Helper()
-	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: table, Timeout: 5 * time.Second}, dynamo.WithClock(now))
+	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: table, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, dynamo.WithClock(now))
 	if err != nil {
 		t.Fatalf("NewStore(%s) = %v", table, err)
 	}

@@ -1,5 +1,6 @@
 // Package dynamo is the DynamoDB store: every replica of the service shares
-// one table (DESIGN §6).
+// one table, whose key layout, item attributes and costs docs/dynamodb.md
+// describes for operators.
 //
 // # Keys
 //
@@ -32,9 +33,10 @@
 // capacity; refill is implicit in the clock), _tc (millitokens debited, for
 // usage) and _l, the limit the level was written with
 // ("capacity/amount/period_ms"): a changed limit keeps the bucket's tokens,
-// and the item's expiry knows when every limit is full. Shared: shard_count, ns, entity, resource, cascade,
-// parent_id and ttl. An item with entity and resource values up to 256
-// bytes each stays within one write unit (1 KB). The table's schema version
+// and the item's expiry knows when every limit is full. Shared:
+// shard_count, ns, entity, resource, cascade, parent_id, ttl, and wt and wp,
+// the clocks of the last two writers (see Clocks). An item with entity and
+// resource values up to 256 bytes each stays within one write unit (1 KB). The table's schema version
 // record says "2"; NewStore refuses a table of another version with
 // ErrSchema (version 1 tables must be recreated).
 //
@@ -98,6 +100,16 @@
 // Every write sets ttl to the time when every limit of the item is full
 // again (debt included), never less than seven days ahead: an item that
 // expires is exactly a new, full bucket.
+//
+// # Clocks
+//
+// Each replica decides on its own clock, so clocks that disagree by a skew
+// let the fleet admit up to skew × rate more than a limit over any
+// interval (once per interval, not per period; again each time the bucket
+// is full). Every bucket write records the writer's clock; a replica that
+// receives an item written by a clock ahead of its own reports by how much
+// (Observer.ClockBehind) and logs a warning past 100 ms. Decisions do not
+// depend on it.
 //
 // # Calls that serve several decisions
 //

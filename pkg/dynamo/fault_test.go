@@ -53,7 +53,7 @@ func TestFaultsOnFake(t *testing.T) {
 			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
 				t.Fatalf("CreateTable() = %v", err)
 			}
-			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: timeout}, newClock())
+			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock())
 			lim := mustLimit(t, 10, time.Second, 0)
 			key := cascade.Key{Entity: "warm", Resource: "r"}
 			if c.cold {
@@ -112,8 +112,8 @@ func TestFaultsKeepTokens(t *testing.T) {
 			t.Fatalf("CreateTable() = %v", err)
 		}
 		c = newClock()
-		s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond}, c)
-		other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c)
+		s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
+		other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
 		if _, err := s.Acquire(context.Background(), plan); err != nil { // both items exist: 9 and 9
 			t.Fatalf("Acquire(warm) = %v", err)
 		}
@@ -234,7 +234,7 @@ func TestOutageLocal(t *testing.T) {
 	name := dynamotest.TableName(t)
 	l.CreateTable(context.Background(), t, name)
 	api := l.Client(t)
-	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: timeout})
+	s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff})
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}

@@ -57,7 +57,7 @@ func acquireAgainstReference(t *testing.T, data []byte) {
 			t.Fatal(err)
 		}
 		c := newClock()
-		cfg := dynamo.Config{Table: "t", Timeout: time.Second}
+		cfg := dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}
 		replicas := []*dynamo.Store{newStoreCfg(t, fake, cfg, c), newStoreCfg(t, fake, cfg, c)}
 		ref := storetest.NewReference(c.Now)
 		next := func() byte {

@@ -112,20 +112,46 @@ func TestExpiryWaitsUntilFull(t *testing.T) {
 	}
 }
 
-// TestRejectionCacheOff wants RejectionCacheSize 0 to ask the table for
-// every decision.
+// TestRejectionCacheOff wants a negative RejectionCacheSize to ask the
+// table for every decision, and zero to mean the default size (the cache
+// on).
 func TestRejectionCacheOff(t *testing.T) {
-	for _, size := range []int{0, 100} {
+	for _, c := range []struct {
+		size int
+		on   bool
+	}{{dynamo.RejectionCacheOff, false}, {-7, false}, {0, true}, {100, true}} {
 		obs := &countingObserver{}
-		s := newStoreCfg(t, fakeTable(t), dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: size}, newClock(), dynamo.WithObserver(obs))
+		s := newStoreCfg(t, fakeTable(t), dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: c.size}, newClock(), dynamo.WithObserver(obs))
 		p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1, time.Hour, 0), Amount: tokenbucket.PerToken}}}
 		for range 5 {
 			if _, err := s.Acquire(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if hits := obs.hits.Load(); (size == 0) != (hits == 0) {
-			t.Errorf("RejectionCacheSize %d: %d cache hits", size, hits)
+		if hits := obs.hits.Load(); (hits > 0) != c.on {
+			t.Errorf("RejectionCacheSize %d: %d cache hits over 4 refusals, want the cache on = %t", c.size, hits, c.on)
+		}
+	}
+}
+
+// TestConfigWithDefaults wants every zero field of a Config at its
+// documented default, and set fields (a negative cache size too) kept.
+func TestConfigWithDefaults(t *testing.T) {
+	cases := []struct {
+		name string
+		in   dynamo.Config
+		want dynamo.Config
+	}{
+		{"zero", dynamo.Config{Table: "t"}, dynamo.Config{
+			Table: "t", Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
+			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+		}},
+		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff},
+			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff}},
+	}
+	for _, c := range cases {
+		if got := c.in.WithDefaults(); got != c.want {
+			t.Errorf("%s: Config(%+v).WithDefaults() = %+v, want %+v", c.name, c.in, got, c.want)
 		}
 	}
 }
@@ -158,7 +184,7 @@ func putVersion(table, v string) *dynamodb.PutItemInput {
 func TestUnreadableItemRefuses(t *testing.T) {
 	f := fakeTable(t)
 	obs := &countingObserver{}
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond}, newClock(), dynamo.WithObserver(obs))
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 10, time.Second, 0), Amount: tokenbucket.PerToken}}}
 	if _, err := s.Acquire(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -168,7 +194,7 @@ func TestUnreadableItemRefuses(t *testing.T) {
 	if _, err := f.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item}); err != nil {
 		t.Fatal(err)
 	}
-	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond}, newClock(), dynamo.WithObserver(obs))
+	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
 	dec, err := other.Acquire(context.Background(), p)
 	if err != nil || dec.Admitted {
 		t.Errorf("Acquire() on an unreadable item = %+v, %v, want refused and no error", dec, err)

@@ -7,15 +7,17 @@ import (
 	"strings"
 )
 
-// Key layout (DESIGN §6). Every user-supplied component (namespace, entity,
-// resource, limit name) goes through esc, which leaves only [A-Za-z0-9._-]
-// and writes every other byte as %XX, so no component can contain a
-// separator (#, /) or forge the escape itself. A component whose escaped
-// form exceeds maxComponent bytes is stored as "~" + hex(SHA-256(raw)): "~"
-// never survives esc, so hashed and plain components cannot collide, keys
-// stay short whatever the value (a bucket item keeps its raw entity and
-// resource once, as attributes), and a bucket item stays within one write
-// unit (1 KB) for entity and resource values up to 256 bytes each.
+// Key layout: the package documentation (doc.go) lists every key, and
+// docs/dynamodb.md every item's attributes and costs. Every user-supplied
+// component (namespace, entity, resource, limit name) goes through esc,
+// which leaves only [A-Za-z0-9._-] and writes every other byte as %XX, so
+// no component can contain a separator (#, /) or forge the escape itself.
+// A component whose escaped form exceeds maxComponent bytes is stored as
+// "~" + hex(SHA-256(raw)): "~" never survives esc, so hashed and plain
+// components cannot collide, keys stay short whatever the value (a bucket
+// item keeps its raw entity and resource once, as attributes), and a bucket
+// item stays within one write unit (1 KB) for entity and resource values up
+// to 256 bytes each.
 const (
 	attrPK = "PK"
 	attrSK = "SK"

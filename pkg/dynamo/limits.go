@@ -22,6 +22,8 @@ import (
 // scope that stores a limit of the debit's name: entity+resource, entity
 // default, resource, system, and finally the plan's own (YAML) limit.
 type Scope struct {
+	// Namespace is the scope's namespace; empty is the store's
+	// (Config.Namespace).
 	Namespace string
 	System    bool
 	Entity    string

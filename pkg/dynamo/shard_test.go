@@ -14,12 +14,17 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-type countingObserver struct{ doublings, hits, contended, writes, batched atomic.Int64 }
+type countingObserver struct {
+	doublings, hits, contended, writes, batched atomic.Int64
+	behind                                      atomic.Int64 // the last ClockBehind, in ns
+}
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
 func (o *countingObserver) RejectionCacheHit() { o.hits.Add(1) }
 func (o *countingObserver) Contended(string)   { o.contended.Add(1) }
 func (o *countingObserver) Batched(n int)      { o.writes.Add(1); o.batched.Add(int64(n)) }
+
+func (o *countingObserver) ClockBehind(d time.Duration) { o.behind.Store(int64(d)) }
 
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store
 // retries within its budget, doubles the shard count once per batch, and
@@ -31,7 +36,7 @@ func TestShardDoubling(t *testing.T) {
 	}
 	obs := &countingObserver{}
 	c := newClock()
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c, dynamo.WithObserver(obs))
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c, dynamo.WithObserver(obs))
 	lim, err := tokenbucket.NewLimit(1200*tokenbucket.PerToken, 1, 24*time.Hour) // no refill to speak of
 	if err != nil {
 		t.Fatalf("NewLimit() = %v", err)
@@ -71,7 +76,7 @@ func TestShardDoubling(t *testing.T) {
 		t.Errorf("admitted %d of 1 300, want at least half the capacity (600)", admitted)
 	}
 	// Every other replica learns the count from any shard it touches.
-	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c)
+	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
 	st, err := other.Status(context.Background(), key, map[string]tokenbucket.Limit{"rpm": lim})
 	if err != nil {
 		t.Fatalf("Status() = %v", err)
@@ -90,7 +95,7 @@ func TestThrottledRefuses(t *testing.T) {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 30 * time.Millisecond}, newClock(), dynamo.WithObserver(obs))
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 30 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
 	f.SetFail(func(_ context.Context, op string) error {
 		if op == "UpdateItem" || op == "TransactWriteItems" {
 			return &types.ProvisionedThroughputExceededException{Message: new(string)}

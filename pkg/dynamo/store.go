@@ -15,11 +15,32 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// Defaults applied by NewStore to zero Config fields.
+// Defaults applied by NewStore to zero Config fields (Config.WithDefaults).
+// The binary's settings (BACKEND_TIMEOUT, CONFIG_CACHE_TTL,
+// REJECTION_CACHE_SIZE, NAMESPACE, DYNAMODB_TABLE, AWS_REGION) default to
+// these same constants.
 const (
-	DefaultTimeout            = 15 * time.Millisecond
-	DefaultConfigCacheTTL     = 10 * time.Second
-	DefaultRejectionCacheSize = 10000
+	// DefaultTimeout is the budget of one decision (Config.Timeout).
+	DefaultTimeout = 15 * time.Millisecond
+	// DefaultConfigCacheTTL is how long stored limits and entity records
+	// are trusted (Config.ConfigCacheTTL).
+	DefaultConfigCacheTTL = 60 * time.Second
+	// DefaultRejectionCacheSize bounds the rejection cache
+	// (Config.RejectionCacheSize).
+	DefaultRejectionCacheSize = 100000
+	// DefaultNamespace is the namespace of a store whose Config.Namespace
+	// is empty.
+	DefaultNamespace = "default"
+	// DefaultTable is the table the binary and its admin commands use when
+	// DYNAMODB_TABLE is unset. NewStore does not apply it: a store names
+	// its table.
+	DefaultTable = "dynalimit"
+	// DefaultRegion is the region NewClient uses when given none.
+	DefaultRegion = "us-east-1"
+
+	// RejectionCacheOff, as Config.RejectionCacheSize, disables the
+	// rejection cache (any negative size does).
+	RejectionCacheOff = -1
 
 	// MaxShards bounds shard doubling (a doubling is one transaction over
 	// every old and new shard, at most 100 items).
@@ -43,8 +64,11 @@ const (
 type Config struct {
 	// Table is the DynamoDB table name.
 	Table string
-	// Namespace is the namespace of admin calls and of plan keys whose
-	// Namespace is empty ("default" when empty).
+	// Namespace is the deployment's namespace (DefaultNamespace when
+	// empty): the namespace of every plan key, admin call, entity and scope
+	// whose own Namespace is empty. Buckets, stored limits, entities and
+	// audit records of one namespace are invisible to a store of another on
+	// the same table, and so are the store's caches of them.
 	Namespace string
 	// Timeout is the budget of one decision, every DynamoDB call within it
 	// (BACKEND_TIMEOUT).
@@ -52,9 +76,30 @@ type Config struct {
 	// ConfigCacheTTL is how long a replica trusts stored limits and entity
 	// records before reading them again (each entry lives this ±10%).
 	ConfigCacheTTL time.Duration
-	// RejectionCacheSize bounds the local rejection cache (entries); zero or
-	// less disables it.
+	// RejectionCacheSize bounds the local rejection cache (entries): zero
+	// means DefaultRejectionCacheSize, a negative size (RejectionCacheOff)
+	// disables it.
 	RejectionCacheSize int
+}
+
+// WithDefaults returns c with every zero field but Table at its default:
+// DefaultTimeout, DefaultConfigCacheTTL, DefaultRejectionCacheSize and
+// DefaultNamespace. A negative RejectionCacheSize stays (the cache is off).
+// NewStore applies it.
+func (c Config) WithDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ConfigCacheTTL <= 0 {
+		c.ConfigCacheTTL = DefaultConfigCacheTTL
+	}
+	if c.RejectionCacheSize == 0 {
+		c.RejectionCacheSize = DefaultRejectionCacheSize
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	return c
 }
 
 // Why a decision was refused for contention (Observer.Contended).
@@ -93,6 +138,11 @@ type Observer interface {
 	// Batched is called once per conditional write of decisions, with the
 	// number of decisions it carried.
 	Batched(decisions int)
+	// ClockBehind is called with the largest amount, over the last minute,
+	// by which this replica's clock was behind the clock of another replica
+	// that wrote a bucket item it received (at least that much; zero when
+	// it is ahead or in step), each time that amount changes.
+	ClockBehind(d time.Duration)
 }
 
 // Option configures a Store.
@@ -160,6 +210,8 @@ func (nopObserver) RejectionCacheHit() {}
 func (nopObserver) Contended(string)   {}
 func (nopObserver) Batched(int)        {}
 
+func (nopObserver) ClockBehind(time.Duration) {}
+
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
 	api API
@@ -183,6 +235,7 @@ type Store struct {
 
 	lanes lanes
 	loads flights
+	skew  skewWatch // clocks of other replicas (clock.go)
 }
 
 var _ interface {
@@ -196,15 +249,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	if cfg.Table == "" {
 		return nil, errors.New("dynamo: config: table name is empty")
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.ConfigCacheTTL <= 0 {
-		cfg.ConfigCacheTTL = DefaultConfigCacheTTL
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = "default"
-	}
+	cfg = cfg.WithDefaults()
 	s := &Store{
 		api: api, cfg: cfg, now: time.Now, obs: nopObserver{},
 		caches: newCaches(maxImages, cfg.RejectionCacheSize),
@@ -289,6 +334,11 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		return cascade.Decision{}, err
 	}
 	p := &cascade.Plan{Debits: append([]cascade.Debit(nil), plan.Debits...)}
+	for i := range p.Debits {
+		// One item, one key: a debit naming the store's namespace and one
+		// naming none are the same bucket.
+		p.Debits[i].Key.Namespace = s.ns(p.Debits[i].Key)
+	}
 	buckets := s.bucketsOf(p)
 	if err := s.loadConfigs(ctx, p, buckets); err != nil {
 		if errors.Is(err, errContended) {

@@ -56,7 +56,7 @@ func backends() []backend {
 
 func newStore(t *testing.T, api dynamo.API, table string, c *clock, opts ...dynamo.Option) *dynamo.Store {
 	t.Helper()
-	return newStoreCfg(t, api, dynamo.Config{Table: table, Timeout: 2 * time.Second}, c, opts...)
+	return newStoreCfg(t, api, dynamo.Config{Table: table, Timeout: 2 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c, opts...)
 }
 
 func newStoreCfg(t *testing.T, api dynamo.API, cfg dynamo.Config, c *clock, opts ...dynamo.Option) *dynamo.Store {
@@ -88,7 +88,7 @@ func TestAcquireMatchesDecide(t *testing.T) {
 			c := newClock()
 			// Without the rejection cache: its answers are bounds (the last
 			// image this replica saw), not the reference's exact figures.
-			cfg := dynamo.Config{Table: table, Timeout: 2 * time.Second}
+			cfg := dynamo.Config{Table: table, Timeout: 2 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}
 			stores := []*dynamo.Store{newStoreCfg(t, api, cfg, c), newStoreCfg(t, api, cfg, c)}
 			limits := map[string]tokenbucket.Limit{
 				"rps": mustLimit(t, 5, time.Second, 8),
