@@ -180,9 +180,10 @@ type joinKey struct{}
 // returns, that tells join of each decision that joins the call after it
 // started: a cold read that decisions arriving later wait for too (the
 // decisions of a batch write are all known when it starts). join gets the
-// decision's context, from the decision's goroutine, possibly after the
-// call's DynamoDB requests ended; it must be safe for concurrent use and
-// must not block.
+// decision's context, from the decision's goroutine (or, for one that
+// joined while the hook was making the call's context, from the goroutine
+// that started the call), possibly after the call's DynamoDB requests
+// ended; it must be safe for concurrent use and must not block.
 func WithCallJoin(call context.Context, join func(decision context.Context)) context.Context {
 	return context.WithValue(call, joinKey{}, join)
 }
