@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +228,54 @@ func BenchmarkFloodCost(b *testing.B) {
 			b.ReportMetric((wu*usdPerMWrite+ru*usdPerMRead)/n, "USD/Mcalls")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+type decisionKey struct{}
+
+// TestJoinWhileContextIsMade: a decision that joins a read while the read's
+// call-context hook is still making its context (the hook runs outside the
+// store's locks, so it can) is told to the join hook all the same.
+func TestJoinWhileContextIsMade(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatalf("CreateTable(fake) = %v", err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var joined []any
+	var first atomic.Bool
+	s := newStore(t, f, "t", newClock(), dynamo.WithCallContext(func(call context.Context, _ []context.Context) context.Context {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return dynamo.WithCallJoin(call, func(d context.Context) {
+			mu.Lock()
+			defer mu.Unlock()
+			joined = append(joined, d.Value(decisionKey{}))
+		})
+	}))
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "rps", Bucket: mustLimit(t, 10, time.Second, 0), Amount: tokenbucket.PerToken}}}
+	errs := make(chan error, 2)
+	acquire := func(name string) {
+		ctx := context.WithValue(context.Background(), decisionKey{}, name)
+		_, err := s.Acquire(ctx, p)
+		errs <- err
+	}
+	go acquire("first")
+	<-entered
+	go acquire("second")
+	time.Sleep(100 * time.Millisecond) // the second decision finds the read being made
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(joined, any("second")) {
+		t.Errorf("join told of decisions %v, want the second among them", joined)
 	}
 }
