@@ -174,7 +174,8 @@ func TestHooksRunWithoutStoreLocks(t *testing.T) {
 // BenchmarkFloodCost counts the DynamoDB calls and capacity a flood of
 // distinct keys costs per call on DynamoDB Local (not timed): each new key
 // alone, and each new key under a tenant bucket (a hierarchy's parent) that
-// is exhausted, whose refusal the rejection cache answers. Run:
+// is exhausted, whose refusal the rejection cache answers (and, for
+// comparison, with the rejection cache off). Run:
 //
 //	go test ./pkg/dynamo -run '^$' -bench FloodCost -benchtime 300x
 func BenchmarkFloodCost(b *testing.B) {
@@ -185,14 +186,19 @@ func BenchmarkFloodCost(b *testing.B) {
 	debit := func(entity string, lim tokenbucket.Limit) cascade.Debit {
 		return cascade.Debit{Key: cascade.Key{Entity: entity, Resource: "r"}, Limit: "rph", Bucket: lim, Amount: tokenbucket.PerToken}
 	}
-	for _, tenant := range []bool{false, true} {
-		bench := "new_key"
-		if tenant {
-			bench = "new_key_under_exhausted_tenant"
-		}
+	for _, bc := range []struct {
+		bench      string
+		tenant     bool
+		rejections int
+	}{
+		{"new_key", false, dynamo.DefaultRejectionCacheSize},
+		{"new_key_under_exhausted_tenant", true, dynamo.DefaultRejectionCacheSize},
+		{"new_key_under_exhausted_tenant_no_rejection_cache", true, dynamo.RejectionCacheOff},
+	} {
+		bench, tenant := bc.bench, bc.tenant
 		b.Run(bench, func(b *testing.B) {
 			c := &counter{API: l.Client(b)}
-			s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
+			s, err := dynamo.NewStore(context.Background(), c, dynamo.Config{Table: name, Timeout: 5 * time.Second, RejectionCacheSize: bc.rejections})
 			if err != nil {
 				b.Fatalf("NewStore() = %v", err)
 			}
