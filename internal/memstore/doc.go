@@ -37,21 +37,21 @@
 // bucket counts it used (up to maxUsed). A new bucket in a shard at a bound
 // moves the eviction hand over at most evictScan entries (new entries go
 // just behind the hand): it drops those full again, skips those a plan
-// holds, and counts the others' use down by one. If that made no room, it drops,
-// of those, the ones whose count was zero, then the others, each group by
-// least time-to-full (the bucket nearest to full forgives the least), until
-// the new bucket fits. So an insert costs O(1), a flood of keys used once
-// evicts its own buckets before the ones in use, and a store at its bound
-// keeps deciding: memory is never a reason to refuse a plan. The new
-// bucket is then an entry like any other, so concurrent plans on it are
-// decided one after the other, exactly. A plan that cannot lower a new
-// bucket (checks, refunds) evicts nothing that holds less than full for
-// it: the bucket is decided on as full and not kept. (One that could but
-// was refused does not keep it either, and may have evicted another.) If
-// no room can be made (every entry the hand reached is held by a plan: a
-// bound smaller than the plans in flight), the plan is decided on the new
-// bucket as full and its level, if lowered, forgotten at once — an eviction
-// like the others.
+// holds, and counts the others' use down by one. If that made no room, it
+// drops, of those, the ones whose count was zero, then the others, each
+// group by least time-to-full (the bucket nearest to full forgives the
+// least), until the new bucket fits. So an insert costs O(1), a flood of
+// keys used once evicts its own buckets before the ones in use, and a
+// store at its bound keeps deciding: memory is never a reason to refuse a
+// plan. The new bucket is then an entry like any other, so concurrent
+// plans on it are decided one after the other, exactly. A plan that cannot
+// lower a new bucket (checks, refunds) evicts nothing that holds less than
+// full for it: the bucket is decided on as full and not kept. (One that
+// could but was refused does not keep it either, and may have evicted
+// another.) If no room can be made (every entry the hand reached is held
+// by a plan: a bound smaller than the plans in flight), the plan is
+// decided on the new bucket as full and its level, if lowered, forgotten
+// at once — an eviction like the others.
 //
 // What an eviction costs: a dropped bucket that held less than full comes
 // back full, so it can admit what it lacked of full when it was dropped

@@ -10,7 +10,8 @@ import (
 )
 
 // Reference is the simplest correct store: one mutex, one map that never
-// forgets a bucket, and cascade.Decide. The suite passes against it, and
+// forgets a bucket unless told to (Forget, the model of an eviction), and
+// cascade.Decide. The suite passes against it, and
 // other stores' randomised tests compare their decisions with it. It is safe
 // for concurrent use.
 //
