@@ -47,9 +47,9 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 			memstore.WithMaxBytes(int64(s.MemoryMaxBytes)),
 			memstore.WithSweepInterval(s.MemorySweepInterval),
 		)
-		m.RegisterStoreStats(func() (int, int64) {
+		m.RegisterStoreStats(func() metrics.StoreStats {
 			stats := st.Stats()
-			return stats.Buckets, stats.Bytes
+			return metrics.StoreStats{Buckets: stats.Buckets, Bytes: stats.Bytes, EvictedFull: stats.EvictedFull, EvictedNotFull: stats.EvictedNotFull, ForgivenMillitokens: stats.ForgivenMillitokens}
 		})
 		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
 		return backend{store: st, run: st.Run, close: func() {}}, nil
@@ -78,6 +78,14 @@ func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Deci
 		return cascade.Decision{}, errWarming
 	}
 	return st.Acquire(ctx, plan)
+}
+
+// cacheStats reports the open store's caches; none while it warms up.
+func (w *warming) cacheStats() []dynamo.CacheStats {
+	if st := w.p.Load(); st != nil {
+		return st.CacheStats()
+	}
+	return nil
 }
 
 func (w *warming) close() {

@@ -377,7 +377,7 @@ func bindings(s *Settings) []binding {
 		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},
 
 		{"MEMORY_MAX_BUCKETS", "Most buckets the memory store holds.", (*intValue)(&s.MemoryMaxBuckets)},
-		{"MEMORY_MAX_BYTES", "Most bytes the memory store's buckets hold (keys and bookkeeping). At the bound, a new key evicts the oldest buckets that have refilled; if none has, its request fails and ON_UNAVAILABLE answers it.", (*intValue)(&s.MemoryMaxBytes)},
+		{"MEMORY_MAX_BYTES", "Most bytes the memory store's buckets hold (keys and bookkeeping). At the bound a new key evicts buckets (refilled ones first, then those not in use, nearest to full) and is decided: never ON_UNAVAILABLE. An eviction can admit at most the evicted bucket's deficit once more (docs/operations.md#memory).", (*intValue)(&s.MemoryMaxBytes)},
 		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
 
 		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},

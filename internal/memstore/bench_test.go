@@ -94,8 +94,9 @@ func BenchmarkAcquire(b *testing.B) {
 
 // BenchmarkAtCap measures decisions on existing keys while the table is at
 // its bucket cap (every bucket holding less than full) and other goroutines
-// keep asking for new keys, each of which examines at most evictScan
-// buckets before ErrFull. It reports the existing keys' p50 and p99.
+// keep asking for new keys as fast as they can, each of which passes at
+// most 2·evictScan buckets and evicts one. It reports the existing keys'
+// p50 and p99, and the new keys decided per second.
 func BenchmarkAtCap(b *testing.B) {
 	const (
 		buckets  = 1 << 20
@@ -105,7 +106,7 @@ func BenchmarkAtCap(b *testing.B) {
 	s := New(WithMaxBuckets(buckets))
 	ctx := context.Background()
 	existing := make([]*cascade.Plan, 0, buckets)
-	for i := 0; ; i++ {
+	for i := 0; s.Stats().EvictedNotFull == 0; i++ { // until a shard is at its cap
 		p := &cascade.Plan{Debits: []cascade.Debit{{
 			Key:    cascade.Key{Namespace: "default", Entity: "old-" + strconv.Itoa(i), Resource: "api"},
 			Limit:  "rpm",
@@ -113,13 +114,13 @@ func BenchmarkAtCap(b *testing.B) {
 			Amount: tokenbucket.PerToken,
 		}}}
 		if _, err := s.Acquire(ctx, p); err != nil {
-			break // a shard is at its cap
+			b.Fatalf("Acquire() error = %v", err)
 		}
 		existing = append(existing, p)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var refused atomic.Int64
+	var inserted atomic.Int64
 	for w := range inserter {
 		wg.Go(func() {
 			for i := 0; ; i++ {
@@ -134,8 +135,8 @@ func BenchmarkAtCap(b *testing.B) {
 					Bucket: slowLimit,
 					Amount: tokenbucket.PerToken,
 				}}}
-				if _, err := s.Acquire(ctx, p); err != nil {
-					refused.Add(1)
+				if _, err := s.Acquire(ctx, p); err == nil {
+					inserted.Add(1)
 				}
 			}
 		})
@@ -157,7 +158,91 @@ func BenchmarkAtCap(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(len(existing)), "buckets")
-	b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "new-refused/s")
+	b.ReportMetric(float64(inserted.Load())/b.Elapsed().Seconds(), "new/s")
+}
+
+// floodRate is the new keys a second of BenchmarkFlood's flood: the rate
+// of the 20 callers (86,002 calls in 4 s).
+const floodRate = 20_000
+
+// BenchmarkFlood measures a hot key's decisions in a store at its bound
+// (65,536 buckets, each holding less than full), quiet and beside a steady
+// flood of new keys (floodRate a second, paced in batches every 10 ms on
+// one goroutine), each of which evicts a bucket. It reports
+// the hot key's decisions/s, p50 and p99, and the flood's rate and
+// evictions a second. Compare the two runs: the flood should cost the hot
+// key nothing beyond the CPU the flood itself takes. allocs/op of the flood
+// run include the flood's key strings.
+func BenchmarkFlood(b *testing.B) {
+	const buckets = 1 << 16
+	hour := tokenbucket.Limit{Capacity: 1000, RefillAmount: 1000, RefillPeriod: time.Hour}
+	key := func(prefix string, i int) *cascade.Plan {
+		return &cascade.Plan{Debits: []cascade.Debit{{
+			Key:    cascade.Key{Namespace: "default", Entity: prefix + strconv.Itoa(i), Resource: "api"},
+			Limit:  "rph",
+			Bucket: hour,
+			Amount: tokenbucket.PerToken,
+		}}}
+	}
+	for _, flood := range []bool{false, true} {
+		name := "quiet"
+		if flood {
+			name = "flood"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s := New(WithMaxBuckets(buckets))
+			for i := 0; s.Stats().EvictedNotFull == 0; i++ {
+				if _, err := s.Acquire(ctx, key("old-", i)); err != nil {
+					b.Fatalf("Acquire() error = %v", err)
+				}
+			}
+			hot := benchPlans(1)[0]
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var sent atomic.Int64
+			if flood {
+				wg.Go(func() {
+					t := time.NewTicker(10 * time.Millisecond)
+					defer t.Stop()
+					start, n := time.Now(), 0
+					for {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+						}
+						// Catch up on ticks lost to scheduling: the rate holds.
+						for want := int(time.Since(start).Seconds() * floodRate); n < want; n++ {
+							if _, err := s.Acquire(ctx, key("new-", n)); err != nil {
+								panic(err)
+							}
+						}
+						sent.Store(int64(n))
+					}
+				})
+			}
+			evictedBefore := s.Stats().EvictedNotFull
+			lat := make([]time.Duration, 0, 1<<20)
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				if _, err := s.Acquire(ctx, hot); err != nil {
+					b.Fatalf("Acquire(hot key) error = %v", err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			close(stop)
+			wg.Wait()
+			secs := b.Elapsed().Seconds()
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/secs, "decisions/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+			b.ReportMetric(float64(sent.Load())/secs, "new/s")
+			b.ReportMetric(float64(s.Stats().EvictedNotFull-evictedBefore)/secs, "evictions/s")
+		})
+	}
 }
 
 // BenchmarkHugePlan decides plans of 15,000 and 60,000 debits, of one

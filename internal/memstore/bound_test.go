@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,47 +18,58 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// TestMaxBytes: at the byte bound a new key drops the oldest buckets that
-// are full again, and is refused with ErrFull while none is.
+// TestMaxBytes: at the byte bound a new key drops the buckets that are full
+// again; when none is, it evicts the one nearest to full, forgiving its
+// deficit, and is decided like any other key.
 func TestMaxBytes(t *testing.T) {
 	c := storetest.NewClock(storetest.Epoch)
 	per := entryBytes(&bucketKey{key: cascade.Key{Namespace: "default", Entity: "a", Resource: "api"}, limit: "rpm"})
 	s := New(WithClock(c.Now), WithShards(1), WithMaxBytes(3*per))
-	for _, e := range []string{"a", "b", "c"} {
-		mustAcquire(t, s, debit(e, slow, cascade.Consume, 1000))
+	mustAcquire(t, s, debit("a", slow, cascade.Consume, 3000))
+	mustAcquire(t, s, debit("b", slow, cascade.Consume, 1000))
+	mustAcquire(t, s, debit("c", slow, cascade.Consume, 2000))
+	if dec := mustAcquire(t, s, debit("d", slow, cascade.Consume, 1000)); !dec.Admitted || dec.Statuses[0].Remaining != 2000 {
+		t.Fatalf("Acquire(new key at the byte bound) = %+v, want admitted with 2000 remaining", dec)
 	}
-	if _, err := acquire(t, s, debit("d", slow, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(new key at the byte bound) error = %v, want ErrFull", err)
+	if got, want := s.Stats(), (Stats{Buckets: 3, Bytes: 3 * per, EvictedNotFull: 1, ForgivenMillitokens: 1000}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v (b, nearest to full, evicted)", got, want)
 	}
-	if got, want := s.Stats(), (Stats{Buckets: 3, Bytes: 3 * per, Rejected: 1}); got != want {
-		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	for _, k := range []struct {
+		entity string
+		want   tokenbucket.Millitokens
+	}{{"a", 0}, {"c", 1000}, {"d", 2000}} {
+		if got := remaining(t, s, k.entity, slow); got != k.want {
+			t.Errorf("remaining(%s) = %d, want %d (kept)", k.entity, got, k.want)
+		}
 	}
-	// A key too large for a shard is never stored, but a plan that stores
-	// nothing new still decides.
+	// A check on a new key stores nothing and evicts nothing.
+	if got := remaining(t, s, "b", slow); got != 3000 {
+		t.Errorf("remaining(b) = %d, want 3000 (evicted: it starts full)", got)
+	}
+	if got := s.Stats(); got.EvictedNotFull != 1 || got.Buckets != 3 {
+		t.Errorf("after checks, Stats() = %+v, want still 3 buckets and 1 eviction", got)
+	}
+	// A key too large for a shard is an invalid debit.
 	huge := strings.Repeat("h", int(3*per))
-	if _, err := acquire(t, s, debit(huge, l3, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(key larger than the bound) error = %v, want ErrFull", err)
+	if _, err := acquire(t, s, debit(huge, l3, cascade.Consume, 1000)); !errors.Is(err, cascade.ErrInvalid) {
+		t.Fatalf("Acquire(key larger than the bound) error = %v, want cascade.ErrInvalid", err)
 	}
-	if dec := mustAcquire(t, s, debit(huge, l3, cascade.Check, 0)); !dec.Admitted {
-		t.Fatalf("Acquire(check on a key larger than the bound) = %+v, want admitted", dec)
+	// c and d are full again after 40 s; the insert drops one of them, and
+	// keeps a.
+	c.Advance(40 * time.Second)
+	if dec := mustAcquire(t, s, debit("e", slow, cascade.Consume, 1000)); !dec.Admitted {
+		t.Fatalf("Acquire(new key, c full again) = %+v, want admitted", dec)
 	}
-	// b is full again after a minute: the insert drops it (a, the oldest,
-	// is not full yet, as it was charged more below).
-	mustAcquire(t, s, debit("a", slow, cascade.Charge, 3000))
-	c.Advance(time.Minute)
-	if dec := mustAcquire(t, s, debit("d", slow, cascade.Consume, 1000)); !dec.Admitted {
-		t.Fatalf("Acquire(new key, b and c full again) = %+v, want admitted", dec)
-	}
-	if got := s.Stats(); got.Buckets != 3 || got.Evictions != 1 || got.Bytes != 3*per {
-		t.Fatalf("Stats() = %+v, want 3 buckets, %d bytes, 1 eviction", got, 3*per)
+	if got := s.Stats(); got.Buckets != 3 || got.EvictedFull != 1 || got.EvictedNotFull != 1 || got.Bytes != 3*per {
+		t.Fatalf("Stats() = %+v, want 3 buckets, %d bytes, 1 eviction of each kind", got, 3*per)
 	}
 	if got := remaining(t, s, "a", slow); got != 2000 {
 		t.Fatalf("remaining(a) = %d, want 2000 (kept: it was not full)", got)
 	}
 }
 
-// TestMemoryBound: eight goroutines storing distinct 1 MB keys stay within
-// the byte bound, by the store's accounting, by what its shards reference,
+// TestMemoryBound: eight goroutines storing distinct 1 MB keys, every one
+// decided (evicting at the bound), stay within the byte bound, by the store's accounting, by what its shards reference,
 // and by the live heap.
 //
 // The heap is measured only while the workers are paused between plans: a
@@ -86,10 +98,10 @@ func TestMemoryBound(t *testing.T) {
 	s := New(WithMaxBytes(maxBytes), WithShards(8))
 	before := liveHeap()
 	var (
-		stored, refused atomic.Int64
-		failed          atomic.Value
-		wg              sync.WaitGroup
-		stop            = make(chan struct{})
+		stored atomic.Int64
+		failed atomic.Value
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
 		// Workers hold pause for reading while they build a value and
 		// decide it; the sampler holds it for writing to measure.
 		pause sync.RWMutex
@@ -109,15 +121,11 @@ func TestMemoryBound(t *testing.T) {
 				}
 				err := acquireValue(s, fmt.Sprintf("%d-%d-", w, i)+strings.Repeat("v", valueLen), l)
 				pause.RUnlock()
-				switch {
-				case err == nil:
-					stored.Add(1)
-				case errors.Is(err, ErrFull):
-					refused.Add(1)
-				default:
+				if err != nil {
 					failed.CompareAndSwap(nil, err)
 					return
 				}
+				stored.Add(1)
 			}
 		})
 	}
@@ -133,7 +141,7 @@ func TestMemoryBound(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		t.Fatalf("Acquire error = %v, want nil or ErrFull", err)
+		t.Fatalf("Acquire error = %v, want nil (a store at its bound evicts)", err)
 	}
 	st := s.Stats()
 	peakStats = max(peakStats, st.Bytes)
@@ -145,10 +153,10 @@ func TestMemoryBound(t *testing.T) {
 	if grown := int64(peakHeap) - int64(before); grown > maxBytes+heapOverhead {
 		t.Errorf("live heap between plans peaked at %d KB over %d KB before, want ≤ %d KB more (bound + overhead)", grown>>10, before>>10, (maxBytes+heapOverhead)>>10)
 	}
-	if stored.Load() == 0 || refused.Load() == 0 || st.Evictions == 0 {
-		t.Errorf("stored %d, refused %d, %+v; want some of each and evictions", stored.Load(), refused.Load(), st)
+	if stored.Load() == 0 || st.EvictedNotFull == 0 {
+		t.Errorf("stored %d, %+v; want plans decided and evictions of buckets not full", stored.Load(), st)
 	}
-	t.Logf("stored %d, refused %d; peak accounted %d MB, peak live heap between plans +%d MB; %+v", stored.Load(), refused.Load(), peakStats>>20, (int64(peakHeap)-int64(before))>>20, st)
+	t.Logf("stored %d; peak accounted %d MB, peak live heap between plans +%d MB; %+v", stored.Load(), peakStats>>20, (int64(peakHeap)-int64(before))>>20, st)
 	runtime.KeepAlive(s)
 }
 
@@ -269,19 +277,27 @@ func TestHugePlan(t *testing.T) {
 // TestStress runs random plans from many goroutines over buckets that
 // refill fast (dropped and recreated as they fill) and buckets that never
 // refill, with a tight bound and a sweeper running, and checks that the
-// frozen buckets lost exactly what the admitted plans debited.
+// frozen buckets lost exactly what the admitted plans debited, less what
+// their evictions forgave (each put the bucket back to full).
 func TestStress(t *testing.T) {
 	frozen := tokenbucket.Limit{Capacity: 1 << 40, RefillAmount: 1, RefillPeriod: 24 * time.Hour}
 	fast := tokenbucket.Limit{Capacity: 2000, RefillAmount: 2000, RefillPeriod: 5 * time.Millisecond}
 	s := New(WithShards(4), WithMaxBuckets(40))
 	const frozenKeys, fastKeys = 8, 200
 	var (
-		debited [frozenKeys]atomic.Int64
-		workers sync.WaitGroup
-		sweeper sync.WaitGroup
-		stop    = make(chan struct{})
-		failed  atomic.Value
+		debited  [frozenKeys]atomic.Int64
+		forgiven [frozenKeys]atomic.Int64
+		workers  sync.WaitGroup
+		sweeper  sync.WaitGroup
+		stop     = make(chan struct{})
+		failed   atomic.Value
 	)
+	s.onEvict = func(k bucketKey, deficit uint64, _ bool) {
+		if v, ok := strings.CutPrefix(k.key.Entity, "frozen-"); ok {
+			i, _ := strconv.Atoi(v)
+			forgiven[i].Add(int64(deficit))
+		}
+	}
 	sweeper.Go(func() {
 		for {
 			select {
@@ -310,9 +326,6 @@ func TestStress(t *testing.T) {
 					}
 				}
 				dec, err := s.Acquire(context.Background(), p)
-				if errors.Is(err, ErrFull) {
-					continue
-				}
 				if err != nil {
 					failed.CompareAndSwap(nil, err)
 					return
@@ -338,8 +351,8 @@ func TestStress(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Acquire(check frozen-%d) error = %v", i, err)
 		}
-		if got, want := dec.Statuses[0].Remaining, frozen.Capacity-tokenbucket.Millitokens(debited[i].Load()); got != want {
-			t.Errorf("frozen-%d remaining = %d, want %d", i, got, want)
+		if got, want := dec.Statuses[0].Remaining, frozen.Capacity-tokenbucket.Millitokens(debited[i].Load()-forgiven[i].Load()); got != want {
+			t.Errorf("frozen-%d remaining = %d, want %d (%d debited, %d forgiven)", i, got, want, debited[i].Load(), forgiven[i].Load())
 		}
 	}
 	t.Logf("%+v", s.Stats())

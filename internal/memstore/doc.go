@@ -7,9 +7,9 @@
 // entry holding its tokenbucket.State (the GCRA level: refill is implicit
 // in the clock, nothing is rounded) and the Limit it was last written with,
 // behind a lock of its own. Entries are spread over a power-of-two number of
-// shards by a seeded hash/maphash of the key; a shard is a map and a list of
-// its entries, oldest first, behind a lock held only to look up, insert or
-// drop an entry, never while a plan is decided.
+// shards by a seeded hash/maphash of the key; a shard is a map and a ring
+// of its entries (the eviction CLOCK), behind a lock held only to look up,
+// insert or drop an entry, never while a plan is decided.
 //
 // Atomicity: Acquire looks up each distinct bucket limit of its plan once
 // (creating missing ones), locks their entries in ascending creation order
@@ -30,17 +30,34 @@
 // not kept. Run's sweeper drops full buckets every sweep interval, a batch
 // at a time. Two bounds apply per shard: WithMaxBuckets (⌈max/shards⌉
 // buckets) and WithMaxBytes (⌊max/shards⌋ bytes of keys plus entryOverhead
-// per bucket, Stats.Bytes' accounting). A new bucket in a shard at a bound
-// examines at most evictScan of the shard's oldest entries: it drops those
-// that are full again and gives the others (in use, or holding less than
-// full) a second chance at the newest end, so an insert costs O(1) and
-// successive inserts look at different entries. A bucket holding less than
-// full is never dropped: when no room is made, the plan is still decided on
-// the new bucket as full, and if it would have to store it, Acquire returns
-// ErrFull and stores nothing (the service answers with its ON_UNAVAILABLE
-// policy) rather than forget consumption and over-admit. A key larger than
-// a shard's byte bound is never stored. Existing keys are unaffected by a
-// full table.
+// per bucket, Stats.Bytes' accounting). A key larger than a shard's byte
+// bound is an invalid debit (cascade.ErrInvalid).
+//
+// Eviction: a shard's ring is a CLOCK. A plan that decides on a stored
+// bucket counts it used (up to maxUsed). A new bucket in a shard at a bound
+// moves the eviction hand over at most evictScan entries (new entries go
+// just behind the hand): it drops those full again, skips those a plan
+// holds, and counts the others' use down by one. If that made no room, it
+// drops, of those, the ones whose count was zero, then the others, each
+// group by least time-to-full (the bucket nearest to full forgives the
+// least), until the new bucket fits. So an insert costs O(1), a flood of
+// keys used once evicts its own buckets before the ones in use, and a
+// store at its bound keeps deciding: memory is never a reason to refuse a
+// plan. The new bucket is then an entry like any other, so concurrent
+// plans on it are decided one after the other, exactly. A plan that cannot
+// lower a new bucket (checks, refunds) evicts nothing that holds less than
+// full for it: the bucket is decided on as full and not kept. (One that
+// could but was refused does not keep it either, and may have evicted
+// another.) If no room can be made (every entry the hand reached is held
+// by a plan: a bound smaller than the plans in flight), the plan is
+// decided on the new bucket as full and its level, if lowered, forgotten
+// at once — an eviction like the others.
+//
+// What an eviction costs: a dropped bucket that held less than full comes
+// back full, so it can admit what it lacked of full when it was dropped
+// (its deficit, debt included) once more than the limit allows — at most
+// that, once per eviction; nothing else changes. Stats counts evictions of
+// full and not-full buckets and adds up the deficits forgiven.
 //
 // One case is not exact: if the clock steps back after a full bucket was
 // dropped, the new bucket is full at the earlier time, while the dropped one

@@ -23,8 +23,9 @@ type entry struct {
 	// Guarded by mu.
 	state  tokenbucket.State
 	limit  tokenbucket.Limit
-	stored bool // state holds a level; false: just created, full
-	dead   bool // removed from its shard: look the key up again
+	stored bool  // state holds a level; false: just created, full
+	dead   bool  // removed from its shard: look the key up again
+	used   uint8 // decisions since the eviction hand last passed it, up to maxUsed
 
 	// Set at creation.
 	key       bucketKey
@@ -57,13 +58,15 @@ func entryBytes(k *bucketKey) int64 {
 	return entryOverhead + int64(len(k.key.Namespace)+len(k.key.Entity)+len(k.key.Resource)+len(k.limit))
 }
 
-// shard is one map of entries and their list, oldest first, behind one
-// lock, held only to look up, insert or remove. Fields other than mu are
-// guarded by mu.
+// shard is one map of entries and their ring behind one lock, held only to
+// look up, insert or remove. The ring is a CLOCK: hand is the next entry
+// the eviction hand examines, and new entries go just behind it, so that
+// the hand reaches them last. Fields other than mu are guarded by mu.
 type shard struct {
 	mu    sync.Mutex
 	m     map[bucketKey]*entry
-	ring  entry // sentinel: ring.next is the oldest entry
+	ring  entry  // sentinel of the ring (skipped by the hand)
+	hand  *entry // the eviction hand: an entry of the ring, or &ring
 	n     int
 	bytes int64
 	_     [64]byte // keep neighbouring shards' locks off one cache line
@@ -72,6 +75,7 @@ type shard struct {
 func (sh *shard) init() {
 	sh.m = make(map[bucketKey]*entry)
 	sh.ring.next, sh.ring.prev = &sh.ring, &sh.ring
+	sh.hand = &sh.ring
 }
 
 func (sh *shard) insert(e *entry) {
@@ -90,18 +94,32 @@ func (sh *shard) remove(e *entry) {
 	e.dead = true
 }
 
-func (sh *shard) moveToBack(e *entry) {
-	sh.unlink(e)
-	sh.link(e)
+// advance returns the entry under the hand and moves the hand past it, or
+// nil if the shard is empty.
+func (sh *shard) advance() *entry {
+	e := sh.hand
+	if e == &sh.ring {
+		e = e.next
+		if e == &sh.ring {
+			return nil
+		}
+	}
+	sh.hand = e.next
+	return e
 }
 
+// link puts e just behind the hand.
 func (sh *shard) link(e *entry) {
-	e.prev, e.next = sh.ring.prev, &sh.ring
-	sh.ring.prev.next = e
-	sh.ring.prev = e
+	at := sh.hand
+	e.prev, e.next = at.prev, at
+	at.prev.next = e
+	at.prev = e
 }
 
 func (sh *shard) unlink(e *entry) {
+	if sh.hand == e {
+		sh.hand = e.next
+	}
 	e.prev.next = e.next
 	e.next.prev = e.prev
 	e.prev, e.next = nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -14,11 +15,6 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
-
-// ErrFull is returned by Acquire when a plan needs to store a new bucket in
-// a shard that is at its bound (buckets or bytes) and whose oldest buckets
-// could not be dropped (see doc.go).
-var ErrFull = errors.New("memstore: memory bound reached")
 
 // Defaults.
 const (
@@ -105,10 +101,16 @@ type Stats struct {
 	// Bytes is the memory they hold, by the store's accounting: key bytes
 	// plus entryOverhead per bucket limit.
 	Bytes int64
-	// Evictions counts buckets dropped because they were full again.
-	Evictions uint64
-	// Rejected counts plans refused with ErrFull.
-	Rejected uint64
+	// EvictedFull counts buckets dropped because they were full again (by
+	// the sweeper, or to make room): no decision changes.
+	EvictedFull uint64
+	// EvictedNotFull counts buckets dropped to make room at the bound while
+	// holding less than full (see doc.go).
+	EvictedNotFull uint64
+	// ForgivenMillitokens adds up what those buckets lacked of full when
+	// they were dropped (debt included): the most their evictions can have
+	// admitted beyond the limits, saturating.
+	ForgivenMillitokens uint64
 }
 
 // Store is the embedded store. It is safe for concurrent use; create it with
@@ -123,8 +125,13 @@ type Store struct {
 	perShardBytes int64
 	sweepInterval time.Duration
 	seq           atomic.Uint64 // last entry sequence number (the lock order)
-	evictions     atomic.Uint64
-	rejected      atomic.Uint64
+	evictedFull   atomic.Uint64
+	evictedOther  atomic.Uint64
+	forgiven      atomic.Uint64
+	// onEvict, when set (by tests), is told of each bucket evicted while
+	// holding less than full, and whether it was forgotten after its plan
+	// decided on it (no room was made for it) rather than before.
+	onEvict func(k bucketKey, deficit uint64, after bool)
 }
 
 // New returns an empty store.
@@ -175,12 +182,16 @@ type ref struct {
 	first int // index of the first debit naming it
 	e     *entry
 	limit tokenbucket.Limit // of the last debit naming it: what is stored
+	// lowers: a debit may leave it less than full (a consume or charge of
+	// more than nothing), so it is worth evicting another to store it.
+	lowers bool
 }
 
 // Acquire decides p all-or-nothing at the store's current time and persists
 // the result. It returns an error only when the store cannot decide: ctx is
-// already done, a debit's limit is invalid (wrapping cascade.ErrInvalid), or
-// ErrFull.
+// already done, or a debit is invalid (wrapping cascade.ErrInvalid: its
+// limit, or a key larger than a shard's byte bound). A store at its bound
+// still decides: it evicts to make room (see doc.go).
 //
 // The work is linear in the plan's size (with a sort of its distinct
 // buckets): each distinct bucket limit is looked up once, holding its shard's
@@ -237,9 +248,13 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			}
 		}
 		if j == len(refs) {
+			if size := entryBytes(&bucketKey{d.Key, d.Limit}); size > s.perShardBytes {
+				return cascade.Decision{}, fmt.Errorf("memstore: debit %d of %s: key of %d bytes, more than a shard holds (%d): %w", i, d.Limit, size, s.perShardBytes, cascade.ErrInvalid)
+			}
 			refs = append(refs, ref{hash: h, first: i})
 		}
 		refs[j].limit = d.Bucket
+		refs[j].lowers = refs[j].lowers || (d.Op == cascade.Consume || d.Op == cascade.Charge) && d.Amount > 0
 		slot = append(slot, j)
 	}
 	if len(refs) > inline {
@@ -256,21 +271,13 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		}
 		dec := cascade.Decide(p, slot, levels, nowMs)
 
-		// A bucket the shard had no room for can be decided on, but not
-		// stored; and another plan may have created it meanwhile.
-		full := false
+		// A bucket its shard made no room for was decided on as new;
+		// another plan may have created it meanwhile.
 		again := false
 		for j := range refs {
-			e := refs[j].e
-			if !e.transient {
-				continue
-			}
-			if s.exists(&refs[j]) {
+			if refs[j].e.transient && s.exists(&refs[j]) {
 				again = true
 				break
-			}
-			if !isFull(refs[j].limit, levels[j].State(), nowMs) {
-				full = true
 			}
 		}
 		if again {
@@ -282,18 +289,21 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			}
 			continue
 		}
-		if full {
-			s.unlockAll(refs, order)
-			s.rejected.Add(1)
-			return cascade.Decision{}, ErrFull
-		}
 		for j := range refs {
 			r := &refs[j]
-			if r.e.transient {
-				continue
-			}
 			v := &levels[j]
 			st := v.State()
+			if r.e.transient {
+				// Forgotten as soon as decided: if the plan lowered it, an
+				// eviction of it.
+				if !isFull(r.limit, st, nowMs) {
+					s.evicted(&r.e.key, r.limit, st, nowMs, true)
+				}
+				continue
+			}
+			if r.e.stored && r.e.used < maxUsed {
+				r.e.used++
+			}
 			switch {
 			case !r.e.stored && isFull(r.limit, st, nowMs):
 				// Exactly a new bucket: nothing to remember (unlockAll drops it).
@@ -304,8 +314,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		s.unlockAll(refs, order)
 		return dec, nil
 	}
-	s.rejected.Add(1)
-	return cascade.Decision{}, fmt.Errorf("memstore: acquire: %d retries: %w", maxRetries, ErrFull)
+	return cascade.Decision{}, fmt.Errorf("memstore: acquire: new buckets raced with other plans %d times", maxRetries)
 }
 
 // lockAll looks up (or creates) the entries of refs that have none, then
@@ -368,8 +377,11 @@ func (s *Store) unlockAll(refs []ref, order []int) {
 	}
 }
 
-// get returns r's entry, creating it if its shard has room; otherwise it
-// returns a transient entry that no other plan sees.
+// get returns r's entry, creating it, after making room if its shard is at
+// its bound. It returns a transient entry, that no other plan sees, if no
+// room can be made (every bucket the eviction hand reached is held by a
+// plan), or none but by evicting a bucket holding less than full while the
+// plan cannot lower r's (a check: r stays full, so it is not kept anyway).
 func (s *Store) get(r *ref, d *cascade.Debit) *entry {
 	sh := &s.shards[r.hash&s.mask]
 	k := bucketKey{d.Key, d.Limit}
@@ -379,7 +391,7 @@ func (s *Store) get(r *ref, d *cascade.Debit) *entry {
 	if e := sh.m[k]; e != nil {
 		return e
 	}
-	if !s.room(sh, size) {
+	if !s.room(sh, size, r.lowers) {
 		return &entry{key: k, size: size, transient: true}
 	}
 	e := &entry{key: cloneKey(d.Key, d.Limit), size: size, seq: s.seq.Add(1)}
@@ -396,43 +408,126 @@ func (s *Store) exists(r *ref) bool {
 	return ok
 }
 
-// evictScan is how many of a shard's oldest entries one insert examines at
-// most: the cost of an insert at the bound is O(1).
+// evictScan is how many entries the eviction hand passes at most to make
+// room for one new entry: the cost of an insert at the bound is O(1).
 const evictScan = 8
 
-// room reports whether sh can take an entry of size bytes, first dropping
-// up to evictScan of its oldest entries that are full again. An entry that
-// is locked (in use) or holds less than full is moved to the newest end
-// instead (a second chance), so successive inserts examine different
-// entries. sh.mu must be held.
-func (s *Store) room(sh *shard, size int64) bool {
-	if size > s.perShardBytes {
-		return false
-	}
+// maxUsed is how many passes of the eviction hand a bucket survives without
+// being decided on, once it was decided on that often: a bucket in steady
+// use outlives a flood of buckets used once.
+const maxUsed = 3
+
+// victim is an entry the eviction hand passed that may be dropped to make
+// room, with the instant it is full again.
+type victim struct {
+	e      *entry
+	fullAt int64
+	used   bool
+}
+
+// room reports whether sh can take an entry of size bytes, making room if
+// it must. The eviction hand passes up to evictScan entries: it drops those
+// that are full again (nothing is lost) and skips those in use by a plan.
+// If evict is set, it counts down the used count of the others, and if
+// dropping the full ones was not room enough, it drops, of the entries it
+// passed, first those whose count was zero and then the others, each group
+// nearest to full first (least time-to-full): the eviction forgives the
+// least. sh.mu must be held.
+func (s *Store) room(sh *shard, size int64, evict bool) bool {
 	fits := func() bool { return sh.n < s.perShard && sh.bytes+size <= s.perShardBytes }
 	if fits() {
 		return true
 	}
 	nowMs := s.now().UnixMilli()
-	for range evictScan {
-		e := sh.ring.next
-		if e == &sh.ring || fits() {
+	var arr [evictScan]victim
+	vs := arr[:0]
+	for range min(evictScan, sh.n) { // each entry once
+		e := sh.advance()
+		if e == nil || fits() {
 			break
 		}
-		if e.mu.TryLock() {
-			drop := e.stored && isFull(e.limit, e.state, nowMs)
-			if drop {
-				sh.remove(e)
-				s.evictions.Add(1)
-			}
-			e.mu.Unlock()
-			if drop {
-				continue
+		if !e.mu.TryLock() {
+			continue // in use
+		}
+		switch {
+		case !e.stored:
+			// Created for a plan that has not locked it yet.
+		case isFull(e.limit, e.state, nowMs):
+			s.drop(sh, e, nowMs)
+		case evict:
+			vs = append(vs, victim{e: e, fullAt: e.limit.FullAt(e.state), used: e.used > 0})
+			if e.used > 0 {
+				e.used--
 			}
 		}
-		sh.moveToBack(e)
+		e.mu.Unlock()
+	}
+	if fits() || len(vs) == 0 {
+		return fits()
+	}
+	slices.SortFunc(vs, func(a, b victim) int {
+		switch {
+		case a.used != b.used:
+			if a.used {
+				return 1
+			}
+			return -1
+		case a.fullAt < b.fullAt:
+			return -1
+		case a.fullAt > b.fullAt:
+			return 1
+		}
+		return 0
+	})
+	for _, v := range vs {
+		if fits() {
+			break
+		}
+		if !v.e.mu.TryLock() {
+			continue
+		}
+		// A plan may have decided on it since: it is still a bucket, in
+		// its shard, that the plan wrote back.
+		if !v.e.dead && v.e.stored && (v.used || v.e.used == 0) {
+			s.drop(sh, v.e, nowMs)
+		}
+		v.e.mu.Unlock()
 	}
 	return fits()
+}
+
+// drop removes e from sh and counts its eviction at nowMs. sh.mu and e.mu
+// must be held.
+func (s *Store) drop(sh *shard, e *entry, nowMs int64) {
+	sh.remove(e)
+	s.evicted(&e.key, e.limit, e.state, nowMs, false)
+}
+
+// evicted counts the eviction at nowMs of bucket k of limit l at level st:
+// full, or holding less than full, its deficit forgiven. after tells that
+// it is forgotten after its plan decided on it.
+func (s *Store) evicted(k *bucketKey, l tokenbucket.Limit, st tokenbucket.State, nowMs int64, after bool) {
+	if isFull(l, st, nowMs) {
+		s.evictedFull.Add(1)
+		return
+	}
+	// Capacity minus what it holds, which may be negative (debt): in
+	// two's complement the difference is exact below 2⁶⁴.
+	deficit := uint64(l.Capacity) - uint64(l.Tokens(st, nowMs))
+	s.evictedOther.Add(1)
+	for {
+		old := s.forgiven.Load()
+		sum := old + deficit
+		if sum < old {
+			sum = math.MaxUint64
+		}
+		if s.forgiven.CompareAndSwap(old, sum) {
+			break
+		}
+	}
+	if s.onEvict != nil {
+		s.onEvict(*k, deficit, after)
+	}
 }
 
 // canonical returns p, or, when a debit names the store's namespace, a copy
@@ -519,8 +614,7 @@ func (s *Store) sweep(buf []*entry) []*entry {
 					continue // in use
 				}
 				if !e.dead && e.stored && isFull(e.limit, e.state, nowMs) {
-					sh.remove(e)
-					s.evictions.Add(1)
+					s.drop(sh, e, nowMs)
 				}
 				e.mu.Unlock()
 			}
@@ -533,7 +627,7 @@ func (s *Store) sweep(buf []*entry) []*entry {
 
 // Stats returns the store's size and counters. It locks each shard briefly.
 func (s *Store) Stats() Stats {
-	st := Stats{Evictions: s.evictions.Load(), Rejected: s.rejected.Load()}
+	st := Stats{EvictedFull: s.evictedFull.Load(), EvictedNotFull: s.evictedOther.Load(), ForgivenMillitokens: s.forgiven.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -146,7 +145,7 @@ func TestStatsBytes(t *testing.T) {
 	}
 	c.Advance(time.Second)
 	s.sweep(nil)
-	want = Stats{Evictions: 2}
+	want = Stats{EvictedFull: 2}
 	if got := s.Stats(); got != want {
 		t.Fatalf("after a sweep with both full again, Stats() = %+v, want %+v", got, want)
 	}
@@ -158,53 +157,70 @@ func TestBound(t *testing.T) {
 	mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000))
 	mustAcquire(t, s, debit("b", slow, cascade.Consume, 1000))
 
-	// At the bound, nothing full: refuse to decide rather than forget.
-	if _, err := acquire(t, s, debit("c", l3, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(new key at bound) error = %v, want ErrFull", err)
+	// At the bound, nothing full: a new key evicts the bucket nearest to
+	// full (a, full again in 334 ms; b needs 20 s) and is decided.
+	if dec := mustAcquire(t, s, debit("c", l3, cascade.Consume, 1000)); !dec.Admitted || dec.Statuses[0].Remaining != 2000 {
+		t.Fatalf("Acquire(new key at bound) = %+v, want admitted with 2000 remaining", dec)
 	}
-	if _, err := acquire(t, s, debit("a", l3, cascade.Consume, 1000), debit("c", l3, cascade.Consume, 1000)); !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(known key, new key at bound) error = %v, want ErrFull", err)
+	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, EvictedNotFull: 1, ForgivenMillitokens: 1000}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
 	}
-	if got := remaining(t, s, "a", l3); got != 2000 {
-		t.Fatalf("after plans refused with ErrFull, remaining(a) = %d, want 2000 (nothing debited)", got)
-	}
-	// A plan that stores nothing new still decides.
-	if dec := mustAcquire(t, s, debit("c", l3, cascade.Check, 0)); !dec.Admitted {
+	// A plan that stores nothing new evicts nothing.
+	if dec := mustAcquire(t, s, debit("d", l3, cascade.Check, 0)); !dec.Admitted {
 		t.Fatalf("Acquire(check on new key at bound) = %+v, want admitted", dec)
 	}
-	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, Rejected: 2}); got != want {
-		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	if got := s.Stats().EvictedNotFull; got != 1 {
+		t.Fatalf("after a check on a new key, Stats().EvictedNotFull = %d, want 1", got)
 	}
-
-	// a is full again after 334 ms: the insert drops it and goes ahead.
+	// c is full again after 334 ms: the insert of a drops it, not b.
 	c.Advance(334 * time.Millisecond)
-	if dec := mustAcquire(t, s, debit("c", l3, cascade.Consume, 1000)); !dec.Admitted || dec.Statuses[0].Remaining != 2000 {
-		t.Fatalf("Acquire(new key, a full again) = %+v, want admitted with 2000 remaining", dec)
+	if dec := mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000)); !dec.Admitted || dec.Statuses[0].Remaining != 2000 {
+		t.Fatalf("Acquire(a again, c full again) = %+v, want admitted with 2000 remaining", dec)
 	}
-	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, Evictions: 1, Rejected: 2}); got != want {
+	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 28, EvictedFull: 1, EvictedNotFull: 1, ForgivenMillitokens: 1000}); got != want {
 		t.Fatalf("Stats() = %+v, want %+v", got, want)
-	}
-	if got := remaining(t, s, "a", l3); got != 3000 {
-		t.Fatalf("remaining(a) after eviction = %d, want 3000", got)
 	}
 	if got, want := remaining(t, s, "b", slow), tokenbucket.Millitokens(2000+3000*334/60000); got != want {
 		t.Fatalf("remaining(b) = %d, want %d (kept)", got, want)
 	}
 }
 
-// TestBoundSparesPlanBuckets: a full bucket that the plan itself updates is
-// not dropped to make room for the plan's new bucket.
+// TestBoundKeepsUsedBuckets: the eviction hand spares the buckets decided
+// on since it last passed them, and evicts a bucket used once first, even
+// one further from full.
+func TestBoundKeepsUsedBuckets(t *testing.T) {
+	c := storetest.NewClock(storetest.Epoch)
+	s := New(WithClock(c.Now), WithShards(1), WithMaxBuckets(2))
+	mustAcquire(t, s, debit("hot", l3, cascade.Consume, 1000))
+	mustAcquire(t, s, debit("cold", slow, cascade.Consume, 1000))
+	mustAcquire(t, s, debit("hot", l3, cascade.Consume, 1000))
+	// hot is nearer to full (667 ms) than cold (20 s), but used since.
+	mustAcquire(t, s, debit("new", slow, cascade.Consume, 1000))
+	if got := remaining(t, s, "hot", l3); got != 1000 {
+		t.Fatalf("remaining(hot) = %d, want 1000 (kept)", got)
+	}
+	if got, want := s.Stats(), (Stats{Buckets: 2, Bytes: 2*entryOverhead + 32, EvictedNotFull: 1, ForgivenMillitokens: 1000}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v (cold evicted)", got, want)
+	}
+}
+
+// TestBoundSparesPlanBuckets: a bucket that the plan itself holds is not
+// evicted to make room for the plan's new bucket; when no other can be, the
+// new bucket's level is forgotten (an eviction of it) and the plan decided.
 func TestBoundSparesPlanBuckets(t *testing.T) {
 	c := storetest.NewClock(storetest.Epoch)
 	s := New(WithClock(c.Now), WithShards(1), WithMaxBuckets(1))
 	mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000))
 	c.Advance(time.Second) // a is full again, but still stored
-	_, err := acquire(t, s, debit("a", l3, cascade.Consume, 1000), debit("b", l3, cascade.Consume, 1000))
-	if !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(a, b) with room for one = %v, want ErrFull", err)
+	dec := mustAcquire(t, s, debit("a", l3, cascade.Consume, 1000), debit("b", l3, cascade.Consume, 1000))
+	if !dec.Admitted {
+		t.Fatalf("Acquire(a, b) with room for one = %+v, want admitted", dec)
 	}
-	if got := remaining(t, s, "a", l3); got != 3000 {
-		t.Fatalf("remaining(a) = %d, want 3000", got)
+	if got, want := s.Stats(), (Stats{Buckets: 1, Bytes: entryOverhead + 14, EvictedFull: 1, EvictedNotFull: 1, ForgivenMillitokens: 1000}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+	if got := remaining(t, s, "b", l3); got != 2000 {
+		t.Fatalf("remaining(b) = %d, want 2000 (kept)", got)
 	}
 }
 
@@ -270,7 +286,7 @@ func TestSweeper(t *testing.T) {
 
 		time.Sleep(10*time.Second + time.Millisecond)
 		synctest.Wait()
-		if got := s.Stats(); got.Buckets != 1 || got.Evictions != 1 {
+		if got := s.Stats(); got.Buckets != 1 || got.EvictedFull != 1 {
 			t.Fatalf("after one sweep, Stats() = %+v, want 1 bucket and 1 eviction (fast full again)", got)
 		}
 		// slow kept its state: 10 s of a minute's refill.
@@ -280,7 +296,7 @@ func TestSweeper(t *testing.T) {
 
 		time.Sleep(60 * time.Second)
 		synctest.Wait()
-		if got, want := s.Stats(), (Stats{Evictions: 2}); got != want {
+		if got, want := s.Stats(), (Stats{EvictedFull: 2}); got != want {
 			t.Fatalf("after slow refilled and a sweep, Stats() = %+v, want %+v", got, want)
 		}
 

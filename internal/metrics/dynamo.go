@@ -262,3 +262,41 @@ func (o *dynamoObserver) Batched(n int) { o.batch.Observe(float64(n)) }
 func (o *dynamoObserver) ClockBehind(d time.Duration) {
 	o.behind.Set(d.Seconds())
 }
+
+var (
+	dynamoCacheEntriesDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_entries",
+		"Entries held by each local cache of the DynamoDB store (image, config, shard, entity, rejection).", []string{"cache"}, nil)
+	dynamoCacheMaxDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_max_entries",
+		"Most entries each local cache of the DynamoDB store holds (0: disabled).", []string{"cache"}, nil)
+	dynamoCacheLookupsDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_lookups_total",
+		"Lookups in each local cache of the DynamoDB store, by result (hit, miss).", []string{"cache", "result"}, nil)
+	dynamoCacheEvictionsDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_evictions_total",
+		"Entries each local cache of the DynamoDB store dropped, least recently used first, to make room.", []string{"cache"}, nil)
+)
+
+// RegisterDynamoCaches registers with reg the sizes, hits, misses and
+// evictions of the DynamoDB store's local caches, read from stats (a
+// dynamo.Store's CacheStats) once per scrape: nothing is counted per
+// decision. The cache label takes the few values of dynamo.CacheStats.Name.
+func RegisterDynamoCaches(reg prometheus.Registerer, stats func() []dynamo.CacheStats) {
+	register(reg, dynamoCaches(stats))
+}
+
+type dynamoCaches func() []dynamo.CacheStats
+
+func (c dynamoCaches) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dynamoCacheEntriesDesc
+	ch <- dynamoCacheMaxDesc
+	ch <- dynamoCacheLookupsDesc
+	ch <- dynamoCacheEvictionsDesc
+}
+
+func (c dynamoCaches) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c() {
+		ch <- prometheus.MustNewConstMetric(dynamoCacheEntriesDesc, prometheus.GaugeValue, float64(st.Entries), st.Name)
+		ch <- prometheus.MustNewConstMetric(dynamoCacheMaxDesc, prometheus.GaugeValue, float64(st.Capacity), st.Name)
+		ch <- prometheus.MustNewConstMetric(dynamoCacheLookupsDesc, prometheus.CounterValue, float64(st.Hits), st.Name, "hit")
+		ch <- prometheus.MustNewConstMetric(dynamoCacheLookupsDesc, prometheus.CounterValue, float64(st.Misses), st.Name, "miss")
+		ch <- prometheus.MustNewConstMetric(dynamoCacheEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), st.Name)
+	}
+}

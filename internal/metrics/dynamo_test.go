@@ -89,6 +89,42 @@ func gatherCount(reg *prometheus.Registry, name string, labels map[string]string
 	return 0, nil
 }
 
+func TestRegisterDynamoCaches(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	metrics.RegisterDynamoCaches(reg, func() []dynamo.CacheStats {
+		return []dynamo.CacheStats{
+			{Name: dynamo.CacheImage, Entries: 3, Capacity: 100, Hits: 7, Misses: 2, Evictions: 1},
+			{Name: dynamo.CacheRejection},
+		}
+	})
+	want := `
+# HELP ratelimit_dynamodb_cache_entries Entries held by each local cache of the DynamoDB store (image, config, shard, entity, rejection).
+# TYPE ratelimit_dynamodb_cache_entries gauge
+ratelimit_dynamodb_cache_entries{cache="image"} 3
+ratelimit_dynamodb_cache_entries{cache="rejection"} 0
+# HELP ratelimit_dynamodb_cache_evictions_total Entries each local cache of the DynamoDB store dropped, least recently used first, to make room.
+# TYPE ratelimit_dynamodb_cache_evictions_total counter
+ratelimit_dynamodb_cache_evictions_total{cache="image"} 1
+ratelimit_dynamodb_cache_evictions_total{cache="rejection"} 0
+# HELP ratelimit_dynamodb_cache_lookups_total Lookups in each local cache of the DynamoDB store, by result (hit, miss).
+# TYPE ratelimit_dynamodb_cache_lookups_total counter
+ratelimit_dynamodb_cache_lookups_total{cache="image",result="hit"} 7
+ratelimit_dynamodb_cache_lookups_total{cache="image",result="miss"} 2
+ratelimit_dynamodb_cache_lookups_total{cache="rejection",result="hit"} 0
+ratelimit_dynamodb_cache_lookups_total{cache="rejection",result="miss"} 0
+# HELP ratelimit_dynamodb_cache_max_entries Most entries each local cache of the DynamoDB store holds (0: disabled).
+# TYPE ratelimit_dynamodb_cache_max_entries gauge
+ratelimit_dynamodb_cache_max_entries{cache="image"} 100
+ratelimit_dynamodb_cache_max_entries{cache="rejection"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Errorf("GatherAndCompare() = %v", err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("GatherAndLint() = %v, %v, want no problems", problems, err)
+	}
+}
+
 // TestDynamoClockSkew has two replicas on one table, the other one's clock
 // 200 ms ahead: the gauge of the replica behind reads 0.2 once it receives
 // an item the other wrote.

@@ -90,7 +90,7 @@ type Metrics struct {
 	reloadOK      prometheus.Gauge
 	reloadLastOK  prometheus.Gauge
 	reloads       [2]prometheus.Counter // failure, success
-	storeStats    atomic.Pointer[func() (int, int64)]
+	storeStats    atomic.Pointer[func() StoreStats]
 	storeStatsReg sync.Once
 	compat        atomic.Pointer[Compat] // envoyproxy/ratelimit's stats, when set
 
@@ -315,38 +315,4 @@ func (m *Metrics) ObserveReload(ok bool, at time.Time) {
 	}
 	m.reloads[0].Inc()
 	m.reloadOK.Set(0)
-}
-
-// RegisterStoreStats makes f the source of ratelimit_store_buckets and
-// ratelimit_store_memory_bytes, read at every scrape. f must be safe for
-// concurrent use and fast. A later call replaces f; a nil f reports zeros.
-func (m *Metrics) RegisterStoreStats(f func() (buckets int, bytes int64)) {
-	if m == nil {
-		return
-	}
-	m.storeStats.Store(&f)
-	m.storeStatsReg.Do(func() {
-		register(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimit_store_buckets",
-			Help: "Bucket items held by the store.",
-		}, func() float64 {
-			b, _ := m.readStoreStats()
-			return float64(b)
-		}))
-		register(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimit_store_memory_bytes",
-			Help: "Approximate memory held by the store's bucket items.",
-		}, func() float64 {
-			_, n := m.readStoreStats()
-			return float64(n)
-		}))
-	})
-}
-
-func (m *Metrics) readStoreStats() (int, int64) {
-	f := m.storeStats.Load()
-	if f == nil || *f == nil {
-		return 0, 0
-	}
-	return (*f)()
 }

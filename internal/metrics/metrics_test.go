@@ -18,7 +18,7 @@ func TestNewRegistersEveryCollector(t *testing.T) {
 	m.OnUnavailable(true)
 	m.InvalidRequest("empty_domain")
 	m.ObserveReload(true, time.Unix(1700000000, 0))
-	m.RegisterStoreStats(func() (int, int64) { return 3, 4096 })
+	m.RegisterStoreStats(func() StoreStats { return StoreStats{Buckets: 3, Bytes: 4096} })
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -48,6 +48,8 @@ func TestNewRegistersEveryCollector(t *testing.T) {
 		"ratelimit_config_reloads_total",
 		"ratelimit_store_buckets",
 		"ratelimit_store_memory_bytes",
+		"ratelimit_store_evictions_total",
+		"ratelimit_store_evicted_deficit_millitokens_total",
 	} {
 		if !got[name] {
 			t.Errorf("Gather() lacks %s", name)
@@ -136,8 +138,10 @@ func TestObserveReload(t *testing.T) {
 func TestRegisterStoreStatsReplaces(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.RegisterStoreStats(func() (int, int64) { return 1, 10 })
-	m.RegisterStoreStats(func() (int, int64) { return 7, 700 })
+	m.RegisterStoreStats(func() StoreStats { return StoreStats{Buckets: 1, Bytes: 10} })
+	m.RegisterStoreStats(func() StoreStats {
+		return StoreStats{Buckets: 7, Bytes: 700, EvictedFull: 5, EvictedNotFull: 3, ForgivenMillitokens: 2500}
+	})
 	want := `
 # HELP ratelimit_store_buckets Bucket items held by the store.
 # TYPE ratelimit_store_buckets gauge
@@ -145,13 +149,20 @@ ratelimit_store_buckets 7
 # HELP ratelimit_store_memory_bytes Approximate memory held by the store's bucket items.
 # TYPE ratelimit_store_memory_bytes gauge
 ratelimit_store_memory_bytes 700
+# HELP ratelimit_store_evictions_total Buckets the embedded store dropped, by state: full (nothing lost) or not_full (evicted at MEMORY_MAX_BYTES or MEMORY_MAX_BUCKETS, its deficit forgiven).
+# TYPE ratelimit_store_evictions_total counter
+ratelimit_store_evictions_total{state="full"} 5
+ratelimit_store_evictions_total{state="not_full"} 3
+# HELP ratelimit_store_evicted_deficit_millitokens_total Millitokens the buckets evicted while not full lacked of full: the most those evictions can have admitted beyond the limits.
+# TYPE ratelimit_store_evicted_deficit_millitokens_total counter
+ratelimit_store_evicted_deficit_millitokens_total 2500
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_store_buckets", "ratelimit_store_memory_bytes"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_store_buckets", "ratelimit_store_memory_bytes", "ratelimit_store_evictions_total", "ratelimit_store_evicted_deficit_millitokens_total"); err != nil {
 		t.Errorf("GatherAndCompare() = %v", err)
 	}
 	m.RegisterStoreStats(nil)
-	if b, n := m.readStoreStats(); b != 0 || n != 0 {
-		t.Errorf("readStoreStats() after nil = %d, %d, want 0, 0", b, n)
+	if got := m.readStoreStats(); got != (StoreStats{}) {
+		t.Errorf("readStoreStats() after nil = %+v, want zeros", got)
 	}
 }
 
@@ -173,7 +184,7 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	m.OnUnavailable(true)
 	m.InvalidRequest("r")
 	m.ObserveReload(true, time.Now())
-	m.RegisterStoreStats(func() (int, int64) { return 0, 0 })
+	m.RegisterStoreStats(func() StoreStats { return StoreStats{} })
 	if m.Registerer() != nil {
 		t.Errorf("(*Metrics)(nil).Registerer() = non-nil, want nil")
 	}
@@ -182,7 +193,7 @@ func TestNilMetricsIsNoop(t *testing.T) {
 func TestNilRegistererBuildsUnregistered(t *testing.T) {
 	m := New(nil)
 	m.ObserveDecision("d", false, 0)
-	m.RegisterStoreStats(func() (int, int64) { return 1, 1 })
+	m.RegisterStoreStats(func() StoreStats { return StoreStats{Buckets: 1, Bytes: 1} })
 	if got := testutil.ToFloat64(m.decisions.WithLabelValues("d", CodeOK)); got != 1 {
 		t.Errorf("decisions = %v, want 1", got)
 	}

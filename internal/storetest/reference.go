@@ -10,7 +10,8 @@ import (
 )
 
 // Reference is the simplest correct store: one mutex, one map that never
-// forgets a bucket, and cascade.Decide. The suite passes against it, and
+// forgets a bucket unless told to (Forget, the model of an eviction), and
+// cascade.Decide. The suite passes against it, and
 // other stores' randomised tests compare their decisions with it. It is safe
 // for concurrent use.
 //
@@ -102,4 +103,15 @@ func (s *Reference) Tokens(match func(k cascade.Key, limit string) bool) (tokenb
 		}
 	}
 	return 0, false
+}
+
+// Forget drops the bucket limit limit of key k, as a store at its memory
+// bound evicts one: its next debit finds it full, so the store may admit
+// what it lacked of full once more than a store that never forgets. A store
+// that evicts matches the reference when the reference forgets what it
+// evicted, and nothing else.
+func (s *Reference) Forget(k cascade.Key, limit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, refKey{k, limit})
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 func TestMain(m *testing.M) {
@@ -128,5 +129,53 @@ func TestIdealAdmits(t *testing.T) {
 				t.Errorf("idealAdmits(%s) = %d, want %d", tt.name, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReferenceForget: forgetting a drained bucket admits what it lacked of
+// full once more, and nothing else: the bound on what an eviction
+// over-admits. Another bucket limit of the same key keeps its level.
+func TestReferenceForget(t *testing.T) {
+	c := NewClock(Epoch)
+	s := NewReference(c.Now)
+	hour := tokenbucket.Limit{Capacity: 5000, RefillAmount: 1000, RefillPeriod: time.Hour}
+	k := cascade.Key{Namespace: "ns", Entity: "e", Resource: "r"}
+	take := func(limit string) bool {
+		t.Helper()
+		dec, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{{Key: k, Limit: limit, Bucket: hour, Amount: 1000}}})
+		if err != nil {
+			t.Fatalf("Acquire(%s) error = %v", limit, err)
+		}
+		return dec.Admitted
+	}
+	admitted := func(limit string, n int) int {
+		got := 0
+		for range n {
+			if take(limit) {
+				got++
+			}
+		}
+		return got
+	}
+	if got := admitted("a", 3); got != 3 {
+		t.Fatalf("admitted(a) before = %d, want 3", got)
+	}
+	admitted("b", 5)
+	s.Forget(k, "a") // a lacked 3 tokens of full
+	tests := []struct {
+		limit string
+		want  int
+	}{
+		{"a", 5}, // its 2 left plus the 3 forgiven
+		{"b", 0}, // untouched
+		{"a", 0}, // forgiven once
+	}
+	for _, tt := range tests {
+		if got := admitted(tt.limit, 10); got != tt.want {
+			t.Errorf("after Forget(a), admitted(%s) of 10 = %d, want %d", tt.limit, got, tt.want)
+		}
+	}
+	if _, ok := s.Tokens(func(_ cascade.Key, limit string) bool { return limit == "a" }); !ok {
+		t.Errorf("Tokens(a) after it was used again: not stored, want stored")
 	}
 }

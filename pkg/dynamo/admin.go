@@ -60,7 +60,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 		return classify("put entity", err)
 	}
 	s.mu.Lock()
-	delete(s.ents, entityPK(ns, e.ID))
+	s.ents.remove(entityPK(ns, e.ID))
 	s.mu.Unlock()
 	return s.audit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
 }
@@ -80,7 +80,7 @@ func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 	pk := entityPK(ns, id)
 	now := s.now()
 	s.mu.Lock()
-	c, ok := s.ents[pk]
+	c, ok := s.ents.get(pk)
 	s.mu.Unlock()
 	if !ok || expired(c.at, now, s.cfg.ConfigCacheTTL) {
 		item, err := s.getItem(ctx, pk, skMeta)
@@ -92,10 +92,7 @@ func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 			c.ent = Entity{Namespace: ns, ID: getS(item, "id"), Parent: getS(item, attrParent), Cascade: getBool(item, attrCascade)}
 		}
 		s.mu.Lock()
-		if len(s.ents) >= maxImages {
-			evict(s.ents, maxImages/100+1)
-		}
-		s.ents[pk] = c
+		s.ents.add(pk, c)
 		s.mu.Unlock()
 	}
 	if !c.ok {
@@ -108,7 +105,7 @@ func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 func (s *Store) cachedEntityRecord(ns, id string) (Entity, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.ents[entityPK(ns, id)]
+	c, ok := s.ents.get(entityPK(ns, id))
 	return c.ent, ok && c.ok
 }
 

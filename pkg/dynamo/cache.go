@@ -3,9 +3,148 @@ package dynamo
 import (
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
+
+// Names of the store's local caches (CacheStats.Name).
+const (
+	CacheImage     = "image"
+	CacheConfig    = "config"
+	CacheShard     = "shard"
+	CacheEntity    = "entity"
+	CacheRejection = "rejection"
+)
+
+// CacheStats is one local cache's size and use, as Store.CacheStats reports
+// it.
+type CacheStats struct {
+	// Name is one of CacheImage, CacheConfig, CacheShard, CacheEntity and
+	// CacheRejection.
+	Name string
+	// Entries is how many entries it holds now; Capacity bounds it (zero:
+	// the cache is disabled).
+	Entries, Capacity int
+	// Hits and Misses count the lookups that found an entry or none;
+	// Evictions counts the entries dropped, least recently used first, to
+	// make room for others.
+	Hits, Misses, Evictions uint64
+}
+
+// lru is one of the store's local caches: at most its capacity of entries,
+// the least recently used dropped first, so that a flood of keys seen once
+// evicts its own entries before the ones in use. It is guarded by the
+// store's mu.
+type lru[V any] struct {
+	name                    string
+	capacity                int
+	l                       *simplelru.LRU[string, V] // nil: disabled
+	hits, misses, evictions uint64
+}
+
+// newLRU returns a cache of at most capacity entries; capacity ≤ 0 returns
+// a disabled cache, which holds nothing.
+func newLRU[V any](name string, capacity int) *lru[V] {
+	c := &lru[V]{name: name, capacity: max(capacity, 0)}
+	if capacity > 0 {
+		c.l, _ = simplelru.NewLRU[string, V](capacity, nil) // errs only on capacity ≤ 0
+	}
+	return c
+}
+
+// get returns k's entry, counting a hit or a miss, and marks it used.
+func (c *lru[V]) get(k string) (V, bool) {
+	var v V
+	ok := false
+	if c.l != nil {
+		v, ok = c.l.Get(k)
+	}
+	if ok {
+		c.hits++
+	} else {
+		c.misses++
+	}
+	return v, ok
+}
+
+// peek returns k's entry without counting the lookup or marking it used.
+func (c *lru[V]) peek(k string) (V, bool) {
+	if c.l == nil {
+		var v V
+		return v, false
+	}
+	return c.l.Peek(k)
+}
+
+// add stores v under k, dropping the least recently used entry if the
+// cache is full.
+func (c *lru[V]) add(k string, v V) {
+	if c.l != nil && c.l.Add(k, v) {
+		c.evictions++
+	}
+}
+
+func (c *lru[V]) remove(k string) {
+	if c.l != nil {
+		c.l.Remove(k)
+	}
+}
+
+func (c *lru[V]) stats() CacheStats {
+	st := CacheStats{Name: c.name, Capacity: c.capacity, Hits: c.hits, Misses: c.misses, Evictions: c.evictions}
+	if c.l != nil {
+		st.Entries = c.l.Len()
+	}
+	return st
+}
+
+// caches are the store's local caches, guarded by its mu. Each is bounded
+// by entries: a request can grow every one of them.
+type caches struct {
+	images  *lru[*image]       // bucket PK → last image this replica saw
+	shards  *lru[int]          // bucket base key → shard count
+	rejects *lru[rejected]     // bucket base key → refusal until
+	configs *lru[cachedConfig] // config record PK\x00SK → stored limits
+	ents    *lru[cachedEntity] // entity PK → entity record
+}
+
+// newCaches returns caches of size entries each, but the rejection cache,
+// of rejections.
+func newCaches(size, rejections int) caches {
+	return caches{
+		images:  newLRU[*image](CacheImage, size),
+		shards:  newLRU[int](CacheShard, size),
+		rejects: newLRU[rejected](CacheRejection, rejections),
+		configs: newLRU[cachedConfig](CacheConfig, size),
+		ents:    newLRU[cachedEntity](CacheEntity, size),
+	}
+}
+
+// DefaultCacheSize bounds each of the image, config, shard and entity
+// caches (entries) unless WithCacheSize says otherwise.
+const DefaultCacheSize = maxImages
+
+// WithCacheSize bounds each of the store's image, config, shard and entity
+// caches to n entries (default DefaultCacheSize; n ≤ 0 keeps it). The
+// rejection cache is bounded by Config.RejectionCacheSize.
+func WithCacheSize(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.caches = newCaches(n, s.cfg.RejectionCacheSize)
+		}
+	}
+}
+
+// CacheStats returns the size and use of each of the store's local caches:
+// image, config, shard, entity and rejection. It is cheap enough to call at
+// every metrics scrape (it holds the store's lock briefly).
+func (s *Store) CacheStats() []CacheStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []CacheStats{s.images.stats(), s.configs.stats(), s.shards.stats(), s.ents.stats(), s.rejects.stats()}
+}
 
 // maxRejection bounds how long a refusal is answered from the rejection
 // cache: levels only rise between refunds, so until then the last image
@@ -20,43 +159,31 @@ type rejected struct {
 func (s *Store) cachedImage(pk string) *image {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.images[pk]
+	img, _ := s.images.get(pk)
+	return img
 }
 
 func (s *Store) forgetImage(pk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.images, pk)
+	s.images.remove(pk)
 }
 
 // keepImage records img as the last image of pk and learns the shard count
 // it carries.
 func (s *Store) keepImage(b bucket, pk string, img *image) {
 	s.mu.Lock()
-	if len(s.images) >= maxImages {
-		evict(s.images, maxImages/100+1)
-	}
-	s.images[pk] = img
+	s.images.add(pk, img)
 	s.mu.Unlock()
 	if img.exists {
 		s.learnShards(b.base, img.shardCount)
 	}
 }
 
-func evict[V any](m map[string]V, k int) {
-	for key := range m {
-		if k <= 0 {
-			return
-		}
-		delete(m, key)
-		k--
-	}
-}
-
 func (s *Store) shardCount(base string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n, ok := s.shards[base]; ok {
+	if n, ok := s.shards.get(base); ok {
 		return n
 	}
 	return 1
@@ -65,11 +192,8 @@ func (s *Store) shardCount(base string) int {
 func (s *Store) learnShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n > s.shards[base] {
-		if len(s.shards) >= maxImages {
-			evict(s.shards, maxImages/100+1)
-		}
-		s.shards[base] = n
+	if old, _ := s.shards.peek(base); n > old {
+		s.shards.add(base, n)
 	}
 }
 
@@ -91,20 +215,10 @@ func (s *Store) rememberRefusal(pt *part, nowMs int64) {
 	until := nowMs + min(wait, maxRejection).Milliseconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.rejects[pt.b.base]; ok && r.untilMs >= until && r.shard == pt.shard {
+	if r, ok := s.rejects.peek(pt.b.base); ok && r.untilMs >= until && r.shard == pt.shard {
 		return
 	}
-	if len(s.rejects) >= s.cfg.RejectionCacheSize {
-		for k, r := range s.rejects {
-			if r.untilMs <= nowMs {
-				delete(s.rejects, k)
-			}
-		}
-		if len(s.rejects) >= s.cfg.RejectionCacheSize {
-			evict(s.rejects, s.cfg.RejectionCacheSize/100+1)
-		}
-	}
-	s.rejects[pt.b.base] = rejected{untilMs: until, shard: pt.shard}
+	s.rejects.add(pt.b.base, rejected{untilMs: until, shard: pt.shard})
 }
 
 // fromRejectionCache answers a plan that consumes without DynamoDB when one
@@ -133,17 +247,17 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	hit := false
 	s.mu.Lock()
 	for i, b := range buckets {
-		r, ok := s.rejects[b.base]
+		r, ok := s.rejects.get(b.base)
 		if !ok {
-			imgs[i] = s.images[b.pk(0)]
+			imgs[i], _ = s.images.peek(b.pk(0))
 			continue
 		}
 		if r.untilMs <= now {
-			delete(s.rejects, b.base)
+			s.rejects.remove(b.base)
 			continue
 		}
 		hit = true
-		imgs[i] = s.images[b.pk(r.shard)]
+		imgs[i], _ = s.images.peek(b.pk(r.shard))
 	}
 	s.mu.Unlock()
 	if !hit {

@@ -21,9 +21,16 @@ type flight struct {
 	done      chan struct{}
 	err       error
 	throttled atomic.Bool // DynamoDB throttled the read at least once
-	// join, when set, is told of each decision that waits for the read
-	// without having started it (see WithCallJoin).
-	join func(decision context.Context)
+
+	// Guarded by flights.mu. The read's context is made by the decision
+	// that starts it, outside the lock (WithCallContext's hook is the
+	// caller's code); until it is made (ready), the decisions that join
+	// wait in pending to be told of. join, when set, is told of each
+	// decision that waits for the read without having started it (see
+	// WithCallJoin).
+	ready   bool
+	join    func(decision context.Context)
+	pending []context.Context
 }
 
 // wait waits for f within ctx. A caller whose budget ends first is told
@@ -52,7 +59,9 @@ func (s *Store) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.S
 // keys no flight is reading yet) under the store's lifetime and a deadline
 // of its own, not any caller's. The read's context derives from the
 // decisions that start it (see WithCallContext); a flight already reading
-// a key is told of the decisions that join it (see WithCallJoin).
+// a key is told of the decisions that join it (see WithCallJoin). No hook
+// runs while a lock is held, and a hook or a read that panics fails the
+// read (and its waiters) instead of the process.
 func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
 	s.loads.mu.Lock()
 	if s.closed.Load() {
@@ -61,14 +70,20 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 		close(f.done)
 		return []*flight{f}
 	}
-	var out, joined []*flight
+	var out, joined, tell []*flight
 	var start []string
 	f := &flight{start: time.Now(), done: make(chan struct{})}
 	for _, k := range keys {
 		if g, ok := s.loads.m[k]; ok {
 			out = append(out, g)
-			if g.join != nil && !slices.Contains(joined, g) {
+			if !slices.Contains(joined, g) {
 				joined = append(joined, g)
+				switch {
+				case !g.ready:
+					g.pending = append(g.pending, decisions...)
+				case g.join != nil:
+					tell = append(tell, g)
+				}
 			}
 			continue
 		}
@@ -76,16 +91,33 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 		start = append(start, k)
 	}
 	if len(start) > 0 {
-		// The read's context is made before any other decision can find
-		// the flight, so that each one that joins it is told.
-		ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
-		ctx = s.callContext(ctx, decisions)
-		f.join = joinOf(ctx)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer cancel()
-			f.err = read(ctx, start, f)
+		s.wg.Add(1) // under the lock: Close waits for the read
+	}
+	s.loads.mu.Unlock()
+	for _, g := range tell {
+		s.tellJoins(g.join, decisions)
+	}
+	if len(start) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
+	ctx = s.callContext(ctx, decisions)
+	join := joinOf(ctx)
+	s.loads.mu.Lock()
+	f.ready, f.join = true, join
+	pending := f.pending
+	f.pending = nil
+	s.loads.mu.Unlock()
+	if join != nil {
+		s.tellJoins(join, pending)
+	}
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer func() {
+			if r := recover(); r != nil {
+				f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(start), r, ErrUnavailable)
+			}
 			s.loads.mu.Lock()
 			for _, k := range start {
 				delete(s.loads.m, k)
@@ -93,13 +125,25 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 			s.loads.mu.Unlock()
 			close(f.done)
 		}()
-		out = append(out, f)
+		f.err = read(ctx, start, f)
+	}()
+	return append(out, f)
+}
+
+// recoverHook, deferred around a hook (name) the store runs, recovers a
+// panic of the hook: it logs it and calls then.
+func (s *Store) recoverHook(name string, then func()) {
+	if r := recover(); r != nil {
+		s.log.WithFields(map[string]any{"hook": name, "panic": fmt.Sprint(r)}).Error("a hook panicked")
+		then()
 	}
-	s.loads.mu.Unlock()
-	for _, g := range joined {
-		for _, d := range decisions {
-			g.join(d)
-		}
+}
+
+// tellJoins tells join of each of decisions; a join that panics is
+// logged and not told of the others.
+func (s *Store) tellJoins(join func(decision context.Context), decisions []context.Context) {
+	defer s.recoverHook("call-join", func() {})
+	for _, d := range decisions {
+		join(d)
 	}
-	return out
 }

@@ -204,7 +204,7 @@ func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[s
 func (s *Store) forgetConfig(pk, sk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.configs, pk+"\x00"+sk)
+	s.configs.remove(pk + "\x00" + sk)
 }
 
 // adminCall bounds an admin call: admin commands are not on the decision

@@ -59,7 +59,7 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 				continue
 			}
 			seen[k] = true
-			switch cc, ok := s.configs[k]; {
+			switch cc, ok := s.configs.get(k); {
 			case !ok:
 				missing = append(missing, k)
 			case !now.Before(cc.expires):
@@ -87,7 +87,8 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 				continue
 			}
 			for _, r := range configChain(b) {
-				if l, ok := s.configs[r[0]+"\x00"+r[1]].limits[d.Limit]; ok {
+				cc, _ := s.configs.peek(r[0] + "\x00" + r[1])
+				if l, ok := cc.limits[d.Limit]; ok {
 					d.Bucket = l
 					break
 				}
@@ -118,15 +119,12 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.configs) >= maxImages {
-		evict(s.configs, maxImages/100+1)
-	}
 	for _, k := range keys {
 		// Lifetimes spread over ±10% so that records read together do not
 		// all expire together.
 		ttl := s.cfg.ConfigCacheTTL
 		ttl += time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
-		s.configs[k] = cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])}
+		s.configs.add(k, cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])})
 	}
 	return nil
 }

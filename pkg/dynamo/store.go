@@ -180,9 +180,10 @@ type joinKey struct{}
 // returns, that tells join of each decision that joins the call after it
 // started: a cold read that decisions arriving later wait for too (the
 // decisions of a batch write are all known when it starts). join gets the
-// decision's context, from the decision's goroutine, possibly after the
-// call's DynamoDB requests ended; it must be safe for concurrent use and
-// must not block.
+// decision's context, from the decision's goroutine (or, for one that
+// joined while the hook was making the call's context, from the goroutine
+// that started the call), possibly after the call's DynamoDB requests
+// ended; it must be safe for concurrent use and must not block.
 func WithCallJoin(call context.Context, join func(decision context.Context)) context.Context {
 	return context.WithValue(call, joinKey{}, join)
 }
@@ -194,11 +195,12 @@ func joinOf(ctx context.Context) func(decision context.Context) {
 }
 
 // callContext derives a call's context from the decisions it serves (see
-// WithCallContext).
-func (s *Store) callContext(call context.Context, decisions []context.Context) context.Context {
+// WithCallContext). A hook that panics leaves call as it is.
+func (s *Store) callContext(call context.Context, decisions []context.Context) (ctx context.Context) {
 	if s.callCtx == nil || len(decisions) == 0 {
 		return call
 	}
+	defer s.recoverHook("call-context", func() { ctx = call })
 	return s.callCtx(call, decisions)
 }
 
@@ -229,12 +231,8 @@ type Store struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
-	mu      sync.Mutex
-	images  map[string]*image   // bucket PK → last image this replica saw
-	shards  map[string]int      // bucket base key → shard count
-	rejects map[string]rejected // bucket base key → refusal until
-	configs map[string]cachedConfig
-	ents    map[string]cachedEntity
+	mu     sync.Mutex
+	caches // guarded by mu
 
 	lanes lanes
 	loads flights
@@ -255,8 +253,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	cfg = cfg.WithDefaults()
 	s := &Store{
 		api: api, cfg: cfg, now: time.Now, obs: nopObserver{},
-		images: map[string]*image{}, shards: map[string]int{}, rejects: map[string]rejected{},
-		configs: map[string]cachedConfig{}, ents: map[string]cachedEntity{},
+		caches: newCaches(maxImages, cfg.RejectionCacheSize),
 	}
 	s.lanes.m = map[string]*lane{}
 	s.loads.m = map[string]*flight{}
