@@ -13,13 +13,14 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
 
-// TestREADMEAdminCommands runs the README's DynamoDB administration block
-// exactly as a user pastes it into a shell, through the built binary,
-// against DynamoDB Local with DYNAMODB_ENDPOINT set and every other setting
-// at its default (the table is serve's default, dynalimit), and checks each
-// command's output and exit status. Run twice on one DynamoDB Local, it
-// answers the same: every command is idempotent.
-func TestREADMEAdminCommands(t *testing.T) {
+// TestAdminCommandsIdempotent runs every admin command through the built
+// binary in a shell, against DynamoDB Local with DYNAMODB_ENDPOINT set and
+// every other setting at its default (the table is serve's default,
+// dynalimit), and checks each command's output, stderr and exit status,
+// deletes of what is not stored and a missing table included. Run twice on
+// one DynamoDB Local, it answers the same: every command is idempotent. (The
+// README's own block is run as written by internal/walkthrough.)
+func TestAdminCommandsIdempotent(t *testing.T) {
 	local := dynamotest.Shared(t)
 	bin := buildBinary(t)
 	env := []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
