@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,16 +65,50 @@ type svcJSON struct{ s *service.Service }
 
 func (h svcJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.ServeJSON(w, r) }
 
-// warming is the DynamoDB store while it opens: decisions before the table
-// has answered (its schema version checked) fail as DynamoDB not answering,
-// and ON_UNAVAILABLE answers them; after that they are the store's, warm or
-// not yet.
-type warming struct{ p atomic.Pointer[dynamo.Store] }
+// warming is the DynamoDB store while it opens. A decision that arrives
+// before the store is open waits for it, within wait (BACKEND_TIMEOUT), and
+// is then the store's: a request in the first moments of a replica is
+// decided, not answered by ON_UNAVAILABLE because this process had not yet
+// opened its store. Only a decision whose wait ends with the store still
+// unopened (DynamoDB has not answered its first calls within the budget)
+// fails as DynamoDB not answering, as any call past its budget does.
+type warming struct {
+	p    atomic.Pointer[dynamo.Store]
+	wait time.Duration
+
+	mu     sync.Mutex
+	opened chan struct{} // closed by set; made on first use
+}
 
 var errWarming = fmt.Errorf("dynamodb store not open yet (warming up): %w", dynamo.ErrUnavailable)
 
+func (w *warming) openedCh() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.opened == nil {
+		w.opened = make(chan struct{})
+	}
+	return w.opened
+}
+
+// set makes st the store decisions go to; it is called once.
+func (w *warming) set(st *dynamo.Store) {
+	w.p.Store(st)
+	close(w.openedCh())
+}
+
 func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error) {
 	st := w.p.Load()
+	if st == nil && w.wait > 0 {
+		t := time.NewTimer(w.wait)
+		select {
+		case <-w.openedCh():
+			st = w.p.Load()
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if st == nil {
 		return cascade.Decision{}, errWarming
 	}
@@ -156,7 +191,7 @@ func warmOnce(ctx context.Context, w *warming, open func(context.Context) (*dyna
 		if st, err = open(ctx); err != nil {
 			return dynamo.WarmReport{}, err
 		}
-		w.p.Store(st)
+		w.set(st)
 	}
 	return st.Warm(ctx, o)
 }

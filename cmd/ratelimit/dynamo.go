@@ -26,7 +26,7 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	open := func(ctx context.Context) (*dynamo.Store, error) {
 		return dynamo.NewStore(ctx, api, s.DynamoConfig(), dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	}
-	w := &warming{}
+	w := &warming{wait: s.BackendTimeout}
 	metrics.RegisterDynamoCaches(reg, w.cacheStats)
 	log = log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
 	return backend{

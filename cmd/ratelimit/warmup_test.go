@@ -251,3 +251,60 @@ func demoPlan() *cascade.Plan {
 	}
 	return &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "generic_key=demo", Resource: "example"}, Limit: "default", Bucket: l, Amount: 1000}}}
 }
+
+// TestWarmingWaitsForTheStore: a decision that arrives before the store is
+// open waits for it within its budget and is then decided by the store, not
+// answered as DynamoDB not answering; one whose budget ends first fails as
+// unavailable (and ON_UNAVAILABLE answers it, as any call past its budget).
+func TestWarmingWaitsForTheStore(t *testing.T) {
+	cases := []struct {
+		name    string
+		openIn  time.Duration
+		wantErr bool
+	}{
+		{"opened within the budget", 100 * time.Millisecond, false},
+		{"budget ends first", time.Second, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := dynamotest.NewFake()
+				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+					t.Fatal(err)
+				}
+				w := &warming{wait: 400 * time.Millisecond}
+				defer w.close()
+				type result struct {
+					d    cascade.Decision
+					err  error
+					took time.Duration
+				}
+				got := make(chan result, 1)
+				start := time.Now()
+				go func() {
+					d, err := w.Acquire(context.Background(), demoPlan())
+					got <- result{d, err, time.Since(start)}
+				}()
+				time.Sleep(c.openIn)
+				st, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: 400 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.set(st)
+				r := <-got
+				if c.wantErr {
+					if !errors.Is(r.err, dynamo.ErrUnavailable) {
+						t.Errorf("Acquire() with the store opened after its budget = %v, want ErrUnavailable", r.err)
+					}
+					if r.took != 400*time.Millisecond {
+						t.Errorf("Acquire() gave up after %v, want its budget of 400ms", r.took)
+					}
+					return
+				}
+				if r.err != nil || !r.d.Admitted {
+					t.Errorf("Acquire() with the store opened within its budget = %+v, %v; want decided by the store (admitted)", r.d, r.err)
+				}
+			})
+		})
+	}
+}
