@@ -116,7 +116,11 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 		defer cancel()
 		defer func() {
 			if r := recover(); r != nil {
-				f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(start), r, ErrUnavailable)
+				// A panic is a defect here, not DynamoDB failing to
+				// answer: the decisions waiting are refused as
+				// contended, never handed to ON_UNAVAILABLE.
+				s.log.WithField("panic", fmt.Sprint(r)).Error("a read panicked; the decisions waiting for it are refused")
+				f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(start), r, errContended)
 			}
 			s.loads.mu.Lock()
 			for _, k := range start {
