@@ -174,6 +174,9 @@ const (
 	// maxRetries bounds how often a plan starts again because a bucket it
 	// looked up was dropped, or created by another plan, meanwhile.
 	maxRetries = 64
+	// busyRetry is the retry-after of a plan refused because its new
+	// buckets raced with other plans maxRetries times.
+	busyRetry = time.Millisecond
 )
 
 // ref is one distinct bucket limit of the plan being decided.
@@ -314,7 +317,9 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		s.unlockAll(refs, order)
 		return dec, nil
 	}
-	return cascade.Decision{}, fmt.Errorf("memstore: acquire: new buckets raced with other plans %d times", maxRetries)
+	// Contention, not an outage: refused with a short retry-after, never an
+	// error that ON_UNAVAILABLE=allow would admit.
+	return cascade.Busy(p.Debits, busyRetry), nil
 }
 
 // lockAll looks up (or creates) the entries of refs that have none, then

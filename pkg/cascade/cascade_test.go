@@ -516,3 +516,36 @@ func describe(p *cascade.Plan, slot []int) string {
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
+
+// TestBusy: a plan a store was too busy to decide is refused with the
+// retry-after given, but for what never refuses: advisory debits and
+// refunds are OK, and a plan of only those is admitted.
+func TestBusy(t *testing.T) {
+	cases := []struct {
+		name     string
+		debits   []cascade.Debit
+		wantOK   []bool
+		admitted bool
+	}{
+		{"enforced", []cascade.Debit{{Role: cascade.Enforce}}, []bool{false}, false},
+		{"enforced and advisory", []cascade.Debit{{Role: cascade.Enforce}, {Role: cascade.Advisory}}, []bool{false, true}, false},
+		{"advisory only", []cascade.Debit{{Role: cascade.Advisory}}, []bool{true}, true},
+		{"refund", []cascade.Debit{{Op: cascade.Refund}}, []bool{true}, true},
+		{"quota", []cascade.Debit{{Role: cascade.Quota}}, []bool{false}, false},
+	}
+	for _, c := range cases {
+		dec := cascade.Busy(c.debits, 7*time.Millisecond)
+		if dec.Admitted != c.admitted {
+			t.Errorf("Busy(%s).Admitted = %t, want %t", c.name, dec.Admitted, c.admitted)
+		}
+		for i, st := range dec.Statuses {
+			wantRetry := 7 * time.Millisecond
+			if c.wantOK[i] {
+				wantRetry = 0
+			}
+			if st.OK != c.wantOK[i] || st.RetryAfter != wantRetry {
+				t.Errorf("Busy(%s) status %d = OK %t retry %v, want OK %t retry %v", c.name, i, st.OK, st.RetryAfter, c.wantOK[i], wantRetry)
+			}
+		}
+	}
+}

@@ -115,6 +115,25 @@ type Decision struct {
 	Statuses []Status
 }
 
+// Busy is the decision of a plan that a store could not decide because its
+// own buckets were too busy (contention, not an outage): every debit is
+// refused with retryAfter but advisory debits and refunds, which never
+// refuse, and the plan is admitted only if the admission rule admits that.
+// Remaining is left zero: the store did not see the buckets.
+func Busy(debits []Debit, retryAfter time.Duration) Decision {
+	dec := Decision{Statuses: make([]Status, len(debits))}
+	for i, d := range debits {
+		st := &dec.Statuses[i]
+		st.Bucket = d.Bucket
+		st.OK = d.Role == Advisory || d.Op == Refund
+		if !st.OK {
+			st.RetryAfter = retryAfter
+		}
+	}
+	dec.Admitted = Admit(debits, dec.Statuses)
+	return dec
+}
+
 // Admit applies the admission rule to the per-debit outcomes in statuses
 // (one per debit, in order).
 func Admit(debits []Debit, statuses []Status) bool {

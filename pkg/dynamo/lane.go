@@ -296,18 +296,11 @@ func (s *Store) run(pk string, ln *lane) {
 // was not written did not land), retry after contendedRetry; statuses from
 // the last image when there is one.
 func contended(pt *part, img *image, nowMs int64) cascade.Decision {
-	dec := cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
+	dec := cascade.Busy(pt.debits, contendedRetry)
 	for i, d := range pt.debits {
-		st := &dec.Statuses[i]
-		st.Bucket = d.Bucket
-		st.OK = d.Role == cascade.Advisory || d.Op == cascade.Refund
-		if !st.OK {
-			st.RetryAfter = contendedRetry
-		}
 		if l, ok := img.has(limitPrefix(d.Limit)); ok {
-			st.Remaining = d.Bucket.Tokens(stateOf(l), nowMs)
+			dec.Statuses[i].Remaining = d.Bucket.Tokens(stateOf(l), nowMs)
 		}
 	}
-	dec.Admitted = cascade.Admit(pt.debits, dec.Statuses)
 	return dec
 }
