@@ -13,34 +13,39 @@ import (
 	"github.com/dynalimit/dynalimit/internal/config"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated parts of docs/settings.md")
+var update = flag.Bool("update", false, "rewrite the generated parts of docs/")
+
+// generated keeps the part of docs/name between the markers start and end
+// identical to want; with -update it rewrites the part instead of failing.
+func generated(t *testing.T, name, start, end, want string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "docs", name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, start), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the %q … %q markers", path, start, end)
+	}
+	if got := doc[i+len(start) : j]; got != want {
+		if *update {
+			doc = doc[:i+len(start)] + want + doc[j:]
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("%s is stale between %q and %q; run: go test ./cmd/ratelimit -run 'README|Docs' -update\ngot:\n%s\nwant:\n%s", path, start, end, got, want)
+	}
+}
 
 // TestREADMESettingsTable keeps the settings table of docs/settings.md
 // identical to the settings the binary reads. Run
 // `go test ./cmd/ratelimit -run README -update` after changing a setting.
 func TestREADMESettingsTable(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "settings.md")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const start, end = "<!-- settings-table:start -->\n", "<!-- settings-table:end -->"
-	readme := string(b)
-	i, j := strings.Index(readme, start), strings.Index(readme, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s lacks the %q … %q markers", path, start, end)
-	}
-	want := config.MarkdownTable()
-	if got := readme[i+len(start) : j]; got != want {
-		if *update {
-			readme = readme[:i+len(start)] + want + readme[j:]
-			if err := os.WriteFile(path, []byte(readme), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		t.Errorf("%s: the settings table is stale; run: go test ./cmd/ratelimit -run README -update", path)
-	}
+	generated(t, "settings.md", "<!-- settings-table:start -->\n", "<!-- settings-table:end -->", config.MarkdownTable())
 }
 
 // TestDocsLinks checks every relative link of README.md, BENCHMARKS.md and
@@ -114,22 +119,9 @@ func anchors(t *testing.T, path string) []string {
 // TestDocsCommandList keeps the command list of docs/cli.md identical to what
 // `ratelimit -h` prints.
 func TestDocsCommandList(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "cli.md")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const start, end = "<!-- command-list:start -->\n```\n$ ratelimit -h\n", "```\n<!-- command-list:end -->"
-	doc := string(b)
-	i, j := strings.Index(doc, start), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s lacks the command-list markers", path)
-	}
 	var stdout, stderr strings.Builder
 	if code := Main(t.Context(), []string{"-h"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
 		t.Fatalf("Main(-h) = %d, want 0 (stderr %q)", code, stderr.String())
 	}
-	if got := doc[i+len(start) : j]; got != stdout.String() {
-		t.Errorf("%s: the command list differs from `ratelimit -h`:\n%s\nwant:\n%s", path, got, stdout.String())
-	}
+	generated(t, "cli.md", "<!-- command-list:start -->\n```\n$ ratelimit -h\n", "```\n<!-- command-list:end -->", stdout.String())
 }
