@@ -12,6 +12,12 @@ import (
 // the service answers such a request InvalidArgument, never ON_UNAVAILABLE.
 var ErrInvalid = errors.New("cascade: invalid plan")
 
+// ErrContended marks a decision that a store could not make within its
+// budget because its own keys were busy (a read of them that other
+// decisions started, a queue): contention, never an outage. The service
+// refuses such a request (Busy), whatever ON_UNAVAILABLE says.
+var ErrContended = errors.New("cascade: contended")
+
 // Key names one bucket item: the bucket of an entity for a resource in a
 // namespace. A bucket item holds one or more named limits. The fields are
 // stored as given; stores escape them so that no value can forge or collide
@@ -80,6 +86,26 @@ type Debit struct {
 	Amount tokenbucket.Millitokens
 	Op     Op
 	Role   Role
+	// Depth is the debit's level in its descriptor's hierarchy: 0 for the
+	// descriptor's own bucket, 1 for its parent entity, and so on. Stores
+	// decide every depth alike; they may report it (write batches on
+	// parent items).
+	Depth uint8
+}
+
+// Ancestor is an entity above a plan's own in a stored hierarchy (entity
+// records with a parent): its bucket item and the limits stored for it.
+type Ancestor struct {
+	Key Key
+	// Limits are the limits stored for the entity and the resource (or
+	// the entity's default), sorted by name; none when nothing is stored.
+	Limits []NamedLimit
+}
+
+// NamedLimit is a limit with its name within a bucket item.
+type NamedLimit struct {
+	Name   string
+	Bucket tokenbucket.Limit
 }
 
 // Plan is every debit of one request, in request order.

@@ -112,6 +112,17 @@ type Rule struct {
 	// File and Line say where the rule's descriptor is defined.
 	File string
 	Line int
+	// Hierarchical is set when some level of the path has entity: true or
+	// resource: true. The rule's buckets are then named by entity and
+	// resource (Match.Tiers) instead of Match.EntityID.
+	Hierarchical bool
+	// Cascade is set when the rule's own entity level (the deepest entity
+	// level of its path) has cascade: true: a request then charges every
+	// entity level above it too, and after the topmost one the ancestors
+	// that stored entity records name.
+	Cascade bool
+
+	tiers []tierDef // Hierarchical: the own tier, then the tiers above when Cascade
 
 	shared  bool // some level has ShareThreshold
 	dynamic bool // MetricKey may differ from FullKey

@@ -222,7 +222,7 @@ func (b *builder) file(f File) {
 		b.domains[b.domain] = root2
 	}
 	if descNode != nil {
-		b.descriptors(root2, b.domain+".", nil, descNode, "descriptors", 1)
+		b.descriptors(root2, b.domain+".", nil, nil, descNode, "descriptors", 1)
 	}
 }
 
@@ -250,17 +250,19 @@ type descriptor struct {
 
 // descriptors loads a list of descriptors under parent. parentKey is the
 // stats key of the parent followed by '.'.
-func (b *builder) descriptors(parent *node, parentKey string, path []Level, v *yaml.Node, name string, depth int) {
+func (b *builder) descriptors(parent *node, parentKey string, path []Level, above []*Rule, v *yaml.Node, name string, depth int) {
 	if depth > MaxDepth {
 		b.errorf(v.Line, name, "descriptors nested more than %d levels deep", MaxDepth)
 		return
 	}
 	for _, item := range b.list(pair{k: v, v: v, name: name}) {
-		b.descriptor(parent, parentKey, path, item, depth)
+		b.descriptor(parent, parentKey, path, above, item, depth)
 	}
 }
 
-func (b *builder) descriptor(parent *node, parentKey string, path []Level, item *yaml.Node, depth int) {
+// descriptor loads one descriptor under parent; path holds the levels above
+// it and above the rules of their nodes (nil where a node has none).
+func (b *builder) descriptor(parent *node, parentKey string, path []Level, above []*Rule, item *yaml.Node, depth int) {
 	var d descriptor
 	keyLine := item.Line
 	lines := map[string]int{}
@@ -327,6 +329,20 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 	if d.cascade && !d.entity {
 		b.errorf(lines["cascade"], "cascade", "cascade needs entity: true on the same descriptor")
 	}
+	if d.entity && d.resource {
+		b.errorf(lines["resource"], "resource", "a level names either an entity or the resource, not both")
+	}
+	if d.entity {
+		n := 1
+		for _, l := range path {
+			if l.Entity {
+				n++
+			}
+		}
+		if n > MaxChain {
+			b.errorf(lines["entity"], "entity", "a chain holds at most %d entity levels; this is level %d of this path", MaxChain, n)
+		}
+	}
 	if d.resource {
 		for _, l := range path {
 			if l.Resource {
@@ -364,6 +380,7 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 		r.ShadowMode, r.QuotaMode, r.DetailedMetric = d.shadow, d.quota, d.detailed
 		r.Levels = levels
 		r.File, r.Line = b.fileName, keyLine
+		r.chain(above)
 		if md != nil {
 			r.MetadataTree = md
 			r.Metadata = map[string]string{}
@@ -405,7 +422,10 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, item 
 	}
 	parent.children++
 	if d.descriptors != nil {
-		b.descriptors(n, fullKey+".", levels, d.descriptors.v, "descriptors", depth+1)
+		rules := make([]*Rule, len(above)+1)
+		copy(rules, above)
+		rules[len(above)] = n.rule
+		b.descriptors(n, fullKey+".", levels, rules, d.descriptors.v, "descriptors", depth+1)
 	}
 }
 
