@@ -102,3 +102,14 @@ func globMatch(pattern, s string) bool {
 	}
 	return p == len(pattern)
 }
+
+// EscapeValue returns s as entity ids write a request value: the bytes '%',
+// '=', '&', '#', '/', '~', control bytes and bytes that are not valid UTF-8
+// as %XX, everything else as it is. A hierarchical rule names an entity by
+// its value so escaped (Tier.Entity), so a stored entity record names an
+// entity whose value holds such bytes in this form.
+func EscapeValue(s string) string {
+	var b strings.Builder
+	escapeTo(&b, s)
+	return b.String()
+}
