@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ type Metrics struct {
 	reloadOK      prometheus.Gauge
 	reloadLastOK  prometheus.Gauge
 	reloads       [2]prometheus.Counter // failure, success
+	chainRefusals [MaxChainDepth]prometheus.Counter
 	storeStats    atomic.Pointer[func() StoreStats]
 	storeStatsReg sync.Once
 	compat        atomic.Pointer[Compat] // envoyproxy/ratelimit's stats, when set
@@ -170,7 +172,28 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"result"}))
 	m.reloads[0] = reloads.WithLabelValues("failure")
 	m.reloads[1] = reloads.WithLabelValues("success")
+	chain := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_hierarchy_refusals_total",
+		Help: "Descriptors of hierarchical rules refused, by the depth of the level that refused (0: the descriptor's own entity, 1: its parent, ...).",
+	}, []string{"depth"}))
+	for d := range m.chainRefusals {
+		m.chainRefusals[d] = chain.WithLabelValues(strconv.Itoa(d))
+	}
 	return m
+}
+
+// MaxChainDepth bounds the depth label of ratelimit_hierarchy_refusals_total:
+// a chain is at most this many entities long (descriptors.MaxChain).
+const MaxChainDepth = 8
+
+// HierarchyRefusal records a descriptor of a hierarchical rule refused by
+// the level at depth (0 is its own entity); depths past the bound count as
+// the deepest.
+func (m *Metrics) HierarchyRefusal(depth int) {
+	if m == nil {
+		return
+	}
+	m.chainRefusals[min(max(depth, 0), MaxChainDepth-1)].Inc()
 }
 
 // register registers c with reg and returns it, or returns the collector

@@ -30,8 +30,16 @@ type asked struct {
 // applies to one descriptor.
 type rule struct {
 	match descriptors.Match
-	// limits are the limits to apply: the rule's, or one override limit.
-	limits    []descriptors.Limit
+	// limits are the limits to apply to the descriptor's own bucket: the
+	// rule's, or one override limit.
+	limits []descriptors.Limit
+	// tiers are the bucket items the descriptor charges: its own (limits),
+	// then for a cascading hierarchical rule each entity above it, nearest
+	// first, configured and then stored. Set by plan; one holds the own
+	// tier of a descriptor without a hierarchy.
+	tiers     []tier
+	one       [1]tier
+	cascades  bool // the rule cascades: stored ancestors are charged too
 	matched   bool // some rule matched
 	override  bool // limits come from the descriptor's limit override
 	unlimited bool
@@ -44,16 +52,40 @@ type rule struct {
 // and, after the store answered, its most restrictive limit.
 type decided struct {
 	role cascade.Role
-	// first is the index in the plan of the first debit of limits (deny
-	// limits have no debit).
+	// first is the index in the plan of the first debit of the tiers'
+	// limits, in tier order (deny limits have no debit).
 	first    int
-	worst    int // index in rule.limits, -1 when none applies
+	worst    int // index in the limits of tier worstAt, -1 when none applies
+	worstAt  int // index in rule.tiers of the most restrictive limit
 	refused  bool
 	remain   int64             // whole tokens after the decision, ≥ 0
 	retry    time.Duration     // until the refused hits would be admitted
 	reset    time.Duration     // until the bucket is full again
 	bucket   tokenbucket.Limit // the limit the store applied to worst
 	violated bool              // some limit refused (before shadow)
+}
+
+// tier is one bucket item a descriptor charges, with the limits it applies
+// there.
+type tier struct {
+	key    cascade.Key
+	limits []descriptors.Limit
+	depth  int
+	// level is the descriptor key of a configured entity level ("tenant"),
+	// empty for a stored ancestor and for a descriptor without a hierarchy.
+	level string
+}
+
+// worstLimit returns the item's most restrictive limit (decided.worst ≥ 0).
+func (it *item) worstLimit() *descriptors.Limit {
+	return &it.rule.tiers[it.decided.worstAt].limits[it.decided.worst]
+}
+
+// hierarchical reports whether the item's buckets are named by entity and
+// resource (a matched hierarchical rule, not overridden).
+func (it *item) hierarchical() bool {
+	r := &it.rule
+	return r.matched && !r.override && r.match.Rule.Hierarchical
 }
 
 // applies reports whether the item's limits take part in the decision.

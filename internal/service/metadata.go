@@ -1,6 +1,8 @@
 package service
 
 import (
+	"strings"
+
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -28,7 +30,7 @@ func metadata(req *pb.RateLimitRequest, items []item, statuses []*pb.RateLimitRe
 
 	ds := req.GetDescriptors()
 	list := make([]*structpb.Value, 0, len(ds))
-	for _, d := range ds {
+	for i, d := range ds {
 		df := make(map[string]*structpb.Value, 3)
 		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
 		for _, e := range d.GetEntries() {
@@ -40,6 +42,11 @@ func metadata(req *pb.RateLimitRequest, items []item, statuses []*pb.RateLimitRe
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		if i < len(items) {
+			if v := refusedLevel(&items[i]); v != nil {
+				df["refusedBy"] = v
+			}
 		}
 		list = append(list, structpb.NewStructValue(&structpb.Struct{Fields: df}))
 	}
@@ -62,6 +69,27 @@ func metadata(req *pb.RateLimitRequest, items []item, statuses []*pb.RateLimitRe
 		quotaFields(fields, items)
 	}
 	return &structpb.Struct{Fields: fields}
+}
+
+// refusedLevel names the level of a hierarchical descriptor that refused
+// it: its depth (0 the descriptor's own entity, 1 its parent, ...), the
+// entity and, for a configured level, its descriptor key. Nil for a
+// descriptor that was not refused or has no hierarchy.
+func refusedLevel(it *item) *structpb.Value {
+	d := &it.decided
+	if !it.applies() || !d.refused || d.worst < 0 || !it.hierarchical() {
+		return nil
+	}
+	t := &it.rule.tiers[d.worstAt]
+	entity, _, _ := strings.Cut(t.key.Entity, "#")
+	f := map[string]*structpb.Value{
+		"depth":  structpb.NewNumberValue(float64(t.depth)),
+		"entity": structpb.NewStringValue(entity),
+	}
+	if t.level != "" {
+		f["key"] = structpb.NewStringValue(t.level)
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: f})
 }
 
 // overrideValue is a descriptor's limit override in the metadata: the

@@ -22,6 +22,9 @@ func (s *Service) observe(known bool, domain string, items []item, over bool, st
 			continue
 		}
 		h := metrics.RuleHits{Total: a.hits}
+		if d.refused && it.hierarchical() {
+			s.metrics.HierarchyRefusal(it.rule.tiers[d.worstAt].depth)
+		}
 		if d.violated {
 			h.OverLimit = a.hits
 			if d.role == cascade.Advisory {
@@ -39,7 +42,7 @@ func (s *Service) observe(known bool, domain string, items []item, over bool, st
 // nearHits returns how many of an admitted item's hits landed above the
 // near-limit threshold of its most restrictive limit.
 func (s *Service) nearHits(it *item) uint64 {
-	l := &it.rule.limits[it.decided.worst]
+	l := it.worstLimit()
 	capacity := int64(l.Bucket.Capacity / tokenbucket.PerToken)
 	threshold := int64(math.Floor(float64(capacity) * s.nearRatio))
 	used := capacity - it.decided.remain

@@ -135,15 +135,18 @@ func replace(items []item) {
 	}
 }
 
-// plan builds the request's one plan and reports whether the request is
-// refused whatever the store says (a deny limit that enforces, or quota
-// denies with no quota debit left to pass). A forced refusal turns every
-// consume into a check, so that the store reports without debiting.
-func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
+// plan builds the request's one plan from the items' tiers (see tiers) and
+// reports whether the request is refused whatever the store says (a deny
+// limit that enforces, or quota denies with no quota debit left to pass). A
+// forced refusal turns every consume into a check, so that the store
+// reports without debiting.
+func (s *Service) plan(items []item) (cascade.Plan, bool) {
 	n := 0
 	for i := range items {
 		if it := &items[i]; it.applies() {
-			n += len(it.rule.limits)
+			for _, t := range it.rule.tiers {
+				n += len(t.limits)
+			}
 		}
 	}
 	if n == 0 {
@@ -166,47 +169,45 @@ func (s *Service) plan(domain string, items []item) (cascade.Plan, bool) {
 			d.role = cascade.Enforce
 		}
 		d.first = len(debits)
-		var key cascade.Key
-		keyed := false
-		for li := range r.limits {
-			l := &r.limits[li]
-			if l.Deny {
-				if a.negative {
-					continue // a refund to a deny limit changes nothing
+		for ti := range r.tiers {
+			t := &r.tiers[ti]
+			for li := range t.limits {
+				l := &t.limits[li]
+				if l.Deny {
+					if a.negative {
+						continue // a refund to a deny limit changes nothing
+					}
+					switch d.role {
+					case cascade.Enforce:
+						enforceDeny = true
+					case cascade.Quota:
+						quotaDeny = true
+					}
+					continue
 				}
-				switch d.role {
-				case cascade.Enforce:
-					enforceDeny = true
-				case cascade.Quota:
-					quotaDeny = true
+				db := cascade.Debit{
+					Key:    t.key,
+					Limit:  l.ID,
+					Bucket: l.Bucket,
+					Amount: tokenbucket.Millitokens(a.hits) * tokenbucket.PerToken,
+					Role:   d.role,
+					Depth:  uint8(t.depth),
 				}
-				continue
+				switch {
+				case a.negative:
+					db.Op = cascade.Refund
+				case a.hits == 0:
+					db.Op = cascade.Check
+				case s.charges(l, a):
+					db.Op = cascade.Charge
+				default:
+					db.Op = cascade.Consume
+				}
+				if d.role == cascade.Quota {
+					quotaDebits++
+				}
+				debits = append(debits, db)
 			}
-			if !keyed {
-				key = itemKey(domain, it)
-				keyed = true
-			}
-			db := cascade.Debit{
-				Key:    key,
-				Limit:  l.ID,
-				Bucket: l.Bucket,
-				Amount: tokenbucket.Millitokens(a.hits) * tokenbucket.PerToken,
-				Role:   d.role,
-			}
-			switch {
-			case a.negative:
-				db.Op = cascade.Refund
-			case a.hits == 0:
-				db.Op = cascade.Check
-			case s.charges(l, a):
-				db.Op = cascade.Charge
-			default:
-				db.Op = cascade.Consume
-			}
-			if d.role == cascade.Quota {
-				quotaDebits++
-			}
-			debits = append(debits, db)
 		}
 	}
 	forced := enforceDeny || (quotaDeny && quotaDebits == 0)

@@ -63,6 +63,7 @@ const (
 	reasonUTF8           = "invalid_utf8"
 	reasonHits           = "hits_overflow"
 	reasonOverride       = "invalid_limit_override"
+	reasonEntity         = "empty_entity"
 	reasonUnstorable     = "unstorable"
 )
 

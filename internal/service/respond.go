@@ -39,7 +39,7 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		if !it.applies() || d.worst < 0 {
 			continue
 		}
-		l := &r.limits[d.worst]
+		l := it.worstLimit()
 		cl := &slot.limit
 		cl.Name = l.Name
 		rpu, unit, mult := l.RequestsPerUnit, l.Unit, l.UnitMultiplier

@@ -25,14 +25,19 @@ const (
 // DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
 const DefaultNearLimitRatio = 0.8
 
+// contendedRetry is the retry-after of a request refused because the store
+// was too busy to read its hierarchy within the budget.
+const contendedRetry = 10 * time.Millisecond
+
 // Service answers ShouldRateLimit. Build it with New.
 type Service struct {
-	store   Store
-	config  func() *descriptors.Config
-	metrics *metrics.Metrics
-	log     *logrus.Entry
-	now     func() time.Time
-	limits  RequestLimits
+	store     Store
+	hierarchy Hierarchy // stored entity ancestors; nil: configured chains only
+	config    func() *descriptors.Config
+	metrics   *metrics.Metrics
+	log       *logrus.Entry
+	now       func() time.Time
+	limits    RequestLimits
 
 	shadow          bool
 	nearRatio       float64
@@ -141,6 +146,11 @@ func WithDescriptorHitsCharge(on bool) Option {
 	return func(s *Service) { s.chargeDescriptorHits = on }
 }
 
+// WithHierarchy charges the stored ancestors that h names above the topmost
+// entity of every cascading rule (see Hierarchy); without it only the
+// entity levels of the descriptor configuration are charged.
+func WithHierarchy(h Hierarchy) Option { return func(s *Service) { s.hierarchy = h } }
+
 // WithOnUnavailable sets what a decision is when the store fails: block
 // (OVER_LIMIT) when true, allow (OK, the default) when false.
 func WithOnUnavailable(block bool) Option { return func(s *Service) { s.block = block } }
@@ -205,13 +215,19 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		}
 	}
 	replace(items)
-
-	plan, forced := s.plan(domain, items)
-	var (
-		dec      cascade.Decision
-		storeErr error
-	)
-	if len(plan.Debits) > 0 {
+	if err := s.tiers(domain, items); err != nil {
+		return nil, false, s.refuse(err)
+	}
+	storeErr := s.ancestors(ctx, items)
+	plan, forced := s.plan(items)
+	var dec cascade.Decision
+	switch {
+	case errors.Is(storeErr, cascade.ErrContended):
+		// Too busy to read the hierarchy within the budget: contention,
+		// refused (never ON_UNAVAILABLE).
+		storeErr = nil
+		dec = cascade.Busy(plan.Debits, contendedRetry)
+	case storeErr == nil && len(plan.Debits) > 0:
 		dec, storeErr = s.store.Acquire(ctx, &plan)
 		if storeErr == nil && len(dec.Statuses) != len(plan.Debits) {
 			storeErr = errStatuses

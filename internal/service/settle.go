@@ -19,31 +19,33 @@ func settle(items []item, dec *cascade.Decision) {
 		}
 		a, r, d := &it.asked, &it.rule, &it.decided
 		k := d.first
-		for li := range r.limits {
-			l := &r.limits[li]
-			var (
-				refused      bool
-				remain       int64
-				retry, reset time.Duration
-				bucket       tokenbucket.Limit
-			)
-			if l.Deny {
-				refused = !a.negative
-				if refused {
-					retry, reset = l.Period(), l.Period()
+		for ti := range r.tiers {
+			for li := range r.tiers[ti].limits {
+				l := &r.tiers[ti].limits[li]
+				var (
+					refused      bool
+					remain       int64
+					retry, reset time.Duration
+					bucket       tokenbucket.Limit
+				)
+				if l.Deny {
+					refused = !a.negative
+					if refused {
+						retry, reset = l.Period(), l.Period()
+					}
+				} else {
+					st := &dec.Statuses[k]
+					k++
+					refused = !st.OK
+					if !refused {
+						remain = max(int64(st.Remaining/tokenbucket.PerToken), 0)
+					}
+					retry, reset, bucket = st.RetryAfter, st.ResetAfter, st.Bucket
 				}
-			} else {
-				st := &dec.Statuses[k]
-				k++
-				refused = !st.OK
-				if !refused {
-					remain = max(int64(st.Remaining/tokenbucket.PerToken), 0)
+				d.violated = d.violated || refused
+				if d.worst < 0 || (refused && !d.refused) || (refused == d.refused && remain < d.remain) {
+					d.worst, d.worstAt, d.refused, d.remain, d.retry, d.reset, d.bucket = li, ti, refused, remain, retry, reset, bucket
 				}
-				retry, reset, bucket = st.RetryAfter, st.ResetAfter, st.Bucket
-			}
-			d.violated = d.violated || refused
-			if d.worst < 0 || (refused && !d.refused) || (refused == d.refused && remain < d.remain) {
-				d.worst, d.refused, d.remain, d.retry, d.reset, d.bucket = li, refused, remain, retry, reset, bucket
 			}
 		}
 	}
@@ -58,12 +60,18 @@ func unavailable(items []item, blocked bool) {
 			continue
 		}
 		d := &it.decided
-		d.worst = 0
-		for li, l := range it.rule.limits {
-			if l.Deny && !it.asked.negative {
-				d.worst = li
-				d.refused = true
-				break
+		d.worst, d.worstAt = -1, 0
+	tiers:
+		for ti, t := range it.rule.tiers {
+			for li, l := range t.limits {
+				if d.worst < 0 {
+					d.worst, d.worstAt = li, ti
+				}
+				if l.Deny && !it.asked.negative {
+					d.worst, d.worstAt = li, ti
+					d.refused = true
+					break tiers
+				}
 			}
 		}
 		d.refused = d.refused || (blocked && d.role != cascade.Advisory)
