@@ -39,6 +39,7 @@ func RunConcurrency(t *testing.T, f func(t *testing.T) []Store) {
 	t.Helper()
 	t.Run("hot_bucket", func(t *testing.T) { testHotBucket(t, stores(t, f)) })
 	t.Run("overlapping_plans", func(t *testing.T) { testOverlappingPlans(t, stores(t, f)) })
+	t.Run("hot_parent", func(t *testing.T) { testHotParent(t, stores(t, f)) })
 }
 
 func stores(t *testing.T, f func(t *testing.T) []Store) []Store {
@@ -228,5 +229,104 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 	}
 	if total == 0 {
 		t.Errorf("no plan was admitted; want the buckets to admit until exhausted")
+	}
+}
+
+// Hot parent: chainKeys API keys under chainProjects projects under one
+// tenant, every plan a key's chain (key → project → tenant), each level
+// holding less than the sum of its children's, on frozen limits.
+const (
+	chainKeys     = 40
+	chainProjects = 4
+	chainPlans    = 60 // per goroutine
+)
+
+var (
+	chainKeyLimit     = limit(20*tok, 1, 24*time.Hour)
+	chainProjectLimit = limit(120*tok, 1, 24*time.Hour)
+	chainTenantLimit  = limit(300*tok, 1, 24*time.Hour)
+)
+
+// testHotParent runs chain plans from many goroutines over the stores and
+// checks that every level lost exactly what the admitted plans debited of
+// it (so a refused plan debited nothing at any level, once every give-back
+// landed), that no level admitted more than it holds, and that the tenant
+// was exhausted.
+func testHotParent(t *testing.T, ss []Store) {
+	key := func(e string) cascade.Key {
+		return cascade.Key{Namespace: "storetest", Entity: e, Resource: "chain"}
+	}
+	tiers := func(k int) []cascade.Debit {
+		return []cascade.Debit{
+			{Key: key(fmt.Sprintf("key-%d", k)), Limit: "rpm", Bucket: chainKeyLimit, Amount: tok, Op: cascade.Consume},
+			{Key: key(fmt.Sprintf("project-%d", k%chainProjects)), Limit: "rpm", Bucket: chainProjectLimit, Amount: tok, Op: cascade.Consume, Depth: 1},
+			{Key: key("tenant"), Limit: "rpm", Bucket: chainTenantLimit, Amount: tok, Op: cascade.Consume, Depth: 2},
+		}
+	}
+	var (
+		keys, projects [chainKeys]atomic.Int64
+		tenant         atomic.Int64
+		failures       atomic.Int64
+		firstErr       atomic.Value
+		wg             sync.WaitGroup
+	)
+	for g := range lockGoroutines {
+		s := ss[g%len(ss)]
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 0xc4a1))
+			for range chainPlans {
+				k := rng.IntN(chainKeys)
+				p := &cascade.Plan{Debits: tiers(k)}
+				dec, err := s.Acquire(context.Background(), p)
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if dec.Admitted {
+					keys[k].Add(1)
+					projects[k%chainProjects].Add(1)
+					tenant.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("Acquire failed %d times; first error: %v", n, firstErr.Load())
+	}
+	remaining := func(d cascade.Debit) tokenbucket.Millitokens {
+		d.Op, d.Amount = cascade.Check, 0
+		p := &cascade.Plan{Debits: []cascade.Debit{d}}
+		dec, err := ss[0].Acquire(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Acquire(%s) error = %v, want nil", describe(p), err)
+		}
+		return dec.Statuses[0].Remaining
+	}
+	for k := range chainKeys {
+		d := tiers(k)[0]
+		if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(keys[k].Load())*tok; got != want {
+			t.Errorf("key-%d remaining = %d, want %d (capacity − admitted)", k, got, want)
+		}
+	}
+	for p := range chainProjects {
+		d := tiers(p)[1]
+		if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(projects[p].Load())*tok; got != want {
+			t.Errorf("project-%d remaining = %d, want %d (capacity − admitted)", p, got, want)
+		}
+		if projects[p].Load() > 120 {
+			t.Errorf("project-%d admitted %d, more than its 120", p, projects[p].Load())
+		}
+	}
+	d := tiers(0)[2]
+	if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(tenant.Load())*tok; got != want {
+		t.Errorf("tenant remaining = %d, want %d (capacity − admitted)", got, want)
+	}
+	// The callers ask 960 times of a tenant of 300: it is exhausted, less
+	// what contention refused near the end (a store with conditional
+	// writes refuses a plan it could not decide within its budget).
+	if n := tenant.Load(); n > 300 || n < 291 {
+		t.Errorf("tenant admitted %d of %d plans, want 291 to 300 (its capacity, at least 97%%)", n, lockGoroutines*chainPlans)
 	}
 }

@@ -166,6 +166,15 @@ func quota(d cascade.Debit) cascade.Debit               { d.Role = cascade.Quota
 
 func plan(d ...cascade.Debit) []cascade.Debit { return d }
 
+// chain is a plan of one descriptor's tiers: d[0] its own bucket, then its
+// ancestors, nearest first, each at its depth.
+func chain(d ...cascade.Debit) []cascade.Debit {
+	for i := range d {
+		d[i].Depth = uint8(i)
+	}
+	return d
+}
+
 // ok is an admitted debit's status; no a refused one's.
 func ok(rem tokenbucket.Millitokens, reset time.Duration) cascade.Status {
 	return cascade.Status{OK: true, Remaining: rem, ResetAfter: reset}
@@ -247,6 +256,28 @@ func behaviours() []behaviour {
 			// the other buckets kept every token.
 			{at: 0, plan: plan(check("a", l3), check("c", lOne)), want: admitted(ok(3000, 0), ok(1000, 0))},
 			{at: 0, plan: plan(consume("a", l3, tok), consume("c", lOne, tok)), want: admitted(ok(2000, 334*ms), ok(0, 1000*ms))},
+		}},
+		{"three_level_chain", []step{
+			// key → project → tenant, as the service plans a cascading
+			// descriptor: two keys under one project and one tenant of 2.
+			{at: 0, plan: chain(consume("k1", l3, tok), consume("p1", lFive, tok), consume("t1", lTwo, tok)),
+				want: admitted(ok(2000, 334*ms), ok(4000, 200*ms), ok(1000, 500*ms))},
+			{at: 0, plan: chain(consume("k2", l3, tok), consume("p1", lFive, tok), consume("t1", lTwo, tok)),
+				want: admitted(ok(2000, 334*ms), ok(3000, 400*ms), ok(0, 1000*ms))},
+			// the tenant refuses the third: nothing is debited at any level.
+			{at: 0, plan: chain(consume("k3", l3, tok), consume("p1", lFive, tok), consume("t1", lTwo, tok)),
+				want: refused(ok(3000, 0), ok(3000, 400*ms), no(0, 500*ms, 1000*ms))},
+			{at: 0, plan: plan(check("k3", l3), check("p1", lFive)), want: admitted(ok(3000, 0), ok(3000, 400*ms))},
+			// the key's own limit refuses first: its parents keep their tokens.
+			{at: 500 * ms, plan: chain(consume("k1", l3, 4*tok), consume("p1", lFive, 4*tok), consume("t1", lTwo, tok)),
+				want: refused(no(3000, 334*ms, 0), ok(5000, 0), ok(1000, 500*ms))},
+			{at: 500 * ms, plan: chain(consume("k1", l3, tok), consume("p1", lFive, tok), consume("t1", lTwo, tok)),
+				want: admitted(ok(2000, 334*ms), ok(4000, 200*ms), ok(0, 1000*ms))},
+			// a post-response charge lands at every level, into debt.
+			{at: 500 * ms, plan: chain(charge("k2", l3, 2*tok), charge("p1", lFive, 2*tok), charge("t1", lTwo, 2*tok)),
+				want: refused(ok(1000, 667*ms), ok(2000, 600*ms), no(-2000, 2000*ms, 2000*ms))},
+			{at: 500 * ms, plan: plan(check("k2", l3), check("p1", lFive), check("t1", lTwo)),
+				want: refused(ok(1000, 667*ms), ok(2000, 600*ms), no(-2000, 1000*ms, 2000*ms))},
 		}},
 		{"same_limit_twice", []step{
 			// decided in order: the second debit sees the first.
