@@ -50,7 +50,7 @@ func acquireAgainstReference(t *testing.T, data []byte) {
 		{Capacity: 3000, RefillAmount: 7, RefillPeriod: 3 * time.Millisecond},
 		{Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Hour},
 	}
-	keys := []cascade.Key{{Entity: "a", Resource: "r"}, {Entity: "b", Resource: "r"}, {Namespace: "n", Entity: "a", Resource: "r"}}
+	keys := []cascade.Key{{Entity: "a", Resource: "r"}, {Entity: "b", Resource: "r"}, {Namespace: "n", Entity: "a", Resource: "r"}, {Entity: "p", Resource: "r"}, {Entity: "t", Resource: "r"}}
 	{
 		fake := dynamotest.NewFake()
 		if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
@@ -71,7 +71,23 @@ func acquireAgainstReference(t *testing.T, data []byte) {
 		for step := 0; len(data) > 0 && step < 64; step++ {
 			c.Advance(time.Duration(next()) * 7 * time.Millisecond)
 			var p cascade.Plan
-			for range 1 + int(next()%3) {
+			extra := 1 + int(next()%3) // debits besides a chain
+			if b := next(); b >= 192 {
+				// A descriptor's chain, as the service plans a cascading
+				// rule: its own bucket (a or b), then the parents p and t
+				// that every chain shares, one op and role for all.
+				amount, op, role := tokenbucket.Millitokens(next())*37, cascade.Op(next()%4), cascade.Role(next()%3)
+				chain := []cascade.Key{keys[int(b)%2], {Entity: "p", Resource: "r"}, {Entity: "t", Resource: "r"}}
+				for depth, k := range chain[:1+int(b/2)%3] {
+					li := (int(b) + depth) % 3
+					p.Debits = append(p.Debits, cascade.Debit{
+						Key: k, Limit: fmt.Sprint("l", li), Bucket: limits[li],
+						Amount: amount, Op: op, Role: role, Depth: uint8(depth),
+					})
+				}
+				extra--
+			}
+			for range extra {
 				b := next()
 				li := int(b % 3)
 				p.Debits = append(p.Debits, cascade.Debit{
