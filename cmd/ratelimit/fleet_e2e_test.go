@@ -48,9 +48,16 @@ type fleet struct {
 
 func startFleet(t *testing.T, replicas int, env ...string) *fleet {
 	t.Helper()
+	return startFleetWith(t, fleetConfig, replicas, env...)
+}
+
+// startFleetWith starts replicas of the binary on one new DynamoDB Local
+// table, serving the descriptor configuration config.
+func startFleetWith(t *testing.T, config string, replicas int, env ...string) *fleet {
+	t.Helper()
 	env = dynamoEnv(t, append([]string{"LOG_LEVEL=warn"}, env...)...)
 	dir := t.TempDir()
-	writeConfig(t, dir, "fleet.yaml", fleetConfig)
+	writeConfig(t, dir, "fleet.yaml", config)
 	f := &fleet{}
 	for range replicas {
 		p := startBinary(t, dir, env...)
@@ -75,15 +82,22 @@ type load struct {
 // drive runs callers spread over the replicas, each asking for one token of
 // value in a loop, for d.
 func (f *fleet) drive(callers int, value string, d time.Duration) *load {
+	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)}}
+	return f.driveWith(callers, d, func(int) *pb.RateLimitRequest { return req }, nil)
+}
+
+// driveWith runs callers spread over the replicas for d, caller c asking
+// next(c) in a loop; seen, when set, is told of every answered request.
+func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *pb.RateLimitRequest, seen func(req *pb.RateLimitRequest, resp *pb.RateLimitResponse)) *load {
 	var l load
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
-	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)}}
 	for c := range callers {
 		client := f.clients[c%len(f.clients)]
 		wg.Go(func() {
 			for time.Now().Before(stop) {
+				req := next(c)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				resp, err := client.ShouldRateLimit(ctx, req)
 				cancel()
@@ -91,10 +105,14 @@ func (f *fleet) drive(callers int, value string, d time.Duration) *load {
 				case err != nil:
 					l.errs.Add(1)
 					l.firstErr.CompareAndSwap(nil, err.Error())
+					continue
 				case resp.GetOverallCode() == pb.RateLimitResponse_OK:
 					l.ok.Add(1)
 				default:
 					l.over.Add(1)
+				}
+				if seen != nil {
+					seen(req, resp)
 				}
 			}
 		})

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// hierarchyFleetConfig is one tenant of 10/s with a burst of 100 above
+// API keys of 2 a minute each, the key's level cascading to the tenant.
+const hierarchyFleetConfig = `domain: fleet
+descriptors:
+  - key: tenant
+    entity: true
+    rate_limit: {unit: second, requests_per_unit: 10, burst: 100}
+    descriptors:
+      - key: api_key
+        entity: true
+        cascade: true
+        rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// TestFleetHierarchy is a hot tenant as users run it: three replicas of
+// the binary on one DynamoDB Local, 1,000 API keys under one tenant, 90
+// callers over gRPC each asking for a random key, for 10 s,
+// BACKEND_TIMEOUT=200ms. The tenant admits at most 100 + 10·t and at least
+// 97% of it, no key more than its own 2 a minute, no call fails, and the
+// tenant's item costs at most 0.2 writes per decision: decisions of many
+// keys waiting on it share one conditional write.
+func TestFleetHierarchy(t *testing.T) {
+	const keys = 1000
+	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=allow")
+	reqs := make([]*pb.RateLimitRequest, keys)
+	for k := range reqs {
+		reqs[k] = &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+			{Key: "tenant", Value: "acme"}, {Key: "api_key", Value: "key-" + strconv.Itoa(k)},
+		}}}}
+	}
+	rngs := make([]*rand.Rand, 90)
+	for c := range rngs {
+		rngs[c] = rand.New(rand.NewPCG(uint64(c), 17))
+	}
+	var mu sync.Mutex
+	perKey := map[*pb.RateLimitRequest]int{}
+	parentWrites := func() float64 {
+		return f.metric(t, "ratelimit_dynamodb_batch_decisions_count", `level="parent"`)
+	}
+	before := parentWrites()
+	l := f.driveWith(90, 10*time.Second, func(c int) *pb.RateLimitRequest { return reqs[rngs[c].IntN(keys)] },
+		func(req *pb.RateLimitRequest, resp *pb.RateLimitResponse) {
+			if resp.GetOverallCode() == pb.RateLimitResponse_OK {
+				mu.Lock()
+				perKey[req]++
+				mu.Unlock()
+			}
+		})
+	writes := parentWrites() - before
+	decisions := float64(l.ok.Load() + l.over.Load())
+	bound := 100 + 10*l.elapsed.Seconds()
+	ok := float64(l.ok.Load())
+	most := 0
+	for _, n := range perKey {
+		most = max(most, n)
+	}
+	t.Logf("%d OK, %d OVER_LIMIT, %d errors in %v (%.0f decisions/s); tenant bound %.0f (%.1f%%); busiest key admitted %d; %.0f writes of the tenant's item (%.3f per decision); UpdateItem %.0f, contended %.0f, give-backs %.0f",
+		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), decisions/l.elapsed.Seconds(), bound, 100*ok/bound, most,
+		writes, writes/decisions, f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`),
+		f.metric(t, "ratelimit_dynamodb_contended_total"), f.metric(t, "ratelimit_dynamodb_givebacks_total"))
+	t.Logf("on_unavailable %.0f, store errors %.0f", f.metric(t, "ratelimit_on_unavailable_total"), f.metric(t, "ratelimit_store_errors_total"))
+	if t.Failed() || ok > bound {
+		for i, p := range f.procs {
+			out := p.out.String()
+			t.Logf("replica %d output (last 3000 bytes):\n%s", i, out[max(0, len(out)-3000):])
+		}
+	}
+	if ok > bound {
+		t.Errorf("%v OK answers, want at most %.0f (100 + 10/s × %v)", ok, bound, l.elapsed)
+	}
+	if ok < 0.97*bound {
+		t.Errorf("%v OK answers, want at least %.0f (97%% of %.0f)", ok, 0.97*bound, bound)
+	}
+	if keyBound := 2 + int(2*l.elapsed.Minutes()); most > keyBound {
+		t.Errorf("a key was admitted %d times, want at most %d (2 a minute)", most, keyBound)
+	}
+	if n := l.errs.Load(); n > 0 {
+		t.Errorf("%d calls failed, want none; first: %v", n, l.firstErr.Load())
+	}
+	if writes/decisions > 0.2 {
+		t.Errorf("%.3f writes of the tenant's item per decision, want at most 0.2", writes/decisions)
+	}
+}
