@@ -90,10 +90,41 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 // request value names: hierarchical rules name an entity by its value as
 // descriptors.EscapeValue writes it.
 func checkEntityID(what, id string) error {
-	if esc := descriptors.EscapeValue(id); esc != id {
-		return fmt.Errorf("dynamo: entity %s %q: requests name this entity as %q (bytes such as '/', '#', '=', '&', '%%' and '~' are escaped): use %q", what, id, esc, esc)
+	if want, ok := requestForm(id); !ok {
+		return fmt.Errorf("dynamo: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~' and control bytes as %%XX), and no value escapes to this: use %q", what, id, want)
 	}
 	return nil
+}
+
+// requestForm reports whether id is how descriptors.EscapeValue writes
+// some request value, and otherwise returns the form that names the value
+// id most likely means: id's %XX sequences decoded where they are well
+// formed, escaped again.
+func requestForm(id string) (string, bool) {
+	raw := make([]byte, 0, len(id))
+	for i := 0; i < len(id); i++ {
+		if id[i] == '%' && i+2 < len(id) && hexDigit(id[i+1]) >= 0 && hexDigit(id[i+2]) >= 0 {
+			raw = append(raw, byte(hexDigit(id[i+1])<<4|hexDigit(id[i+2])))
+			i += 2
+			continue
+		}
+		raw = append(raw, id[i])
+	}
+	want := descriptors.EscapeValue(string(raw))
+	return want, want == id
+}
+
+// hexDigit returns the value of a hex digit, or -1.
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
 }
 
 // checkChain refuses parent for id when the chain above parent reaches id

@@ -53,8 +53,8 @@ func levelKeys(ns, id, resource string) [3]string {
 // The walk follows the entity records' parents: a parent is an ancestor
 // when its record exists and has Cascade set, and the walk goes on from it;
 // it stops at the first parent that does not cascade or has no record, at
-// max ancestors, at a parent id that no request value can name (one that
-// descriptors.EscapeValue would change), and at an entity already visited
+// max ancestors, at a parent id that no request value can name (not a
+// form descriptors.EscapeValue writes), and at an entity already visited
 // (a cycle, logged). Each ancestor's Limits are those stored for it and
 // key.Resource, or else its default limits, sorted by name; none when
 // nothing is stored.
@@ -89,7 +89,7 @@ func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]casc
 			s.warnChain(ns, append(seen, p), "the entity records' parents form a cycle; the chain stops before it repeats (fix with 'ratelimit entity create ID -parent P')")
 			break
 		}
-		if descriptors.EscapeValue(p) != p {
+		if _, ok := requestForm(p); !ok {
 			s.warnChain(ns, append(seen, p), "an entity record names a parent that no request value can name; the chain stops there (store the parent's escaped form)")
 			break
 		}
