@@ -231,9 +231,12 @@ type ChainLevel struct {
 // reports). It is for the admin commands.
 func (s *Store) Chain(ctx context.Context, ns, id, resource string) (levels []ChainLevel, cycle bool, err error) {
 	ns = s.nsOr(ns)
-	for cur := id; cur != "" && len(levels) < descriptors.MaxChain; {
+	for cur := id; cur != ""; {
 		if slices.ContainsFunc(levels, func(l ChainLevel) bool { return l.Entity.ID == cur }) {
 			return levels, true, nil
+		}
+		if len(levels) == descriptors.MaxChain {
+			break
 		}
 		lv := ChainLevel{Entity: Entity{Namespace: ns, ID: cur}}
 		e, err := s.Entity(ctx, ns, cur)
