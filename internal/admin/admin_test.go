@@ -148,3 +148,70 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestEntityChainAgainstLocal: entity show prints the chain above an
+// entity with each level's cascade flag and stored limits, and entity
+// create refuses a cycle, a chain too deep and an id no request names.
+func TestEntityChainAgainstLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	env := map[string]string{"DYNAMODB_TABLE": dynamotest.TableName(t), "DYNAMODB_ENDPOINT": l.Endpoint()}
+	for _, args := range [][]string{
+		{"table", "create"},
+		{"entity", "create", "acme", "-cascade"},
+		{"limits", "set", "-entity", "acme", "rpm:1000/min"},
+		{"entity", "create", "proj", "-parent", "acme", "-cascade"},
+		{"limits", "set", "-entity", "proj", "-resource", "gpt-4", "rpm:100/min"},
+		{"entity", "create", "key-1", "-parent", "proj"},
+		{"entity", "create", "orphan", "-parent", "ghost"},
+	} {
+		if out, err := run(t, env, args...); err != nil {
+			t.Fatalf("Run(%q) = %q, %v", args, out, err)
+		}
+	}
+	shows := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"entity", "show", "key-1", "-resource", "gpt-4"}, `entity "key-1" parent "proj" cascade false
+chain "key-1" -> "proj" -> "acme"
+level "key-1" cascade false: no limits stored
+level "proj" cascade true resource "gpt-4": rpm:100/min
+level "acme" cascade true default: rpm:1000/min
+`},
+		{[]string{"entity", "show", "key-1"}, `entity "key-1" parent "proj" cascade false
+chain "key-1" -> "proj" -> "acme"
+level "key-1" cascade false: no limits stored
+level "proj" cascade true: no limits stored
+level "acme" cascade true default: rpm:1000/min
+`},
+		{[]string{"entity", "show", "acme", "-resource", "gpt-4"}, `entity "acme" parent "" cascade true
+child "proj"
+chain "acme"
+level "acme" cascade true default: rpm:1000/min
+`},
+		{[]string{"entity", "show", "orphan"}, `entity "orphan" parent "ghost" cascade false
+chain "orphan" -> "ghost"
+level "orphan" cascade false: no limits stored
+level "ghost": no entity record
+`},
+	}
+	for _, s := range shows {
+		if out, err := run(t, env, s.args...); err != nil || out != s.want {
+			t.Errorf("Run(%q) = %q, %v, want\n%s", s.args, out, err, s.want)
+		}
+	}
+	refusals := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"entity", "create", "acme", "-parent", "key-1"}, `would make a cycle (acme -> key-1 -> proj -> acme)`},
+		{[]string{"entity", "create", "org/team"}, `use "org%2Fteam"`},
+		{[]string{"entity", "create", "k", "-parent", "a#b"}, `use "a%23b"`},
+	}
+	for _, r := range refusals {
+		_, err := run(t, env, r.args...)
+		if err == nil || errors.Is(err, admin.ErrUsage) || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("Run(%q) = %v, want a failure (not a usage error) saying %q", r.args, err, r.want)
+		}
+	}
+}

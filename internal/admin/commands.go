@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -146,7 +147,11 @@ var groups = []*group{
 		name: "create", synopsis: "ID", summary: "create or replace an entity record",
 		about: "Creates the entity ID, or replaces its record. With -parent, ID is a\n" +
 			"child of that entity; with -cascade, every debit of ID's children is\n" +
-			"also charged to ID's own limits.",
+			"also charged to ID's own limits. ID and P are entity values as requests\n" +
+			"name them, escaped ('/', '#', '=', '&', '%', '~' and control bytes as\n" +
+			"%XX: org%2Fteam for org/team). A parent that would make a cycle, or a\n" +
+			"chain of more than 8 entities, is refused. Every replica sees a change\n" +
+			"within CONFIG_CACHE_TTL.",
 		args: argSpec{names: [][2]string{{"ID", "the entity's id (a tenant, an API key, …)"}}, of: "ID", min: 1, max: 1},
 		flags: []flagSpec{
 			{"parent", "P", "the parent entity's id", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.parent, "parent", "", "") }},
@@ -155,10 +160,18 @@ var groups = []*group{
 		examples: []string{"ratelimit entity create acme -cascade", "ratelimit entity create key-1 -parent acme"},
 		run:      runEntityCreate,
 	}, {
-		name: "show", synopsis: "ID", summary: "show an entity and its children",
-		about:    "Prints the entity's record, then one line per child.",
-		args:     argSpec{names: [][2]string{{"ID", "the entity's id"}}, of: "ID", min: 1, max: 1},
-		examples: []string{"ratelimit entity show acme"},
+		name: "show", synopsis: "ID [-resource R]", summary: "show an entity, its children and the chain above it",
+		about: "Prints the entity's record, then one line per child, then the chain of\n" +
+			"entities from ID up its parents (chain \"ID\" -> \"parent\" -> …), then one\n" +
+			"line per entity of that chain: its cascade flag and the limits stored for\n" +
+			"it and R, or else its default limits (without -resource, its default\n" +
+			"limits). A debit of ID is also charged to each parent up the chain while\n" +
+			"the parents cascade.",
+		args: argSpec{names: [][2]string{{"ID", "the entity's id"}}, of: "ID", min: 1, max: 1},
+		flags: []flagSpec{
+			{"resource", "R", "the resource whose limits to show at each level (default: each entity's default limits)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
+		},
+		examples: []string{"ratelimit entity show acme", "ratelimit entity show key-1 -resource example"},
 		run:      runEntityShow,
 	}}},
 }
@@ -346,9 +359,57 @@ func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	levels, cycle, err := e.store.Chain(ctx, e.opts.ns, args[0], e.opts.resource)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(e.out, "entity %q parent %q cascade %t\n", ent.ID, ent.Parent, ent.Cascade)
 	for _, k := range kids {
 		fmt.Fprintf(e.out, "child %q\n", k)
 	}
+	fmt.Fprintln(e.out, chainLine(levels, cycle))
+	for _, l := range levels {
+		fmt.Fprintln(e.out, levelLine(l))
+	}
 	return nil
+}
+
+// chainLine is entity show's "chain" line: the entity and its parents,
+// nearest first, and why the chain stops when not at an entity without a
+// parent or a parent without a record.
+func chainLine(levels []dynamo.ChainLevel, cycle bool) string {
+	var b strings.Builder
+	b.WriteString("chain")
+	for i, l := range levels {
+		if i > 0 {
+			b.WriteString(" ->")
+		}
+		fmt.Fprintf(&b, " %q", l.Entity.ID)
+	}
+	last := levels[len(levels)-1]
+	switch {
+	case cycle:
+		fmt.Fprintf(&b, " -> %q (a cycle: stops here)", last.Entity.Parent)
+	case last.Stored && last.Entity.Parent != "":
+		fmt.Fprintf(&b, " -> %q (more than %d entities: stops here)", last.Entity.Parent, descriptors.MaxChain)
+	}
+	return b.String()
+}
+
+// levelLine is entity show's line for one level of the chain: its cascade
+// flag and the limits stored for it and the resource asked about (else
+// its default).
+func levelLine(l dynamo.ChainLevel) string {
+	if !l.Stored {
+		return fmt.Sprintf("level %q: no entity record", l.Entity.ID)
+	}
+	head := fmt.Sprintf("level %q cascade %t", l.Entity.ID, l.Entity.Cascade)
+	switch {
+	case l.Limits == nil:
+		return head + ": no limits stored"
+	case l.Scope.Resource != "":
+		return fmt.Sprintf("%s resource %q: %s", head, l.Scope.Resource, dynamo.FormatLimits(l.Limits))
+	default:
+		return head + " default: " + dynamo.FormatLimits(l.Limits)
+	}
 }

@@ -23,6 +23,13 @@ const (
 	dynamoError           = "error"
 )
 
+// Levels of a batched write (the level label of
+// ratelimit_dynamodb_batch_decisions).
+const (
+	batchOwn    = "own"
+	batchParent = "parent"
+)
+
 // dynamoMetrics are the collectors of one instrumented DynamoDB client.
 type dynamoMetrics struct {
 	calls    *prometheus.CounterVec
@@ -234,11 +241,11 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 			Name: "ratelimit_dynamodb_contended_total",
 			Help: "Decisions refused because their own bucket was too busy to decide them within BACKEND_TIMEOUT (contention, never ON_UNAVAILABLE), by reason: queued, raced, throttled, read, unreadable (an item this schema cannot read).",
 		}, []string{"reason"})),
-		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		batch: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_dynamodb_batch_decisions",
-			Help:    "Decisions carried by one conditional bucket write (decisions on one item that queued while the write before was in flight).",
+			Help:    "Decisions carried by one conditional bucket write (decisions on one item that queued while the write before was in flight), by level: own (the item is the own bucket of at least one of them), parent (an ancestor's bucket only, charged by cascading debits).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
-		})),
+		}, []string{"level"})),
 		behind: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratelimit_dynamodb_clock_skew_seconds",
 			Help: "How far this replica's clock is behind the clock of another replica writing the same buckets, at least: the largest offset seen over the last minute between the writer's clock each bucket item records and this replica's clock when the item arrived (0 when this replica is ahead or in step). A fleet whose clocks are this far apart can admit up to this × a limit's rate more than the limit each time its bucket is full.",
@@ -249,7 +256,7 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 type dynamoObserver struct {
 	doublings, hits prometheus.Counter
 	contended       *prometheus.CounterVec
-	batch           prometheus.Histogram
+	batch           *prometheus.HistogramVec
 	behind          prometheus.Gauge
 }
 
@@ -258,7 +265,13 @@ func (o *dynamoObserver) RejectionCacheHit() { o.hits.Inc() }
 func (o *dynamoObserver) Contended(reason string) {
 	o.contended.WithLabelValues(reason).Inc()
 }
-func (o *dynamoObserver) Batched(n int) { o.batch.Observe(float64(n)) }
+func (o *dynamoObserver) Batched(n, depth int) {
+	level := batchOwn
+	if depth > 0 {
+		level = batchParent
+	}
+	o.batch.WithLabelValues(level).Observe(float64(n))
+}
 func (o *dynamoObserver) ClockBehind(d time.Duration) {
 	o.behind.Set(d.Seconds())
 }

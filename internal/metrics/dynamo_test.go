@@ -163,3 +163,53 @@ ratelimit_dynamodb_clock_skew_seconds 0.2
 		t.Errorf("clock skew: %v", err)
 	}
 }
+
+// TestDynamoBatchLevels: a write on a request's own bucket is observed
+// under level "own", one on a parent's bucket (its debits all of depth 1
+// or more) under "parent".
+func TestDynamoBatchLevels(t *testing.T) {
+	fake := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	now := time.UnixMilli(1_700_000_000_000)
+	s, err := dynamo.NewStore(context.Background(), fake, dynamo.Config{Table: "t", Timeout: time.Second},
+		dynamo.WithClock(func() time.Time { return now }), dynamo.WithObserver(metrics.DynamoObserver(reg)))
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	defer s.Close()
+	lim, _ := tokenbucket.Rate(100, time.Second, 0)
+	p := &cascade.Plan{Debits: []cascade.Debit{
+		{Key: cascade.Key{Entity: "key-1", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken},
+		{Key: cascade.Key{Entity: "proj", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken, Depth: 1},
+		{Key: cascade.Key{Entity: "acme", Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken, Depth: 2},
+	}}
+	if dec, err := s.Acquire(context.Background(), p); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire() = %+v, %v, want admitted", dec, err)
+	}
+	counts := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ratelimit_dynamodb_batch_decisions" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "level" {
+					counts[lp.GetValue()] += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if counts["own"] != 1 || counts["parent"] != 2 || len(counts) != 2 {
+		t.Errorf("batch_decisions writes by level = %v, want own 1, parent 2", counts)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("GatherAndLint() = %v, %v, want no problems", problems, err)
+	}
+}

@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
 // Entity is a stored entity record: an id with an optional parent, and
@@ -25,22 +28,40 @@ type Entity struct {
 	Cascade   bool
 }
 
+// cachedEntity is an entity record as the entity cache holds it: whether
+// it exists, and until when it is trusted.
 type cachedEntity struct {
-	at  time.Time
-	ent Entity
-	ok  bool
+	expires time.Time
+	ent     Entity
+	ok      bool // the record exists
 }
 
-// PutEntity creates or replaces an entity record and writes an audit record.
+// PutEntity creates or replaces an entity record and writes an audit
+// record. It refuses an id or parent that descriptors.EscapeValue would
+// change (no request value can name it: store its escaped form), a parent
+// whose chain reaches e.ID (a cycle), and a chain of more than
+// descriptors.MaxChain entities counting e.ID. Replicas see the change
+// within their entity cache's lifetime (Config.ConfigCacheTTL ± 10%).
 func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 	if e.ID == "" {
 		return errors.New("dynamo: entity: empty id")
 	}
+	if err := checkEntityID("id", e.ID); err != nil {
+		return err
+	}
 	if e.Parent == e.ID {
 		return fmt.Errorf("dynamo: entity %q: an entity cannot be its own parent", e.ID)
 	}
+	if e.Parent != "" {
+		if err := checkEntityID("parent", e.Parent); err != nil {
+			return err
+		}
+	}
 	ns := s.nsOr(e.Namespace)
 	e.Namespace = ns
+	if err := s.checkChain(ctx, ns, e.ID, e.Parent); err != nil {
+		return err
+	}
 	before, err := s.Entity(ctx, ns, e.ID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -65,6 +86,78 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 	return s.audit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
 }
 
+// checkEntityID refuses an entity id (what: "id" or "parent") that no
+// request value names: hierarchical rules name an entity by its value as
+// descriptors.EscapeValue writes it.
+func checkEntityID(what, id string) error {
+	if want, ok := requestForm(id); !ok {
+		return fmt.Errorf("dynamo: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~' and control bytes as %%XX), and no value escapes to this: use %q", what, id, want)
+	}
+	return nil
+}
+
+// requestForm reports whether id is how descriptors.EscapeValue writes
+// some request value, and otherwise returns the form that names the value
+// id most likely means: id's %XX sequences decoded where they are well
+// formed, escaped again.
+func requestForm(id string) (string, bool) {
+	raw := make([]byte, 0, len(id))
+	for i := 0; i < len(id); i++ {
+		if id[i] == '%' && i+2 < len(id) && hexDigit(id[i+1]) >= 0 && hexDigit(id[i+2]) >= 0 {
+			raw = append(raw, byte(hexDigit(id[i+1])<<4|hexDigit(id[i+2])))
+			i += 2
+			continue
+		}
+		raw = append(raw, id[i])
+	}
+	want := descriptors.EscapeValue(string(raw))
+	return want, want == id
+}
+
+// hexDigit returns the value of a hex digit, or -1.
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
+}
+
+// checkChain refuses parent for id when the chain above parent reaches id
+// (a cycle) or when id, parent and the entities above it are more than
+// descriptors.MaxChain. It reads the records as stored now.
+func (s *Store) checkChain(ctx context.Context, ns, id, parent string) error {
+	chain := []string{id}
+	for cur := parent; cur != ""; {
+		if cur == id {
+			return fmt.Errorf("dynamo: entity %q: parent %q would make a cycle (%s): choose a parent that is not %q or below it, or change the parent of an entity in the cycle first",
+				id, parent, strings.Join(append(chain, cur), " -> "), id)
+		}
+		if slices.Contains(chain, cur) {
+			return fmt.Errorf("dynamo: entity %q: the chain above parent %q loops (%s): give one of its entities another parent first",
+				id, parent, strings.Join(append(chain, cur), " -> "))
+		}
+		chain = append(chain, cur)
+		if len(chain) > descriptors.MaxChain {
+			return fmt.Errorf("dynamo: entity %q: parent %q makes a chain of more than %d entities (%s …): choose a parent nearer the top",
+				id, parent, descriptors.MaxChain, strings.Join(chain, " -> "))
+		}
+		e, err := s.Entity(ctx, ns, cur)
+		if errors.Is(err, ErrNotFound) {
+			return nil // the chain ends at a parent without a record
+		}
+		if err != nil {
+			return err
+		}
+		cur = e.Parent
+	}
+	return nil
+}
+
 func entityString(e Entity) string {
 	if e.ID == "" {
 		return ""
@@ -73,40 +166,26 @@ func entityString(e Entity) string {
 }
 
 // Entity returns the entity record of id in namespace ns (empty: the
-// store's), ErrNotFound when none, from the per-replica cache while it is
-// younger than ConfigCacheTTL.
+// store's), ErrNotFound when none. It reads the table (strongly
+// consistent), and refreshes the replica's entity cache with what it read.
 func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 	ns = s.nsOr(ns)
 	pk := entityPK(ns, id)
-	now := s.now()
-	s.mu.Lock()
-	c, ok := s.ents.get(pk)
-	s.mu.Unlock()
-	if !ok || expired(c.at, now, s.cfg.ConfigCacheTTL) {
-		item, err := s.getItem(ctx, pk, skMeta)
-		if err != nil {
-			return Entity{}, err
-		}
-		c = cachedEntity{at: now, ok: len(item) > 0}
-		if c.ok {
-			c.ent = Entity{Namespace: ns, ID: getS(item, "id"), Parent: getS(item, attrParent), Cascade: getBool(item, attrCascade)}
-		}
-		s.mu.Lock()
-		s.ents.add(pk, c)
-		s.mu.Unlock()
+	item, err := s.getItem(ctx, pk, skMeta)
+	if err != nil {
+		return Entity{}, err
 	}
-	if !c.ok {
+	ent, ok := entityOf(item)
+	s.mu.Lock()
+	s.ents.add(pk, cachedEntity{expires: s.now().Add(s.cacheTTL()), ent: ent, ok: ok})
+	s.mu.Unlock()
+	if !ok {
 		return Entity{}, fmt.Errorf("dynamo: entity %q: %w", id, ErrNotFound)
 	}
-	return c.ent, nil
-}
-
-// cachedEntityRecord returns the entity record if the cache holds it.
-func (s *Store) cachedEntityRecord(ns, id string) (Entity, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.ents.get(entityPK(ns, id))
-	return c.ent, ok && c.ok
+	if ent.Namespace == "" {
+		ent.Namespace = ns
+	}
+	return ent, nil
 }
 
 // Children returns the ids of the entities of namespace ns (empty: the

@@ -68,7 +68,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		switch {
 		case err == nil && ok:
 			s.keepImage(b, pk, newImg)
-			s.obs.Batched(len(batch))
+			s.obs.Batched(len(batch), depthOf(batch))
 			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
 				j = exact // the statuses of the levels the write found
 			}
@@ -112,6 +112,20 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			return
 		}
 	}
+}
+
+// depthOf is the least cascade.Debit.Depth among the debits of batch.
+func depthOf(batch []*part) int {
+	d := math.MaxInt
+	for _, pt := range batch {
+		for i := range pt.debits {
+			d = min(d, int(pt.debits[i].Depth))
+		}
+	}
+	if d == math.MaxInt {
+		return 0
+	}
+	return d
 }
 
 // fresh reads pk's image through a flight: one read per item however many

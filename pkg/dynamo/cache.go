@@ -108,6 +108,7 @@ type caches struct {
 	rejects *lru[rejected]     // bucket base key → refusal until
 	configs *lru[cachedConfig] // config record PK\x00SK → stored limits
 	ents    *lru[cachedEntity] // entity PK → entity record
+	warned  *lru[time.Time]    // namespace\x00entity id → when a problem of its stored chain was logged
 }
 
 // newCaches returns caches of size entries each, but the rejection cache,
@@ -119,8 +120,13 @@ func newCaches(size, rejections int) caches {
 		rejects: newLRU[rejected](CacheRejection, rejections),
 		configs: newLRU[cachedConfig](CacheConfig, size),
 		ents:    newLRU[cachedEntity](CacheEntity, size),
+		warned:  newLRU[time.Time]("warned", maxWarned),
 	}
 }
+
+// maxWarned bounds the entities whose broken stored chain the store
+// remembers having logged.
+const maxWarned = 1024
 
 // DefaultCacheSize bounds each of the image, config, shard and entity
 // caches (entries) unless WithCacheSize says otherwise.

@@ -53,18 +53,13 @@ func (s *Store) decode(item map[string]types.AttributeValue) (*image, error) {
 
 // setMeta writes the descriptive attributes of a new bucket item: the raw
 // namespace, entity and resource (stored once; the key holds them escaped
-// or hashed), the shard count, and the entity's place in a hierarchy.
+// or hashed) and the shard count. An entity's place in a hierarchy lives
+// in its entity record only.
 func (s *Store) setMeta(e *expr, b bucket, n int) {
 	e.setAttr(attrNamespace, strAV(b.ns))
 	e.setAttr(attrEntity, strAV(b.key.Entity))
 	e.setAttr(attrResource, strAV(b.key.Resource))
 	e.setAttr(attrShardCount, numAV(int64(n)))
-	if ent, ok := s.cachedEntityRecord(b.ns, b.key.Entity); ok {
-		if ent.Parent != "" {
-			e.setAttr(attrParent, strAV(ent.Parent))
-		}
-		e.setAttr(attrCascade, boolAV(ent.Cascade))
-	}
 }
 
 // double doubles the shard count of b from n: one transaction sets

@@ -34,8 +34,9 @@
 // usage) and _l, the limit the level was written with
 // ("capacity/amount/period_ms"): a changed limit keeps the bucket's tokens,
 // and the item's expiry knows when every limit is full. Shared:
-// shard_count, ns, entity, resource, cascade, parent_id, ttl, and wt and wp,
-// the clocks of the last two writers (see Clocks). An item with entity and
+// shard_count, ns, entity, resource, ttl, and wt and wp, the clocks of the
+// last two writers (see Clocks). An entity's place in a hierarchy
+// (parent_id, cascade) is in its entity record only. An item with entity and
 // resource values up to 256 bytes each stays within one write unit (1 KB). The table's schema version
 // record says "2"; NewStore refuses a table of another version with
 // ErrSchema (version 1 tables must be recreated).
@@ -82,6 +83,22 @@
 // from a bounded local cache until their retry-after (at most one second:
 // refunds can return tokens sooner); Config.RejectionCacheSize 0 turns it
 // off.
+//
+// # Stored hierarchies
+//
+// An entity record names its parent (PutEntity); a parent whose record
+// cascades is charged the debits of its children. Ancestors walks the
+// records up from a bucket's entity (its key's Entity up to the first '#';
+// the rest, a hierarchical rule's branch, names every ancestor's bucket
+// too) while the parents cascade, at most the bound it is given, and never
+// twice through one entity. Each level is the entity record and its two
+// config records (for the resource, and its default), read together by one
+// BatchGetItem in a single flight and cached like stored limits; a warm
+// chain makes no call. PutEntity refuses a parent that would make a cycle,
+// a chain of more than descriptors.MaxChain entities and an id that no
+// request value escapes to (descriptors.EscapeValue); a cycle written
+// behind its back is cut at request time. A bucket's own stored limits are
+// looked up under its entity id alike, so they apply to each branch.
 //
 // # Sharding
 //

@@ -93,8 +93,8 @@ func namespaceSK(name string) string { return "#NAMESPACE#" + esc(name) }
 
 func namespaceIDSK(id string) string { return "#NSID#" + esc(id) }
 
-// Bucket attribute names. Limit attributes are "b_" + esc(limit) + "_" +
-// field.
+// Bucket attribute names (attrCascade and attrParent are an entity
+// record's). Limit attributes are "b_" + esc(limit) + "_" + field.
 const (
 	attrShardCount = "shard_count"
 	attrCascade    = "cascade"

@@ -32,11 +32,15 @@ func (s *Store) nsOr(ns string) string {
 }
 
 // configChain is where stored limits for one bucket item are looked up, in
-// order: entity+resource, entity default, resource, system.
+// order: entity+resource, entity default, resource, system. The entity is
+// the bucket's entity up to its first '#': a hierarchical bucket carries
+// the other entries of its branch after it, and the entity's stored limits
+// apply to each of its branches.
 func configChain(b bucket) [4][2]string {
+	id, _ := splitEntity(b.key.Entity)
 	return [4][2]string{
-		{entityPK(b.ns, b.key.Entity), entityConfigSK(b.key.Resource)},
-		{entityPK(b.ns, b.key.Entity), entityDefaultSK},
+		{entityPK(b.ns, id), entityConfigSK(b.key.Resource)},
+		{entityPK(b.ns, id), entityDefaultSK},
 		{resourcePK(b.ns, b.key.Resource), skConfig},
 		{systemPK(b.ns), skConfig},
 	}
@@ -99,8 +103,8 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	return nil
 }
 
-// loadRecords returns the flights that read config records keys
-// ("PK\x00SK") for the decision on ctx, starting one read for the keys no
+// loadRecords returns the flights that read config and entity records keys
+// ("PK\x00SK"; an entity record's SK is #META) for the decision on ctx, starting one read for the keys no
 // flight has yet.
 func (s *Store) loadRecords(ctx context.Context, keys []string) []*flight {
 	return s.fly(keys, []context.Context{ctx}, s.readRecords)
@@ -120,13 +124,23 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		// Lifetimes spread over ±10% so that records read together do not
-		// all expire together.
-		ttl := s.cfg.ConfigCacheTTL
-		ttl += time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
-		s.configs.add(k, cachedConfig{expires: now.Add(ttl), limits: decodeLimits(got[k])})
+		expires := now.Add(s.cacheTTL())
+		if pk, sk, _ := strings.Cut(k, "\x00"); sk == skMeta {
+			ent, ok := entityOf(got[k])
+			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
+			continue
+		}
+		s.configs.add(k, cachedConfig{expires: expires, limits: decodeLimits(got[k])})
 	}
 	return nil
+}
+
+// cacheTTL is the lifetime of a new entry of the config or entity cache:
+// Config.ConfigCacheTTL ± 10%, so that records read together do not all
+// expire together.
+func (s *Store) cacheTTL() time.Duration {
+	ttl := s.cfg.ConfigCacheTTL
+	return ttl + time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
 }
 
 // batchGet reads keys, within ctx's deadline, and returns the items by PK+"\x00"+SK.

@@ -16,13 +16,20 @@ import (
 
 type countingObserver struct {
 	doublings, hits, contended, writes, batched atomic.Int64
+	parentWrites                                atomic.Int64 // writes whose least debit depth was ≥ 1
 	behind                                      atomic.Int64 // the last ClockBehind, in ns
 }
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
 func (o *countingObserver) RejectionCacheHit() { o.hits.Add(1) }
 func (o *countingObserver) Contended(string)   { o.contended.Add(1) }
-func (o *countingObserver) Batched(n int)      { o.writes.Add(1); o.batched.Add(int64(n)) }
+func (o *countingObserver) Batched(n, depth int) {
+	o.writes.Add(1)
+	o.batched.Add(int64(n))
+	if depth > 0 {
+		o.parentWrites.Add(1)
+	}
+}
 
 func (o *countingObserver) ClockBehind(d time.Duration) { o.behind.Store(int64(d)) }
 

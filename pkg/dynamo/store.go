@@ -136,8 +136,11 @@ type Observer interface {
 	// ContendedRead.
 	Contended(reason string)
 	// Batched is called once per conditional write of decisions, with the
-	// number of decisions it carried.
-	Batched(decisions int)
+	// number of decisions it carried and the least cascade.Debit.Depth of
+	// their debits: 0 when the item is a request's own bucket for at least
+	// one of them, 1 or more when it is only a parent's (an ancestor's
+	// bucket that the debits of its descendants cascade to).
+	Batched(decisions, depth int)
 	// ClockBehind is called with the largest amount, over the last minute,
 	// by which this replica's clock was behind the clock of another replica
 	// that wrote a bucket item it received (at least that much; zero when
@@ -209,7 +212,7 @@ type nopObserver struct{}
 func (nopObserver) ShardDoubled()      {}
 func (nopObserver) RejectionCacheHit() {}
 func (nopObserver) Contended(string)   {}
-func (nopObserver) Batched(int)        {}
+func (nopObserver) Batched(int, int)   {}
 
 func (nopObserver) ClockBehind(time.Duration) {}
 
