@@ -27,6 +27,9 @@ import (
 // its release.
 type backend struct {
 	store service.Store
+	// hierarchy gives stored entity ancestors (DynamoDB); nil on the
+	// embedded store, whose chains are the configuration's alone.
+	hierarchy service.Hierarchy
 	run   func(context.Context) error
 	// warmup, when set, readies the store before the service reports ready
 	// (health NOT_SERVING until it returns nil). It retries what may
@@ -98,6 +101,26 @@ func (w *warming) set(st *dynamo.Store) {
 }
 
 func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error) {
+	st := w.store(ctx)
+	if st == nil {
+		return cascade.Decision{}, errWarming
+	}
+	return st.Acquire(ctx, plan)
+}
+
+// Ancestors returns the stored ancestors of key's entity from the store,
+// once it is open (service.Hierarchy).
+func (w *warming) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error) {
+	st := w.store(ctx)
+	if st == nil {
+		return nil, errWarming
+	}
+	return st.Ancestors(ctx, key, max)
+}
+
+// store returns the open store, waiting for it within wait; nil if it is
+// still not open.
+func (w *warming) store(ctx context.Context) *dynamo.Store {
 	st := w.p.Load()
 	if st == nil && w.wait > 0 {
 		t := time.NewTimer(w.wait)
@@ -109,10 +132,7 @@ func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Deci
 		}
 		t.Stop()
 	}
-	if st == nil {
-		return cascade.Decision{}, errWarming
-	}
-	return st.Acquire(ctx, plan)
+	return st
 }
 
 // cacheStats reports the open store's caches; none while it warms up.

@@ -30,7 +30,8 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	metrics.RegisterDynamoCaches(reg, w.cacheStats)
 	log = log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
 	return backend{
-		store: w,
+		store:     w,
+		hierarchy: w,
 		warmup: func(ctx context.Context) error {
 			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, func(err error) error { return admin.Explain(err, s) }, log)
 		},

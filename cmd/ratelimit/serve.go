@@ -97,6 +97,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		service.WithExtendedMetadata(s.ResponseMetadataFormat == config.MetadataExtended),
 		service.WithDescriptorHitsCharge(s.DescriptorHitsAddend == config.HitsAddendCharge),
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
+		service.WithHierarchy(b.hierarchy),
 		service.WithRequestLimits(service.RequestLimits{
 			Descriptors: s.RequestMaxDescriptors,
 			Entries:     s.RequestMaxEntries,

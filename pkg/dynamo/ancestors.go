@@ -68,10 +68,13 @@ func levelKeys(ns, id, resource string) [3]string {
 // decision's budget: when it ends while waiting for a read that other
 // decisions started, the error wraps cascade.ErrContended (the request is
 // refused as busy); when DynamoDB did not answer, it wraps ErrUnavailable.
+// The walk has Config.Timeout at most, as a decision does.
 func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	id, suffix := splitEntity(key.Entity)
 	if max <= 0 || id == "" {
 		return nil, nil
