@@ -225,8 +225,9 @@ func (d *instrumentedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.
 // DynamoObserver counts the DynamoDB store's own events: shard doublings,
 // decisions answered from the rejection cache, decisions refused because
 // their own bucket was too busy, and how many decisions each conditional
-// write carried; and it shows how far this replica's clock is behind other
-// replicas'. Pass it to dynamo.WithObserver.
+// write carried, and how the give-backs of refused plans ended; and it
+// shows how far this replica's clock is behind other replicas' and how many
+// give-backs are pending. Pass it to dynamo.WithObserver.
 func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 	return &dynamoObserver{
 		doublings: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
@@ -250,6 +251,14 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 			Name: "ratelimit_dynamodb_clock_skew_seconds",
 			Help: "How far this replica's clock is behind the clock of another replica writing the same buckets, at least: the largest offset seen over the last minute between the writer's clock each bucket item records and this replica's clock when the item arrived (0 when this replica is ahead or in step). A fleet whose clocks are this far apart can admit up to this × a limit's rate more than the limit each time its bucket is full.",
 		})),
+		givebacks: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_givebacks_total",
+			Help: "Give-backs of the tokens that parts of a refused multi-item request consumed (one per bucket item), by result: applied (within the decision's budget), applied_retry (retried in the background), dropped_age, dropped_bound, dropped_closed (tokens stay consumed), moot (table gone or item unreadable), unknown (the write went unanswered: never written again).",
+		}, []string{"result"})),
+		pending: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratelimit_dynamodb_givebacks_pending",
+			Help: "Give-backs of refused requests that DynamoDB did not take yet, retried in the background (their tokens stay consumed meanwhile).",
+		})),
 	}
 }
 
@@ -258,6 +267,8 @@ type dynamoObserver struct {
 	contended       *prometheus.CounterVec
 	batch           *prometheus.HistogramVec
 	behind          prometheus.Gauge
+	givebacks       *prometheus.CounterVec
+	pending         prometheus.Gauge
 }
 
 func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
@@ -275,6 +286,10 @@ func (o *dynamoObserver) Batched(n, depth int) {
 func (o *dynamoObserver) ClockBehind(d time.Duration) {
 	o.behind.Set(d.Seconds())
 }
+func (o *dynamoObserver) GaveBack(result string) {
+	o.givebacks.WithLabelValues(result).Inc()
+}
+func (o *dynamoObserver) GiveBacksPending(n int) { o.pending.Set(float64(n)) }
 
 var (
 	dynamoCacheEntriesDesc = prometheus.NewDesc("ratelimit_dynamodb_cache_entries",

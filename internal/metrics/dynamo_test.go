@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"fmt"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -211,5 +212,58 @@ func TestDynamoBatchLevels(t *testing.T) {
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("GatherAndLint() = %v, %v, want no problems", problems, err)
+	}
+}
+
+// TestDynamoGiveBacks has a plan over two items refused after its first
+// part took a token: the give-back lands at once and is counted so, and
+// none is pending. Every result the store reports has its own series.
+func TestDynamoGiveBacks(t *testing.T) {
+	fake := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	obs := metrics.DynamoObserver(reg)
+	now := time.UnixMilli(1_700_000_000_000)
+	s, err := dynamo.NewStore(context.Background(), fake, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff},
+		dynamo.WithClock(func() time.Time { return now }), dynamo.WithObserver(obs))
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	defer s.Close()
+	lim, _ := tokenbucket.Rate(1, time.Hour, 0)
+	a, b := cascade.Key{Entity: "a", Resource: "r"}, cascade.Key{Entity: "b", Resource: "r"}
+	if dec, err := s.Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{{Key: b, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(b) = %+v, %v", dec, err)
+	}
+	both := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}, {Key: b, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	if dec, err := s.Acquire(context.Background(), both); err != nil || dec.Admitted {
+		t.Fatalf("Acquire(a and b) = %+v, %v, want refused", dec, err)
+	}
+	if n, err := gatherCount(reg, "ratelimit_dynamodb_givebacks_total", map[string]string{"result": "applied"}); err != nil || n != 1 {
+		t.Errorf(`givebacks_total{result="applied"} = %v, %v, want 1`, n, err)
+	}
+	pending := func(n int) string {
+		return fmt.Sprintf(`
+# HELP ratelimit_dynamodb_givebacks_pending Give-backs of refused requests that DynamoDB did not take yet, retried in the background (their tokens stay consumed meanwhile).
+# TYPE ratelimit_dynamodb_givebacks_pending gauge
+ratelimit_dynamodb_givebacks_pending %d
+`, n)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(pending(0)), "ratelimit_dynamodb_givebacks_pending"); err != nil {
+		t.Errorf("givebacks_pending: %v", err)
+	}
+	results := []string{dynamo.GiveBackApplied, dynamo.GiveBackAppliedRetry, dynamo.GiveBackDroppedAge, dynamo.GiveBackDroppedBound,
+		dynamo.GiveBackDroppedClosed, dynamo.GiveBackMoot, dynamo.GiveBackUnknown}
+	for _, r := range results {
+		obs.GaveBack(r)
+	}
+	obs.GiveBacksPending(3)
+	if c := testutil.CollectAndCount(reg, "ratelimit_dynamodb_givebacks_total"); c != len(results) {
+		t.Errorf("givebacks_total has %d series, want %d", c, len(results))
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(pending(3)), "ratelimit_dynamodb_givebacks_pending"); err != nil {
+		t.Errorf("givebacks_pending: %v", err)
 	}
 }

@@ -188,11 +188,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // fail ends a batch with err: DynamoDB did not answer. An item this schema
-// cannot read is refused instead (see ContendedUnreadable), and logged.
+// cannot read is refused instead (see ContendedUnreadable), and logged; a
+// give-back on it fails with err (moot).
 func (s *Store) fail(batch []*part, err error) {
 	if errors.Is(err, ErrSchema) {
 		s.log.WithError(err).Warn("refusing decisions on a bucket item this schema cannot read")
 		s.contend(batch, nil, ContendedUnreadable)
+		for _, pt := range batch {
+			if pt.scale > 0 {
+				pt.err = err // a give-back: there is nothing it could give back to
+			}
+		}
 		return
 	}
 	for _, pt := range batch {

@@ -60,8 +60,27 @@
 //
 // A plan over several items is decided part by part (quota debits taken
 // when they fit), then by the plan's admission rule; the parts of a refused
-// plan that consumed are given back (a refund capped at capacity, in their
-// lanes, on a budget of their own, retried while it lasts, errors joined).
+// plan that consumed are given back: the same refund, capped at capacity,
+// written at most once, in their lanes, on a budget of their own
+// (4×Config.Timeout), retried while it lasts.
+//
+// # Give-backs
+//
+// Until its give-back lands, a refused plan holds the tokens its consuming
+// parts took. A give-back that DynamoDB did not take within its budget
+// (throttled, a read or a call that failed, its item too busy: nothing was
+// written) is kept by the store and retried in the background, each try in
+// its item's lane with a deadline of its own (4×Config.Timeout) and a
+// backoff from 50 ms to 5 s, until it lands, DynamoDB answers that the
+// table is gone or the item holds what this schema cannot read (moot), or
+// GiveBackMaxAge (5 minutes) has passed since the refusal. At most
+// GiveBackMaxPending (4096) are kept; past that, the oldest not in flight is
+// dropped. Close tries each pending give-back once more within a short
+// deadline, then drops it. A give-back whose write went unanswered may have
+// landed and is never written again: when it did not land, its tokens stay
+// consumed until the bucket refills them. Every dropped or unanswered
+// give-back only ever makes the store admit less. Observer.GaveBack counts
+// how each one ended and Observer.GiveBacksPending how many wait.
 //
 // # Contention is not an outage
 //
@@ -141,5 +160,5 @@
 // imports no tracing library.
 //
 // A Store is safe for concurrent use; its goroutines (lane runners, reads
-// that fill the caches) end by Close.
+// that fill the caches, the retrier of pending give-backs) end by Close.
 package dynamo

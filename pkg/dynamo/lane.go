@@ -185,8 +185,11 @@ type lane struct {
 // key was too busy); one already in a write waits for that write, whose
 // outcome is what the table holds. A part that charges or refunds is never
 // withdrawn, and is queued again when its item was too busy, for up to
-// four budgets. A sharded part refused with nothing to
-// charge or refund tries up to two other shards.
+// four budgets; but a give-back still queued when ctx ends is withdrawn, and
+// one its item kept too busy is not queued again past ctx: it fails as
+// contended, having written nothing, for its owner to try again. A sharded
+// part refused with nothing to charge or refund tries up to two other
+// shards.
 func (s *Store) await(ctx context.Context, pt *part) {
 	// A part with cost that its item kept too busy is queued again for up
 	// to this long.
@@ -200,7 +203,12 @@ func (s *Store) await(ctx context.Context, pt *part) {
 		case <-pt.done:
 		case <-ctx.Done():
 			// A part that charges or refunds reports cost already spent: it
-			// stays queued rather than be dropped.
+			// stays queued rather than be dropped. A give-back is tried
+			// again by its owner (compensate, retryGiveBacks).
+			if pt.scale > 0 && s.withdraw(pt) {
+				pt.err = fmt.Errorf("dynamo: give back on %s: budget ended while queued: %w", pt.pk, errContended)
+				return
+			}
 			if !pt.hasCost() && s.withdraw(pt) {
 				pt.dec = contended(pt, s.cachedImage(pt.pk), s.nowMs())
 				s.obs.Contended(ContendedQueued)
@@ -209,7 +217,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			<-pt.done
 		}
 		if errors.Is(pt.err, errContended) {
-			if time.Now().Before(costDeadline) {
+			if time.Now().Before(costDeadline) && (pt.scale == 0 || ctx.Err() == nil) {
 				pt.choose(pt.shard)
 				continue
 			}

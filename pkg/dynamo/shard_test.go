@@ -2,6 +2,8 @@ package dynamo_test
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,10 @@ type countingObserver struct {
 	doublings, hits, contended, writes, batched atomic.Int64
 	parentWrites                                atomic.Int64 // writes whose least debit depth was ≥ 1
 	behind                                      atomic.Int64 // the last ClockBehind, in ns
+	pending                                     atomic.Int64 // the last GiveBacksPending
+
+	mu       sync.Mutex
+	gaveBack map[string]int // GaveBack results
 }
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
@@ -32,6 +38,22 @@ func (o *countingObserver) Batched(n, depth int) {
 }
 
 func (o *countingObserver) ClockBehind(d time.Duration) { o.behind.Store(int64(d)) }
+func (o *countingObserver) GaveBack(result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gaveBack == nil {
+		o.gaveBack = map[string]int{}
+	}
+	o.gaveBack[result]++
+}
+func (o *countingObserver) GiveBacksPending(n int) { o.pending.Store(int64(n)) }
+
+// givenBack returns how many give-backs ended with each result.
+func (o *countingObserver) givenBack() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.gaveBack)
+}
 
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store
 // retries within its budget, doubles the shard count once per batch, and

@@ -146,6 +146,15 @@ type Observer interface {
 	// that wrote a bucket item it received (at least that much; zero when
 	// it is ahead or in step), each time that amount changes.
 	ClockBehind(d time.Duration)
+	// GaveBack is called once per give-back of a refused plan (one per
+	// bucket item whose part consumed) when it ends, with how:
+	// GiveBackApplied, GiveBackAppliedRetry, GiveBackDroppedAge,
+	// GiveBackDroppedBound, GiveBackDroppedClosed, GiveBackMoot or
+	// GiveBackUnknown.
+	GaveBack(result string)
+	// GiveBacksPending is called with the number of give-backs waiting to
+	// be retried in the background each time it changes.
+	GiveBacksPending(n int)
 }
 
 // Option configures a Store.
@@ -215,6 +224,8 @@ func (nopObserver) Contended(string)   {}
 func (nopObserver) Batched(int, int)   {}
 
 func (nopObserver) ClockBehind(time.Duration) {}
+func (nopObserver) GaveBack(string)           {}
+func (nopObserver) GiveBacksPending(int)      {}
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
@@ -239,6 +250,7 @@ type Store struct {
 
 	lanes lanes
 	loads flights
+	gb    givebacks // give-backs retried in the background (giveback.go)
 	skew  skewWatch // clocks of other replicas (clock.go)
 }
 
@@ -260,6 +272,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	}
 	s.lanes.m = map[string]*lane{}
 	s.loads.m = map[string]*flight{}
+	s.gb.init()
 	for _, o := range opts {
 		o(s)
 	}
@@ -277,10 +290,13 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	return s, nil
 }
 
-// Close stops the store: work in flight (batched writes, reads that fill
-// the caches, compensations) is cancelled and waited for; calls after Close
-// fail.
+// Close stops the store. Give-backs still pending are tried once more
+// within a short deadline (4×Config.Timeout, at least 250 ms), and dropped
+// if they do not land then; then work in flight (batched writes, reads that
+// fill the caches, give-backs) is cancelled and waited for. No goroutine of
+// the store outlives Close; calls after Close fail.
 func (s *Store) Close() error {
+	s.closeGiveBacks()
 	s.lanes.mu.Lock()
 	s.loads.mu.Lock()
 	s.closed.Store(true) // under both locks: no lane or flight starts after this
@@ -440,9 +456,7 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 			}
 		}
 	}
-	if err := s.compensate(comp); err != nil {
-		s.log.WithError(err).Warn("giving back the debits of a refused plan failed")
-	}
+	s.compensate(comp)
 	if whole, ok := refusedWhole(p, parts); ok {
 		// Statuses as cascade.Decide gives them for the whole plan refused
 		// (waits for every debit a retry makes of a bucket).
@@ -460,38 +474,41 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 
 // compensate gives back consumed amounts: every part is tried, each in its
 // item's lane under a budget of its own (the decision's may be spent), and
-// the errors are joined.
-func (s *Store) compensate(comp []*part) error {
+// tried again while that lasts. A give-back that did not land and can land
+// later is kept, as the same refund, and retried in the background (keep);
+// each one that ended is counted (Observer.GaveBack). The parts given back
+// have err nil.
+func (s *Store) compensate(comp []*part) {
 	if len(comp) == 0 {
-		return nil
+		return
 	}
 	ctx, cancel := context.WithTimeout(s.life, 4*s.cfg.Timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range comp {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// A give-back that DynamoDB did not take is tried again while
 			// the budget lasts: it returns tokens already accepted. One
 			// whose write went unanswered may have landed, and is not.
 			for attempt := 0; ; attempt++ {
 				s.await(ctx, c)
-				if c.err == nil || errors.Is(c.err, errClosed) || errors.Is(c.err, errOutcomeUnknown) || !sleep(ctx, backoff(attempt)) {
+				if giveBackResult(c.err, false) != "" || !sleep(ctx, backoff(attempt)) {
 					return
 				}
 				c.choose(c.shard)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	var errs []error
+	refused := time.Now()
 	for _, c := range comp {
-		if c.err != nil {
-			errs = append(errs, c.err)
+		if res := giveBackResult(c.err, false); res != "" {
+			s.gaveBack(res, c, c.err)
+			continue
 		}
+		s.log.WithError(c.err).WithField("item", c.pk).Debug("a give-back of a refused plan did not land within its budget: retrying it in the background")
+		s.keep(c.again(), refused)
 	}
-	return errors.Join(errs...)
 }
 
 // refusedWhole decides p, refused part by part, once more as one plan on
