@@ -27,14 +27,24 @@ descriptors:
 
 // TestFleetHierarchy is a hot tenant as users run it: three replicas of
 // the binary on one DynamoDB Local, 1,000 API keys under one tenant, 90
-// callers over gRPC each asking for a random key, for 10 s,
-// BACKEND_TIMEOUT=200ms. The tenant admits at most 100 + 10·t and at least
-// 97% of it, no key more than its own 2 a minute, no call fails, and the
-// tenant's item costs at most 0.2 writes per decision: decisions of many
-// keys waiting on it share one conditional write.
+// callers over gRPC each asking for a random key (pausing a millisecond
+// after a refusal), for 10 s. The tenant admits at most 100 + 10·t and at
+// least 97% of it, no key more than its own 2 a minute, no call fails, and
+// the tenant's item costs at most 0.2 writes per decision: decisions of
+// many keys waiting on it share one conditional write, and once it refuses
+// it is decided first, so the keys' items are not written to be given back.
+//
+// BACKEND_TIMEOUT is 1 s: every new key costs each replica a read of its
+// stored limits, a read of its bucket and a write, and on this two-core
+// machine, beside three replicas and the callers, DynamoDB Local answers a
+// quarter of those writes in more than 100 ms and some in more than 400 ms.
+// A write past the budget is DynamoDB not answering, which
+// ON_UNAVAILABLE=allow admits: the budget must cover the emulator's
+// latency, as the README's walkthrough says (real DynamoDB answers in
+// 3–6 ms).
 func TestFleetHierarchy(t *testing.T) {
 	const keys = 1000
-	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=allow")
+	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=1s", "ON_UNAVAILABLE=allow")
 	reqs := make([]*pb.RateLimitRequest, keys)
 	for k := range reqs {
 		reqs[k] = &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
@@ -57,7 +67,11 @@ func TestFleetHierarchy(t *testing.T) {
 				mu.Lock()
 				perKey[req]++
 				mu.Unlock()
+				return
 			}
+			// A refused client pauses a millisecond before it asks again,
+			// as one behind Envoy does (a 429 goes back to it first).
+			time.Sleep(time.Millisecond)
 		})
 	writes := parentWrites() - before
 	decisions := float64(l.ok.Load() + l.over.Load())
@@ -71,7 +85,12 @@ func TestFleetHierarchy(t *testing.T) {
 		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), decisions/l.elapsed.Seconds(), bound, 100*ok/bound, most,
 		writes, writes/decisions, f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`),
 		f.metric(t, "ratelimit_dynamodb_contended_total"), f.metric(t, "ratelimit_dynamodb_givebacks_total"))
-	t.Logf("on_unavailable %.0f, store errors %.0f", f.metric(t, "ratelimit_on_unavailable_total"), f.metric(t, "ratelimit_store_errors_total"))
+	t.Logf("answered by ON_UNAVAILABLE %.0f, store errors %.0f", f.metric(t, "ratelimit_on_unavailable_total"), f.metric(t, "ratelimit_store_errors_total"))
+	for _, op := range []string{"GetItem", "BatchGetItem", "UpdateItem", "TransactWriteItems"} {
+		n := f.metric(t, "ratelimit_dynamodb_calls_total", `operation="`+op+`"`)
+		slow := n - f.metric(t, "ratelimit_dynamodb_call_duration_seconds_bucket", `operation="`+op+`"`, `le="0.1"`)
+		t.Logf("%s: %.0f calls, %.0f over 100 ms", op, n, slow)
+	}
 	if t.Failed() || ok > bound {
 		for i, p := range f.procs {
 			out := p.out.String()

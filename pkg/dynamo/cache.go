@@ -259,7 +259,9 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 			continue
 		}
 		if r.untilMs <= now {
-			s.rejects.remove(b.base)
+			// Kept past its retry-after: it still says the item refused
+			// recently (gated, gate.go).
+			imgs[i], _ = s.images.peek(b.pk(0))
 			continue
 		}
 		hit = true

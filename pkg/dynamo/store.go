@@ -421,15 +421,17 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 		}
 		return pt.dec, nil
 	}
-	var wg sync.WaitGroup
-	for _, pt := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.await(ctx, pt)
-		}()
+	first, rest := s.gated(parts)
+	if len(first) > 0 {
+		s.awaitAll(ctx, first)
+		if stopped(first) {
+			// Refused (or failed) on an item that refused recently: the
+			// other items are not written, only to be given back.
+			s.notSent(rest)
+			rest = nil
+		}
 	}
-	wg.Wait()
+	s.awaitAll(ctx, rest)
 	dec := cascade.Decision{Statuses: make([]cascade.Status, len(p.Debits))}
 	var errs []error
 	for _, pt := range parts {
@@ -470,6 +472,19 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 		return cascade.Decision{}, errors.Join(errs...)
 	}
 	return dec, nil
+}
+
+// awaitAll sends parts to their lanes together and waits for every one.
+func (s *Store) awaitAll(ctx context.Context, parts []*part) {
+	if len(parts) == 1 {
+		s.await(ctx, parts[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, pt := range parts {
+		wg.Go(func() { s.await(ctx, pt) })
+	}
+	wg.Wait()
 }
 
 // compensate gives back consumed amounts: every part is tried, each in its
