@@ -30,7 +30,7 @@ type backend struct {
 	// hierarchy gives stored entity ancestors (DynamoDB); nil on the
 	// embedded store, whose chains are the configuration's alone.
 	hierarchy service.Hierarchy
-	run   func(context.Context) error
+	run       func(context.Context) error
 	// warmup, when set, readies the store before the service reports ready
 	// (health NOT_SERVING until it returns nil). It retries what may
 	// recover, and returns an error only for what cannot (a table of
