@@ -59,7 +59,10 @@
 // cold item is read first (strongly consistent, once per lane).
 //
 // A plan over several items is decided part by part (quota debits taken
-// when they fit), then by the plan's admission rule; the parts of a refused
+// when they fit), then by the plan's admission rule. The parts go to their
+// lanes together, but a part whose item refused within the last second
+// (past the refusal's retry-after) goes first, alone: refused again, the
+// plan is refused without writing the other items (gate.go); the parts of a refused
 // plan that consumed are given back: the same refund, capped at capacity,
 // written at most once, in their lanes, on a budget of their own
 // (4×Config.Timeout), retried while it lasts.
