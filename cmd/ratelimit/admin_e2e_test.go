@@ -52,11 +52,11 @@ func TestAdminCommandsIdempotent(t *testing.T) {
 		{"ratelimit limits delete -resource example", 0, regexp.QuoteMeta(`resource "example": no limits stored, nothing to delete`) + "\n", ``},
 		{"ratelimit entity create acme -cascade", 0, regexp.QuoteMeta(`entity "acme" parent "" cascade true`) + "\n", ``},
 		{"ratelimit entity create key-1 -parent acme", 0, regexp.QuoteMeta(`entity "key-1" parent "acme" cascade false`) + "\n", ``},
-		{"ratelimit limits set -entity acme rpm:600/min", 0, regexp.QuoteMeta(`entity "acme": set rpm:600/min`) + "\n", ``},
+		{"ratelimit limits set -entity acme rpm:2/min", 0, regexp.QuoteMeta(`entity "acme": set rpm:2/min`) + "\n", ``},
 		{"ratelimit entity show acme", 0, regexp.QuoteMeta(`entity "acme" parent "" cascade true`+"\n"+`child "key-1"`+"\n"+`chain "acme"`+"\n"+
-			`level "acme" cascade true default: rpm:600/min`) + "\n", ``},
+			`level "acme" cascade true default: rpm:2/min`) + "\n", ``},
 		{"ratelimit entity show key-1 -resource example", 0, regexp.QuoteMeta(`entity "key-1" parent "acme" cascade false`+"\n"+`chain "key-1" -> "acme"`+"\n"+
-			`level "key-1" cascade false: no limits stored`+"\n"+`level "acme" cascade true default: rpm:600/min`) + "\n", ``},
+			`level "key-1" cascade false: no limits stored`+"\n"+`level "acme" cascade true default: rpm:2/min`) + "\n", ``},
 		{"ratelimit entity create acme -parent key-1", 1, ``,
 			regexp.QuoteMeta(`ratelimit entity create: dynamo: entity "acme": parent "key-1" would make a cycle (acme -> key-1 -> acme): choose a parent that is not "acme" or below it, or change the parent of an entity in the cycle first`) + "\n"},
 		{"ratelimit entity create org/team", 1, ``,
