@@ -35,10 +35,10 @@ type rule struct {
 	limits []descriptors.Limit
 	// tiers are the bucket items the descriptor charges: its own (limits),
 	// then for a cascading hierarchical rule each entity above it, nearest
-	// first, configured and then stored. Set by plan; one holds the own
-	// tier of a descriptor without a hierarchy.
+	// first, configured and then stored. Set by tiers; few holds up to
+	// one of them without an allocation.
 	tiers     []tier
-	one       [1]tier
+	few       [1]tier
 	cascades  bool // the rule cascades: stored ancestors are charged too
 	matched   bool // some rule matched
 	override  bool // limits come from the descriptor's limit override

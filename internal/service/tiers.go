@@ -36,22 +36,25 @@ func (s *Service) tiers(domain string, items []item) error {
 			if key, empty := r.match.EmptyEntity(); empty {
 				return invalid(reasonEntity, "service: descriptor "+strconv.Itoa(i)+": entity level "+strconv.Quote(key)+" has an empty value")
 			}
-			ts := r.match.Tiers()
-			r.tiers = make([]tier, len(ts))
-			for j, t := range ts {
-				r.tiers[j] = tier{
+			r.tiers = r.few[:0]
+			if n := r.match.NumTiers(); n > len(r.few) {
+				r.tiers = make([]tier, 0, n+1) // room for a stored parent
+			}
+			for j := range r.match.NumTiers() {
+				t := r.match.Tier(j)
+				r.tiers = append(r.tiers, tier{
 					key:    cascade.Key{Namespace: r.match.Rule.Namespace, Entity: t.Entity, Resource: t.Resource},
 					limits: t.Limits,
 					depth:  t.Depth,
 					level:  t.Key,
-				}
+				})
 			}
 			r.tiers[0].limits = r.limits
 			r.cascades = r.match.Rule.Cascade
 			continue
 		}
-		r.one[0] = tier{key: itemKey(domain, it), limits: r.limits}
-		r.tiers = r.one[:]
+		r.few[0] = tier{key: itemKey(domain, it), limits: r.limits}
+		r.tiers = r.few[:1]
 	}
 	return nil
 }

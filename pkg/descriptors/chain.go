@@ -46,6 +46,11 @@ type tierDef struct {
 	level  int
 	prefix int
 	rule   *Rule
+	// plain: some level of the prefix is neither an entity nor the
+	// resource; resource: the index of the resource level in the prefix,
+	// or -1.
+	plain    bool
+	resource int
 }
 
 // chain fills the rule's hierarchy from its levels and the rules of the
@@ -61,16 +66,29 @@ func (r *Rule) chain(above []*Rule) {
 	if !r.Hierarchical {
 		return
 	}
-	r.tiers = append(r.tiers, tierDef{level: own, prefix: len(r.Levels), rule: r})
+	r.tiers = append(r.tiers, r.tierDef(own, len(r.Levels), r))
 	if own < 0 || !r.Levels[own].Cascade {
 		return
 	}
 	r.Cascade = true
 	for i := own - 1; i >= 0; i-- {
 		if r.Levels[i].Entity {
-			r.tiers = append(r.tiers, tierDef{level: i, prefix: i + 1, rule: above[i]})
+			r.tiers = append(r.tiers, r.tierDef(i, i+1, above[i]))
 		}
 	}
+}
+
+func (r *Rule) tierDef(level, prefix int, rule *Rule) tierDef {
+	t := tierDef{level: level, prefix: prefix, rule: rule, resource: -1}
+	for i, l := range r.Levels[:prefix] {
+		switch {
+		case l.Resource:
+			t.resource = i
+		case !l.Entity:
+			t.plain = true
+		}
+	}
+	return t
 }
 
 // Tiers returns the tiers a hierarchical match charges: its own, then, when
@@ -78,16 +96,27 @@ func (r *Rule) chain(above []*Rule) {
 // nil for a rule that is not hierarchical (its bucket is Match.EntityID in
 // the domain).
 func (m Match) Tiers() []Tier {
-	r := m.Rule
-	if r == nil || !r.Hierarchical || len(m.Entries) != len(r.Levels) {
-		return nil
-	}
-	out := make([]Tier, len(r.tiers))
-	for d, t := range r.tiers {
-		out[d] = m.tier(d, t)
+	out := make([]Tier, m.NumTiers())
+	for d := range out {
+		out[d] = m.Tier(d)
 	}
 	return out
 }
+
+// NumTiers returns how many tiers a hierarchical match charges (see
+// Tiers): 0 for a rule that is not hierarchical.
+func (m Match) NumTiers() int {
+	r := m.Rule
+	if r == nil || !r.Hierarchical || len(m.Entries) != len(r.Levels) {
+		return 0
+	}
+	return len(r.tiers)
+}
+
+// Tier returns tier d of the match, 0 ≤ d < NumTiers() (see Tiers). It
+// allocates only for an entity whose value needs escaping or that carries
+// other entries.
+func (m Match) Tier(d int) Tier { return m.tier(d, m.Rule.tiers[d]) }
 
 // EmptyEntity returns the key of an entity level whose value is empty in
 // the match, if any: an empty value names no entity, and the service refuses
@@ -111,9 +140,19 @@ func (m Match) tier(depth int, t tierDef) Tier {
 	if t.rule != nil && !t.rule.Unlimited {
 		out.Limits = t.rule.Limits
 	}
-	var b strings.Builder
 	if t.level >= 0 {
 		out.Key = r.Levels[t.level].Key
+	}
+	if t.level >= 0 && !t.plain && !needsEscape(m.Entries[t.level].Value) {
+		// The common case: the entity's own value, as it is.
+		out.Entity = m.Entries[t.level].Value
+		if t.resource >= 0 {
+			out.Resource = m.Entries[t.resource].Value
+		}
+		return out
+	}
+	var b strings.Builder
+	if t.level >= 0 {
 		escapeTo(&b, m.Entries[t.level].Value)
 	}
 	plain := false

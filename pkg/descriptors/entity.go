@@ -41,6 +41,22 @@ func (m Match) EntityID() string {
 
 const upperHex = "0123456789ABCDEF"
 
+// needsEscape reports whether escapeTo would change s.
+func needsEscape(s string) bool {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			continue
+		}
+		if mustEscape(c) {
+			return true
+		}
+	}
+	return !ascii && !utf8.ValidString(s)
+}
+
 func mustEscape(c byte) bool {
 	switch c {
 	case '%', '=', '&', '#', '/', '~', 0x7f:

@@ -148,3 +148,11 @@ func FuzzEntityID(f *testing.F) {
 		}
 	})
 }
+
+func TestNeedsEscape(t *testing.T) {
+	for _, s := range []string{"", "key-1", "acme.corp_2", "é", "日本", "a=b", "é=", "org/team", "50%", "a\x00", "\xff", "é\xff", "a~b", "a#b", "a&b", "\x7f"} {
+		if got, want := needsEscape(s), EscapeValue(s) != s; got != want {
+			t.Errorf("needsEscape(%q) = %t, want %t", s, got, want)
+		}
+	}
+}
