@@ -204,4 +204,3 @@ func BenchmarkChainCost(b *testing.B) {
 		report(b, sum, per*90)
 	})
 }
-
