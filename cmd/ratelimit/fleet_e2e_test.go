@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 
 	"net/http"
@@ -44,6 +45,8 @@ descriptors:
 type fleet struct {
 	procs   []*proc
 	clients []pb.RateLimitServiceClient
+	// callTimeout is each call's deadline (2 s when zero).
+	callTimeout time.Duration
 }
 
 func startFleet(t *testing.T, replicas int, env ...string) *fleet {
@@ -98,7 +101,7 @@ func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *p
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				req := next(c)
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(f.callTimeout, 2*time.Second))
 				resp, err := client.ShouldRateLimit(ctx, req)
 				cancel()
 				switch {

@@ -45,6 +45,11 @@ descriptors:
 func TestFleetHierarchy(t *testing.T) {
 	const keys = 1000
 	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=1s", "ON_UNAVAILABLE=allow")
+	// A decision can wait for a write in flight on its item, its own
+	// write, and (decided first once it refused) the tenant's before its
+	// key's: up to about three budgets. Envoy's timeout would be set above
+	// that; so is the callers'.
+	f.callTimeout = 5 * time.Second
 	reqs := make([]*pb.RateLimitRequest, keys)
 	for k := range reqs {
 		reqs[k] = &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{

@@ -9,7 +9,6 @@ import (
 	cache "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
@@ -52,18 +51,7 @@ func gatewayUsageConfig(budget uint32) *rlsconf.RateLimitConfig {
 // refused. On the embedded store and on DynamoDB.
 func TestGatewayUsageBasedLimit(t *testing.T) {
 	envoytest.Scenario(t, "8 Envoy Gateway's usage-based limit over xDS: 21 → 11 → 1, the overshooting charge lands, then 429 (memory and DynamoDB)")
-	t.Run("memory", func(t *testing.T) { gatewayUsage(t, nil) })
-	t.Run("dynamodb", func(t *testing.T) {
-		local := dynamotest.Start(t)
-		env := []string{
-			"BACKEND_TYPE=dynamodb",
-			"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-			"DYNAMODB_TABLE=" + dynamotest.TableName(t),
-			"AWS_REGION=us-east-1",
-		}
-		envoytest.RunBinary(t, env, "table", "create")
-		gatewayUsage(t, append(env, "BACKEND_TIMEOUT=400ms"))
-	})
+	onBothStores(t, gatewayUsage)
 }
 
 // gatewayUsage runs the sequence against a fresh Envoy and service started

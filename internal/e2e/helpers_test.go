@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
 
@@ -44,4 +45,22 @@ func headerInt(t *testing.T, resp envoytest.Response, name string) int {
 func metric(t *testing.T, r *envoytest.Rig, series string) float64 {
 	t.Helper()
 	return r.Service.Metrics(t)[series]
+}
+
+// onBothStores runs a scenario on the embedded store (env nil), then on a
+// fresh table of a DynamoDB Local of its own, created with the binary's
+// `table create`, with BACKEND_TIMEOUT=400ms (DynamoDB Local's latency).
+func onBothStores(t *testing.T, run func(t *testing.T, env []string)) {
+	t.Run("memory", func(t *testing.T) { run(t, nil) })
+	t.Run("dynamodb", func(t *testing.T) {
+		local := dynamotest.Start(t)
+		env := []string{
+			"BACKEND_TYPE=dynamodb",
+			"DYNAMODB_ENDPOINT=" + local.Endpoint(),
+			"DYNAMODB_TABLE=" + dynamotest.TableName(t),
+			"AWS_REGION=us-east-1",
+		}
+		envoytest.RunBinary(t, env, "table", "create")
+		run(t, append(env, "BACKEND_TIMEOUT=400ms"))
+	})
 }

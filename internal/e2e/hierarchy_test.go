@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
 
@@ -24,18 +23,7 @@ const hierarchyBootstrap = "examples/envoy/envoy-hierarchy.yaml"
 // remaining requests from other keys.
 func TestHierarchy(t *testing.T) {
 	envoytest.Scenario(t, "9 hierarchical limits: two keys share their tenant's 5, a key's own tighter limit refuses first (memory and DynamoDB)")
-	t.Run("memory", func(t *testing.T) { hierarchy(t, nil) })
-	t.Run("dynamodb", func(t *testing.T) {
-		local := dynamotest.Start(t)
-		env := []string{
-			"BACKEND_TYPE=dynamodb",
-			"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-			"DYNAMODB_TABLE=" + dynamotest.TableName(t),
-			"AWS_REGION=us-east-1",
-		}
-		envoytest.RunBinary(t, env, "table", "create")
-		hierarchy(t, append(env, "BACKEND_TIMEOUT=400ms"))
-	})
+	onBothStores(t, hierarchy)
 }
 
 // hierarchy runs the sequence against a fresh Envoy and service started

@@ -134,6 +134,8 @@ func TestConfiguredChain(t *testing.T) {
 	}
 }
 
+// runSteps asks svc each step's request after advancing st's clock, and
+// wants each answer's respString.
 func runSteps(t *testing.T, svc *Service, st *fakeStore, steps []step) {
 	t.Helper()
 	for i, s := range steps {
@@ -310,4 +312,3 @@ func TestStoredAncestors(t *testing.T) {
 	})
 }
 
-var _ = time.Second

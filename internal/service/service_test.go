@@ -306,18 +306,7 @@ func TestShouldRateLimit(t *testing.T) {
 			st := newFakeStore()
 			cfg := mustConfig(t, testConfig)
 			svc := New(st, func() *descriptors.Config { return cfg }, tt.opts...)
-			for i, s := range tt.steps {
-				st.mu.Lock()
-				st.clock.Advance(s.advance)
-				st.mu.Unlock()
-				resp, err := svc.ShouldRateLimit(context.Background(), s.req)
-				if err != nil {
-					t.Fatalf("step %d: ShouldRateLimit() error = %v", i, err)
-				}
-				if got := respString(resp); got != s.want {
-					t.Errorf("step %d: ShouldRateLimit(%v) = %s, want %s", i, s.req, got, s.want)
-				}
-			}
+			runSteps(t, svc, st, tt.steps)
 			if tt.check != nil {
 				tt.check(t, st)
 			}
