@@ -311,4 +311,3 @@ func TestStoredAncestors(t *testing.T) {
 		}
 	})
 }
-
