@@ -56,7 +56,8 @@ func TestAdminCommandsIdempotent(t *testing.T) {
 		{"ratelimit entity show acme", 0, regexp.QuoteMeta(`entity "acme" parent "" cascade true`+"\n"+`child "key-1"`+"\n"+`chain "acme"`+"\n"+
 			`level "acme" cascade true default: rpm:2/min`) + "\n", ``},
 		{"ratelimit entity show key-1 -resource example", 0, regexp.QuoteMeta(`entity "key-1" parent "acme" cascade false`+"\n"+`chain "key-1" -> "acme"`+"\n"+
-			`level "key-1" cascade false: no limits stored`+"\n"+`level "acme" cascade true default: rpm:2/min`) + "\n", ``},
+			`level "key-1" cascade false: no limits stored`+"\n"+`level "acme" cascade true default: rpm:2/min`+"\n"+
+			`bucket "acme" resource "example": rpm 2 of 2 left`) + "\n", ``},
 		{"ratelimit entity create acme -parent key-1", 1, ``,
 			regexp.QuoteMeta(`ratelimit entity create: dynamo: entity "acme": parent "key-1" would make a cycle (acme -> key-1 -> acme): choose a parent that is not "acme" or below it, or change the parent of an entity in the cycle first`) + "\n"},
 		{"ratelimit entity create org/team", 1, ``,

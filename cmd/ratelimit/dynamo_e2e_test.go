@@ -43,6 +43,7 @@ func dynamoEnv(t *testing.T, extra ...string) []string {
 	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
 		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
 	}
+	local.DropAtCleanup(t, getenv("DYNAMODB_TABLE"))
 	return env
 }
 

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -165,8 +167,10 @@ var groups = []*group{
 			"entities from ID up its parents (chain \"ID\" -> \"parent\" -> …), then one\n" +
 			"line per entity of that chain: its cascade flag and the limits stored for\n" +
 			"it and R, or else its default limits (without -resource, its default\n" +
-			"limits). A debit of ID is also charged to each parent up the chain while\n" +
-			"the parents cascade.",
+			"limits). With -resource, each level with stored limits is followed by\n" +
+			"its bucket for R: each limit's tokens left and the time until it is full.\n" +
+			"A debit of ID is also charged to each parent up the chain while the\n" +
+			"parents cascade.",
 		args: argSpec{names: [][2]string{{"ID", "the entity's id"}}, of: "ID", min: 1, max: 1},
 		flags: []flagSpec{
 			{"resource", "R", "the resource whose limits to show at each level (default: each entity's default limits)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
@@ -370,8 +374,43 @@ func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
 	fmt.Fprintln(e.out, chainLine(levels, cycle))
 	for _, l := range levels {
 		fmt.Fprintln(e.out, levelLine(l))
+		if e.opts.resource == "" || len(l.Limits) == 0 {
+			continue
+		}
+		// The level's bucket for the resource: what each stored limit
+		// holds now.
+		key := cascade.Key{Namespace: e.opts.ns, Entity: l.Entity.ID, Resource: e.opts.resource}
+		st, err := e.store.Status(ctx, key, l.Limits)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.out, bucketLine(l, e.opts.resource, st))
 	}
 	return nil
+}
+
+// bucketLine is entity show's line for a level's bucket item for a
+// resource: each stored limit's whole tokens left of its capacity, and
+// how long until it is full again, by limit name.
+func bucketLine(l dynamo.ChainLevel, resource string, st map[string]cascade.Status) string {
+	names := make([]string, 0, len(st))
+	for n := range st {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "bucket %q resource %q:", l.Entity.ID, resource)
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		s := st[n]
+		fmt.Fprintf(&b, " %s %d of %d left", n, s.Remaining/tokenbucket.PerToken, s.Bucket.Capacity/tokenbucket.PerToken)
+		if s.ResetAfter > 0 {
+			fmt.Fprintf(&b, " (full in %v)", s.ResetAfter.Round(time.Second))
+		}
+	}
+	return b.String()
 }
 
 // chainLine is entity show's "chain" line: the entity and its parents,

@@ -42,7 +42,7 @@ func TableName(t testing.TB) string {
 }
 
 // CreateTable creates table name on the endpoint with dynamo.CreateTable and
-// fails t if it cannot.
+// fails t if it cannot; the table is deleted when t ends (DropAtCleanup).
 func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -50,4 +50,20 @@ func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
 	if err := dynamo.CreateTable(ctx, l.Client(t), name); err != nil {
 		t.Fatalf("dynamotest: create table %s: %v", name, err)
 	}
+	l.DropAtCleanup(t, name)
+}
+
+// DropAtCleanup deletes table name when t ends (after the cleanups
+// registered later, such as stopping the processes that use it). DynamoDB
+// Local keeps every table, item and stream record of a run in its heap, so
+// a long run that kept them would slow it down test after test. A table
+// that is already gone is fine.
+func (l *Local) DropAtCleanup(t testing.TB, name string) {
+	t.Helper()
+	c := l.Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &name})
+	})
 }
