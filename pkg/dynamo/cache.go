@@ -316,6 +316,3 @@ func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
 	}
 	return a * tokenbucket.Millitokens(n)
 }
-
-// expired reports whether a cache entry stamped at is older than ttl.
-func expired(at time.Time, now time.Time, ttl time.Duration) bool { return now.Sub(at) >= ttl }
