@@ -176,7 +176,9 @@ func TestEntityChainAgainstLocal(t *testing.T) {
 chain "key-1" -> "proj" -> "acme"
 level "key-1" cascade false: no limits stored
 level "proj" cascade true resource "gpt-4": rpm:100/min
+bucket "proj" resource "gpt-4": rpm 100 of 100 left
 level "acme" cascade true default: rpm:1000/min
+bucket "acme" resource "gpt-4": rpm 1000 of 1000 left
 `},
 		{[]string{"entity", "show", "key-1"}, `entity "key-1" parent "proj" cascade false
 chain "key-1" -> "proj" -> "acme"
@@ -188,6 +190,7 @@ level "acme" cascade true default: rpm:1000/min
 child "proj"
 chain "acme"
 level "acme" cascade true default: rpm:1000/min
+bucket "acme" resource "gpt-4": rpm 1000 of 1000 left
 `},
 		{[]string{"entity", "show", "orphan"}, `entity "orphan" parent "ghost" cascade false
 chain "orphan" -> "ghost"
