@@ -14,11 +14,34 @@ import (
 type flights struct {
 	mu sync.Mutex
 	m  map[string]*flight
+	// records coalesces the reads of stored records (guarded by mu).
+	records batcher
 }
 
+// batcher lets at most maxRunning reads of one kind run at once; the keys
+// asked for meanwhile wait in one next read, started when a running one
+// ends. At low load a read starts at once, as a flight does; under a flood
+// of new keys, the reads that would each have been a call carry their keys
+// together (a BatchGetItem of up to 100 keys), so the table is asked once
+// for many decisions instead of once for each.
+type batcher struct {
+	running int
+	next    *flight
+	keys    []string
+	// decisions are the contexts of the decisions that put keys in next.
+	decisions []context.Context
+}
+
+// maxRunning is how many reads of stored records run at once per store.
+const maxRunning = 4
+
 type flight struct {
-	start     time.Time
-	done      chan struct{}
+	start time.Time
+	done  chan struct{}
+	// queued: the read waits in a batcher for a running one to end; its
+	// waiters whose budgets end meanwhile were held up by reads of this
+	// replica, not by DynamoDB (guarded by flights.mu).
+	queued    bool
 	err       error
 	throttled atomic.Bool // DynamoDB throttled the read at least once
 
@@ -43,7 +66,10 @@ func (s *Store) wait(ctx context.Context, f *flight) error {
 	case <-f.done:
 		return f.err
 	case <-ctx.Done():
-		if !f.throttled.Load() && time.Since(f.start) >= s.cfg.Timeout {
+		s.loads.mu.Lock()
+		queued, start := f.queued, f.start
+		s.loads.mu.Unlock()
+		if !queued && !f.throttled.Load() && time.Since(start) >= s.cfg.Timeout {
 			return fmt.Errorf("dynamo: read not answered within %v: %w: %w", s.cfg.Timeout, ErrUnavailable, ctx.Err())
 		}
 		return errContended
@@ -100,6 +126,105 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 	if len(start) == 0 {
 		return out
 	}
+	ctx, cancel := s.prepare(f, decisions)
+	go s.runRead(f, start, ctx, cancel, read)
+	return append(out, f)
+}
+
+// flyRecords is fly for reads of stored records (read), coalesced by the
+// store's batcher: while maxRunning reads run, keys that no flight reads
+// yet join the next read, which starts when a running one ends.
+func (s *Store) flyRecords(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
+	s.loads.mu.Lock()
+	b := &s.loads.records
+	if s.closed.Load() || b.running < maxRunning {
+		s.loads.mu.Unlock()
+		return s.fly(keys, decisions, s.counted(read))
+	}
+	var out []*flight
+	var tell []*flight
+	for _, k := range keys {
+		if g, ok := s.loads.m[k]; ok {
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+				switch {
+				case !g.ready:
+					g.pending = append(g.pending, decisions...)
+				case g.join != nil:
+					tell = append(tell, g)
+				}
+			}
+			continue
+		}
+		if b.next == nil {
+			b.next = &flight{start: time.Now(), done: make(chan struct{}), queued: true}
+			b.decisions = append([]context.Context(nil), decisions...)
+		} else if !slices.Contains(out, b.next) {
+			b.decisions = append(b.decisions, decisions...)
+		}
+		s.loads.m[k] = b.next
+		b.keys = append(b.keys, k)
+		if !slices.Contains(out, b.next) {
+			out = append(out, b.next)
+		}
+	}
+	s.loads.mu.Unlock()
+	for _, g := range tell {
+		s.tellJoins(g.join, decisions)
+	}
+	return out
+}
+
+// counted wraps a read of stored records so that the batcher counts it
+// while it runs, and starts the next read when it ends.
+func (s *Store) counted(read func(ctx context.Context, keys []string, f *flight) error) func(ctx context.Context, keys []string, f *flight) error {
+	return func(ctx context.Context, keys []string, f *flight) error {
+		s.loads.mu.Lock()
+		s.loads.records.running++
+		s.loads.mu.Unlock()
+		defer s.startNext(read)
+		return read(ctx, keys, f)
+	}
+}
+
+// startNext ends a running read of stored records and starts the next one,
+// if keys wait for it: under the same lifetime, deadline and hooks as fly's
+// reads, for every decision that put keys in it. After Close the waiting
+// read fails with errClosed.
+func (s *Store) startNext(read func(ctx context.Context, keys []string, f *flight) error) {
+	s.loads.mu.Lock()
+	b := &s.loads.records
+	b.running--
+	f, keys, decisions := b.next, b.keys, b.decisions
+	b.next, b.keys, b.decisions = nil, nil, nil
+	if f == nil {
+		s.loads.mu.Unlock()
+		return
+	}
+	f.queued = false
+	f.start = time.Now()
+	if s.closed.Load() {
+		for _, k := range keys {
+			delete(s.loads.m, k)
+		}
+		s.loads.mu.Unlock()
+		f.err = errClosed
+		close(f.done)
+		return
+	}
+	s.wg.Add(1) // under the lock: Close waits for the read
+	s.loads.mu.Unlock()
+	go func() {
+		ctx, cancel := s.prepare(f, decisions)
+		s.runRead(f, keys, ctx, cancel, s.counted(read))
+	}()
+}
+
+// prepare makes the context of flight f's read, for the decisions that
+// started it, under the store's lifetime and a deadline of its own (see
+// WithCallContext), and tells the decisions that joined it meanwhile (see
+// WithCallJoin). No lock is held while the hooks run.
+func (s *Store) prepare(f *flight, decisions []context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
 	ctx = s.callContext(ctx, decisions)
 	join := joinOf(ctx)
@@ -111,27 +236,30 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 	if join != nil {
 		s.tellJoins(join, pending)
 	}
-	go func() {
-		defer s.wg.Done()
-		defer cancel()
-		defer func() {
-			if r := recover(); r != nil {
-				// A panic is a defect here, not DynamoDB failing to
-				// answer: the decisions waiting are refused as
-				// contended, never handed to ON_UNAVAILABLE.
-				s.log.WithField("panic", fmt.Sprint(r)).Error("a read panicked; the decisions waiting for it are refused")
-				f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(start), r, errContended)
-			}
-			s.loads.mu.Lock()
-			for _, k := range start {
-				delete(s.loads.m, k)
-			}
-			s.loads.mu.Unlock()
-			close(f.done)
-		}()
-		f.err = read(ctx, start, f)
+	return ctx, cancel
+}
+
+// runRead runs flight f's read of keys on ctx, recovering a panic, and ends
+// the flight. The caller has counted it in s.wg.
+func (s *Store) runRead(f *flight, keys []string, ctx context.Context, cancel context.CancelFunc, read func(ctx context.Context, keys []string, f *flight) error) {
+	defer s.wg.Done()
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			// A panic is a defect here, not DynamoDB failing to
+			// answer: the decisions waiting are refused as
+			// contended, never handed to ON_UNAVAILABLE.
+			s.log.WithField("panic", fmt.Sprint(r)).Error("a read panicked; the decisions waiting for it are refused")
+			f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(keys), r, errContended)
+		}
+		s.loads.mu.Lock()
+		for _, k := range keys {
+			delete(s.loads.m, k)
+		}
+		s.loads.mu.Unlock()
+		close(f.done)
 	}()
-	return append(out, f)
+	f.err = read(ctx, keys, f)
 }
 
 // recoverHook, deferred around a hook (name) the store runs, recovers a
