@@ -323,7 +323,7 @@ func TestImageBinary(t *testing.T) {
 	t.Cleanup(func() {
 		if !stopped {
 			_ = cmd.Process.Kill()
-			<-exited
+			t.Logf("/bin/ratelimit killed at cleanup: %v", <-exited)
 		}
 	})
 	client := &http.Client{Timeout: time.Second}

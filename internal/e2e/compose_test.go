@@ -625,7 +625,7 @@ func TestCompose(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		_ = early.Process.Kill()
-		<-done
+		t.Logf("killed: %v", <-done)
 		t.Errorf("the service before its table still runs after 60 s, want it to exit so that it is restarted\n%s", earlyOut.String())
 	}
 
