@@ -15,6 +15,11 @@ help: ## list the targets
 build: ## build the ratelimit binary into bin/
 	$(GO) build -o $(BIN)/ratelimit ./cmd/ratelimit
 
+.PHONY: image
+image: ## build the container image dynalimit:dev (Dockerfile; needs docker)
+	@command -v docker >/dev/null || { echo "image: no docker command on this machine; install Docker to build the image (go test ./internal/deploytest checks the Dockerfile without it)" >&2; exit 1; }
+	docker build -t dynalimit:dev .
+
 .PHONY: run
 run: ## run the service on the embedded store with the example config
 	$(GO) run ./cmd/ratelimit serve -config_dir examples/config

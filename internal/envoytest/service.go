@@ -29,28 +29,31 @@ func Binary(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("envoytest: needs the built ratelimit binary, which -short does not build")
 	}
-	buildOnce.Do(func() {
-		root, err := RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "envoytest-ratelimit-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "ratelimit")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/ratelimit")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/ratelimit: %w\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { buildBin, buildErr = buildCommand("./cmd/ratelimit") })
 	if buildErr != nil {
 		t.Fatalf("envoytest: %v", buildErr)
 	}
 	return buildBin
+}
+
+// buildCommand builds the main package pkg (e.g. ./cmd/ratelimit) of the
+// repository into a temporary directory and returns the binary's path.
+func buildCommand(pkg string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "envoytest-"+filepath.Base(pkg)+"-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
 }
 
 // Service is the ratelimit binary serving on loopback ports of its own.
