@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,4 +64,39 @@ func TestGenerateTypes(t *testing.T) {
 	if strings.Contains(string(out), `"k"`) {
 		t.Errorf("a free-form map's example key became a property:\n%s", out)
 	}
+}
+
+// TestDocumented: docs/kubernetes.md names every value of the schema.
+func TestDocumented(t *testing.T) {
+	root := filepath.Join("..", "..")
+	src, err := os.ReadFile(filepath.Join(root, DefaultSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(src, &schema); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(s map[string]any, path string)
+	walk = func(s map[string]any, path string) {
+		props, ok := s["properties"].(map[string]any)
+		if !ok {
+			if !strings.Contains(string(doc), "| `"+path+"` |") {
+				t.Errorf("docs/kubernetes.md has no row for the value %s", path)
+			}
+			return
+		}
+		for k, v := range props {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			walk(v.(map[string]any), p)
+		}
+	}
+	walk(schema, "")
 }
