@@ -41,7 +41,7 @@ func TestRecordReadsCoalesce(t *testing.T) {
 			p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: fmt.Sprintf("key-%d", i), Resource: "r"}, Limit: "rpm", Bucket: lim, Amount: tokenbucket.PerToken}}}
 			dec, err := s.Acquire(context.Background(), p)
 			if err != nil || !dec.Admitted {
-				errs <- fmt.Errorf("Acquire(key-%d) = %+v, %v, want admitted", i, dec, err)
+				errs <- fmt.Errorf("Acquire(key-%d) = %+v, %w, want admitted", i, dec, err)
 			}
 		})
 	}
