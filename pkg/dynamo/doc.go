@@ -101,7 +101,11 @@
 // number of decisions waiting (single flight), by a read with a deadline of
 // its own that fills the cache even when the decision that started it gave
 // up; a record past its lifetime (Config.ConfigCacheTTL ± 10%) serves while
-// one read refreshes it. Recent refusals of consuming plans are answered
+// one read refreshes it. At most maxRunning such reads run at once; the
+// records asked for meanwhile wait in one next read, started when a running
+// one ends, so that a flood of new keys costs a few BatchGetItem calls of
+// many keys each (a decision whose budget ends while its read is queued is
+// contended, not unavailable). Recent refusals of consuming plans are answered
 // from a bounded local cache until their retry-after (at most one second:
 // refunds can return tokens sooner); Config.RejectionCacheSize 0 turns it
 // off.
