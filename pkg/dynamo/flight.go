@@ -102,15 +102,7 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 	for _, k := range keys {
 		if g, ok := s.loads.m[k]; ok {
 			out = append(out, g)
-			if !slices.Contains(joined, g) {
-				joined = append(joined, g)
-				switch {
-				case !g.ready:
-					g.pending = append(g.pending, decisions...)
-				case g.join != nil:
-					tell = append(tell, g)
-				}
-			}
+			joinFlight(g, decisions, &joined, &tell)
 			continue
 		}
 		s.loads.m[k] = f
@@ -131,6 +123,23 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 	return append(out, f)
 }
 
+// joinFlight notes, under flights.mu, that decisions wait for g, which
+// reads a key they need: once per flight (seen), as pending while g's
+// context is not made yet, or else to be told of through g's join
+// function (tell, after the lock is released).
+func joinFlight(g *flight, decisions []context.Context, seen, tell *[]*flight) {
+	if slices.Contains(*seen, g) {
+		return
+	}
+	*seen = append(*seen, g)
+	switch {
+	case !g.ready:
+		g.pending = append(g.pending, decisions...)
+	case g.join != nil:
+		*tell = append(*tell, g)
+	}
+}
+
 // flyRecords is fly for reads of stored records (read), coalesced by the
 // store's batcher: while maxRunning reads run, keys that no flight reads
 // yet join the next read, which starts when a running one ends.
@@ -145,15 +154,7 @@ func (s *Store) flyRecords(keys []string, decisions []context.Context, read func
 	var tell []*flight
 	for _, k := range keys {
 		if g, ok := s.loads.m[k]; ok {
-			if !slices.Contains(out, g) {
-				out = append(out, g)
-				switch {
-				case !g.ready:
-					g.pending = append(g.pending, decisions...)
-				case g.join != nil:
-					tell = append(tell, g)
-				}
-			}
+			joinFlight(g, decisions, &out, &tell)
 			continue
 		}
 		if b.next == nil {
