@@ -114,6 +114,12 @@ func place(what string, i, j int) string {
 	return "descriptor " + strconv.Itoa(i) + " entry " + strconv.Itoa(j) + " " + what
 }
 
+// oneItem is the item of a one-descriptor request with its entries.
+type oneItem struct {
+	item    [1]item
+	entries [4]descriptors.Entry
+}
+
 // parse validates req against the request limits and converts its
 // descriptors into items, each with what it asked. Its work is linear in the
 // size of the request and stops at the first problem.
@@ -144,8 +150,17 @@ func (s *Service) parse(req *pb.RateLimitRequest) ([]item, error) {
 		}
 		total += n
 	}
-	entries := make([]descriptors.Entry, total)
-	items := make([]item, len(ds))
+	var entries []descriptors.Entry
+	var items []item
+	if len(ds) == 1 && total <= len(oneItem{}.entries) {
+		// The common request: one descriptor of a few entries, in one
+		// allocation.
+		one := &oneItem{}
+		items, entries = one.item[:], one.entries[:total]
+	} else {
+		entries = make([]descriptors.Entry, total)
+		items = make([]item, len(ds))
+	}
 	reqHits := uint64(1)
 	if h := req.GetHitsAddend(); h != 0 {
 		reqHits = uint64(h)

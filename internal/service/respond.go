@@ -17,13 +17,24 @@ import (
 // respond builds the response from the settled items.
 func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided bool) *pb.RateLimitResponse {
 	n := len(items)
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
+	var resp *pb.RateLimitResponse
+	var slots []respSlot
+	if n == 1 {
+		// The common request, one descriptor: one allocation holds the
+		// response, its status list and the status with its limit and reset.
+		one := &oneResponse{}
+		resp, slots = &one.resp, one.slot[:]
+		resp.Statuses = one.statuses[:]
+	} else {
+		// One allocation holds every status with its limit and reset.
+		resp = &pb.RateLimitResponse{}
+		slots = make([]respSlot, n)
+		resp.Statuses = make([]*pb.RateLimitResponse_DescriptorStatus, n)
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
 	if over {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
-	// One allocation holds every status with its limit and reset.
-	slots := make([]respSlot, n)
-	resp.Statuses = make([]*pb.RateLimitResponse_DescriptorStatus, n)
 	best := -1 // the most restrictive descriptor, for headers
 	for i := range items {
 		it := &items[i]
@@ -73,6 +84,13 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		resp.DynamicMetadata = metadata(req, items, resp.Statuses, s.extendedMetadata)
 	}
 	return resp
+}
+
+// oneResponse is the response to a one-descriptor request in one piece.
+type oneResponse struct {
+	resp     pb.RateLimitResponse
+	statuses [1]*pb.RateLimitResponse_DescriptorStatus
+	slot     [1]respSlot
 }
 
 // respSlot holds one descriptor's status and what it points to.
