@@ -26,7 +26,7 @@ descriptors:
       requests_per_unit: 50
 `
 
-// TestBinaryFloodKeepsLimiting is the distinct-key flood of the issue, on
+// TestBinaryFloodKeepsLimiting is a flood of distinct keys against
 // the binary: MEMORY_MAX_BYTES=2000000, a rule of 1 an hour per api_key,
 // 20 callers sending a new key on every call for 4 s. The store is at its
 // bound within a fraction of a second and evicts from then on: no call is
