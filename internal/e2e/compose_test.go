@@ -142,6 +142,14 @@ func stripAddresses(t *testing.T, file string) map[string]any {
 	return root
 }
 
+// envoyAddress is a bootstrap's address: its socket_address.
+type envoyAddress struct {
+	SocketAddress struct {
+		Address   string `yaml:"address"`
+		PortValue int    `yaml:"port_value"`
+	} `yaml:"socket_address"`
+}
+
 // socketAddresses returns "address:port" of every socket_address in a
 // bootstrap, keyed by where it is: "admin", "listener <name>" or "cluster
 // <name>".
@@ -153,22 +161,12 @@ func socketAddresses(t *testing.T, file string) map[string]string {
 	}
 	var bs struct {
 		Admin struct {
-			Address struct {
-				SocketAddress struct {
-					Address   string `yaml:"address"`
-					PortValue int    `yaml:"port_value"`
-				} `yaml:"socket_address"`
-			} `yaml:"address"`
+			Address envoyAddress `yaml:"address"`
 		} `yaml:"admin"`
 		StaticResources struct {
 			Listeners []struct {
-				Name    string `yaml:"name"`
-				Address struct {
-					SocketAddress struct {
-						Address   string `yaml:"address"`
-						PortValue int    `yaml:"port_value"`
-					} `yaml:"socket_address"`
-				} `yaml:"address"`
+				Name    string       `yaml:"name"`
+				Address envoyAddress `yaml:"address"`
 			} `yaml:"listeners"`
 			Clusters []struct {
 				Name           string `yaml:"name"`
@@ -176,12 +174,7 @@ func socketAddresses(t *testing.T, file string) map[string]string {
 					Endpoints []struct {
 						LbEndpoints []struct {
 							Endpoint struct {
-								Address struct {
-									SocketAddress struct {
-										Address   string `yaml:"address"`
-										PortValue int    `yaml:"port_value"`
-									} `yaml:"socket_address"`
-								} `yaml:"address"`
+								Address envoyAddress `yaml:"address"`
 							} `yaml:"endpoint"`
 						} `yaml:"lb_endpoints"`
 					} `yaml:"endpoints"`

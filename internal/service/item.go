@@ -39,7 +39,6 @@ type rule struct {
 	// one of them without an allocation.
 	tiers     []tier
 	few       [1]tier
-	cascades  bool // the rule cascades: stored ancestors are charged too
 	matched   bool // some rule matched
 	override  bool // limits come from the descriptor's limit override
 	unlimited bool

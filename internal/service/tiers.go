@@ -50,7 +50,6 @@ func (s *Service) tiers(domain string, items []item) error {
 				})
 			}
 			r.tiers[0].limits = r.limits
-			r.cascades = r.match.Rule.Cascade
 			continue
 		}
 		r.few[0] = tier{key: itemKey(domain, it), limits: r.limits}
@@ -69,7 +68,7 @@ func (s *Service) ancestors(ctx context.Context, items []item) error {
 	for i := range items {
 		it := &items[i]
 		r := &it.rule
-		if !it.applies() || !r.cascades || len(r.tiers) >= descriptors.MaxChain {
+		if !it.applies() || !it.hierarchical() || !r.match.Rule.Cascade || len(r.tiers) >= descriptors.MaxChain {
 			continue
 		}
 		top := r.tiers[len(r.tiers)-1]

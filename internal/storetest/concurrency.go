@@ -215,15 +215,9 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 	}
 	var total int64
 	for i, b := range buckets {
-		b.Op = cascade.Check
-		p := &cascade.Plan{Debits: []cascade.Debit{b}}
-		dec, err := ss[i%len(ss)].Acquire(context.Background(), p)
-		if err != nil {
-			t.Fatalf("Acquire(%s) error = %v, want nil", describe(p), err)
-		}
 		want := frozenLimit.Capacity - tokenbucket.Millitokens(debited[i].Load())
-		if got := dec.Statuses[0].Remaining; got != want {
-			t.Errorf("Acquire(%s) remaining = %d, want %d (capacity − admitted debits)", describe(p), got, want)
+		if got := remaining(t, ss[i%len(ss)], b); got != want {
+			t.Errorf("bucket %v %s remaining = %d, want %d (capacity − admitted debits)", b.Key, b.Limit, got, want)
 		}
 		total += debited[i].Load()
 	}
@@ -295,24 +289,15 @@ func testHotParent(t *testing.T, ss []Store) {
 	if n := failures.Load(); n > 0 {
 		t.Fatalf("Acquire failed %d times; first error: %v", n, firstErr.Load())
 	}
-	remaining := func(d cascade.Debit) tokenbucket.Millitokens {
-		d.Op, d.Amount = cascade.Check, 0
-		p := &cascade.Plan{Debits: []cascade.Debit{d}}
-		dec, err := ss[0].Acquire(context.Background(), p)
-		if err != nil {
-			t.Fatalf("Acquire(%s) error = %v, want nil", describe(p), err)
-		}
-		return dec.Statuses[0].Remaining
-	}
 	for k := range chainKeys {
 		d := tiers(k)[0]
-		if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(keys[k].Load())*tok; got != want {
+		if got, want := remaining(t, ss[0], d), d.Bucket.Capacity-tokenbucket.Millitokens(keys[k].Load())*tok; got != want {
 			t.Errorf("key-%d remaining = %d, want %d (capacity − admitted)", k, got, want)
 		}
 	}
 	for p := range chainProjects {
 		d := tiers(p)[1]
-		if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(projects[p].Load())*tok; got != want {
+		if got, want := remaining(t, ss[0], d), d.Bucket.Capacity-tokenbucket.Millitokens(projects[p].Load())*tok; got != want {
 			t.Errorf("project-%d remaining = %d, want %d (capacity − admitted)", p, got, want)
 		}
 		if projects[p].Load() > 120 {
@@ -320,7 +305,7 @@ func testHotParent(t *testing.T, ss []Store) {
 		}
 	}
 	d := tiers(0)[2]
-	if got, want := remaining(d), d.Bucket.Capacity-tokenbucket.Millitokens(tenant.Load())*tok; got != want {
+	if got, want := remaining(t, ss[0], d), d.Bucket.Capacity-tokenbucket.Millitokens(tenant.Load())*tok; got != want {
 		t.Errorf("tenant remaining = %d, want %d (capacity − admitted)", got, want)
 	}
 	// The callers ask 960 times of a tenant of 300: it is exhausted, less
@@ -329,4 +314,17 @@ func testHotParent(t *testing.T, ss []Store) {
 	if n := tenant.Load(); n > 300 || n < 291 {
 		t.Errorf("tenant admitted %d of %d plans, want 291 to 300 (its capacity, at least 97%%)", n, lockGoroutines*chainPlans)
 	}
+}
+
+// remaining checks d's bucket on s (a zero-hit check, which debits nothing)
+// and returns what it holds.
+func remaining(t *testing.T, s Store, d cascade.Debit) tokenbucket.Millitokens {
+	t.Helper()
+	d.Op, d.Amount = cascade.Check, 0
+	p := &cascade.Plan{Debits: []cascade.Debit{d}}
+	dec, err := s.Acquire(context.Background(), p)
+	if err != nil {
+		t.Fatalf("Acquire(%s) error = %v, want nil", describe(p), err)
+	}
+	return dec.Statuses[0].Remaining
 }

@@ -1,12 +1,14 @@
 package dynamo
 
 import (
+	"time"
+
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 )
 
 // gateWindow is how long after an item's last refusal (its retry-after) a
 // plan over several items decides that item first.
-const gateWindow = 1000 // ms
+const gateWindow = time.Second
 
 // gated splits the parts of a plan over several items: first, the parts
 // whose items refused within the last gateWindow (past the refusal's
@@ -25,7 +27,7 @@ func (s *Store) gated(parts []*part) (first, rest []*part) {
 	s.mu.Lock()
 	for _, pt := range parts {
 		r, ok := s.rejects.peek(pt.b.base)
-		if ok && now < r.untilMs+gateWindow && enforcesOnly(pt) {
+		if ok && now < r.untilMs+gateWindow.Milliseconds() && enforcesOnly(pt) {
 			first = append(first, pt)
 		} else {
 			rest = append(rest, pt)
