@@ -17,9 +17,6 @@ import (
 // lowers the ceiling. The counts are those of BenchmarkShouldRateLimit and
 // BenchmarkHierarchy (`go test ./internal/service -run '^$' -bench . -benchmem`).
 func TestAllocationCeilings(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts are measured in the full suite")
-	}
 	cfg := mustConfig(t, testConfig)
 	chain := mustConfig(t, hierarchyBenchConfig)
 	cases := []struct {
