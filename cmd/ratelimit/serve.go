@@ -136,13 +136,17 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		UnaryInterceptors:     append(interceptors(tp), compatInterceptors(compat)...),
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
-		ReadHeaderTimeout:     s.HTTPReadHeaderTimeout,
-		ReadTimeout:           s.HTTPReadTimeout,
-		IdleTimeout:           s.HTTPIdleTimeout,
-		MaxConnections:        s.HTTPMaxConnections,
-		Drain:                 s.ShutdownDrain,
-		Timeout:               s.ShutdownTimeout,
-		Logger:                entry("server"),
+		Transport:             s.GRPCTransport,
+		// The embedded store never waits: its calls are answered where
+		// they are read.
+		InlineCalls:       s.BackendType == config.BackendMemory,
+		ReadHeaderTimeout: s.HTTPReadHeaderTimeout,
+		ReadTimeout:       s.HTTPReadTimeout,
+		IdleTimeout:       s.HTTPIdleTimeout,
+		MaxConnections:    s.HTTPMaxConnections,
+		Drain:             s.ShutdownDrain,
+		Timeout:           s.ShutdownTimeout,
+		Logger:            entry("server"),
 	})
 	if err != nil {
 		return err

@@ -121,6 +121,7 @@ type Settings struct {
 	GRPCClientTLSSAN          string        // GRPC_CLIENT_TLS_SAN: a SAN every client certificate must carry
 	GRPCMaxConnectionAge      time.Duration // GRPC_MAX_CONNECTION_AGE: connections are sent GOAWAY after this age
 	GRPCMaxConnectionAgeGrace time.Duration // GRPC_MAX_CONNECTION_AGE_GRACE: then closed after this grace
+	GRPCTransport             string        // GRPC_TRANSPORT: native or grpc-go
 
 	HTTPReadHeaderTimeout time.Duration // HTTP_READ_HEADER_TIMEOUT: HTTP and debug: time to send a request's headers
 	HTTPReadTimeout       time.Duration // HTTP_READ_TIMEOUT: HTTP and debug: time to send a whole request
@@ -224,6 +225,7 @@ func Defaults() Settings {
 
 		GRPCMaxConnectionAge:      24 * time.Hour,
 		GRPCMaxConnectionAgeGrace: time.Hour,
+		GRPCTransport:             server.TransportNative,
 
 		HTTPReadHeaderTimeout: server.DefaultReadHeaderTimeout,
 		HTTPReadTimeout:       server.DefaultReadTimeout,
@@ -354,6 +356,7 @@ func bindings(s *Settings) []binding {
 		{"GRPC_CLIENT_TLS_SAN", "With mTLS, a subject alternative name (DNS, URI, IP or email) every client certificate must carry.", (*stringValue)(&s.GRPCClientTLSSAN)},
 		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY; 0 means no maximum.", (*durationValue)(&s.GRPCMaxConnectionAge)},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", "Time after GRPC_MAX_CONNECTION_AGE before the connection is closed.", (*durationValue)(&s.GRPCMaxConnectionAgeGrace)},
+		{"GRPC_TRANSPORT", "gRPC server: native (answers calls on the connection's reader on the embedded store and writes once per batch; see docs/performance.md) or grpc-go (grpc-go's own server).", &enumValue{p: &s.GRPCTransport, allowed: []string{server.TransportNative, server.TransportGRPCGo}}},
 
 		{"HTTP_READ_HEADER_TIMEOUT", "HTTP and debug listeners: time a client has to send a request's headers.", (*durationValue)(&s.HTTPReadHeaderTimeout)},
 		{"HTTP_READ_TIMEOUT", "HTTP and debug listeners: time a client has to send a whole request, body included.", (*durationValue)(&s.HTTPReadTimeout)},
@@ -596,6 +599,7 @@ func (s Settings) Validate() error {
 	}
 	checkEnum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
 	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
+	checkEnum("GRPC_TRANSPORT", s.GRPCTransport, server.TransportNative, server.TransportGRPCGo)
 	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
 	checkEnum("STATSD_PROTOCOL", s.StatsdProtocol, StatsdTCP, StatsdUDP)
 	checkEnum("DESCRIPTOR_HITS_ADDEND", s.DescriptorHitsAddend, HitsAddendCharge, HitsAddendConsume)

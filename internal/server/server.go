@@ -16,10 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -75,6 +73,13 @@ type Options struct {
 	TLS *tls.Config
 	// UnaryInterceptors wrap every unary gRPC call, first to last (tracing).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// Transport is the gRPC server: TransportNative (internal/grpcserver,
+	// the default) or TransportGRPCGo.
+	Transport string
+	// InlineCalls answers calls on the connection's reader (the native
+	// transport only): set it when the rate-limit service never waits,
+	// on the embedded store.
+	InlineCalls bool
 	// MaxConnectionAge and its grace spread long-lived Envoy connections
 	// across replicas; zero means unlimited.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
@@ -99,7 +104,7 @@ type Options struct {
 // Server owns the listeners. Create it with New, start it with Run.
 type Server struct {
 	o        Options
-	grpc     *grpc.Server
+	grpc     grpcServer
 	health   *health.Server
 	http     *http.Server
 	debug    *http.Server
@@ -160,26 +165,8 @@ func New(o Options) (*Server, error) {
 		}
 	}
 
-	var gopts []grpc.ServerOption
-	rls, selfRegistering := o.RateLimit.(interface {
-		GRPCServerOptions() []grpc.ServerOption
-		RegisterGRPC(grpc.ServiceRegistrar)
-	})
-	if selfRegistering {
-		gopts = append(gopts, rls.GRPCServerOptions()...)
-	}
-	if o.TLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
-	}
-	if len(o.UnaryInterceptors) > 0 {
-		gopts = append(gopts, grpc.ChainUnaryInterceptor(o.UnaryInterceptors...))
-	}
-	ka := keepalive.ServerParameters{MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}
-	if ka.MaxConnectionAge > 0 {
-		gopts = append(gopts, grpc.KeepaliveParams(ka))
-	}
-	s.grpc = grpc.NewServer(gopts...)
-	if selfRegistering {
+	s.grpc = newGRPCServer(o)
+	if rls, ok := o.RateLimit.(selfRegistering); ok {
 		rls.RegisterGRPC(s.grpc)
 	} else {
 		pb.RegisterRateLimitServiceServer(s.grpc, o.RateLimit)

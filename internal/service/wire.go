@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"unicode/utf8"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -35,7 +36,7 @@ type rawRequest struct {
 // request limits on its first buffer before it is copied.
 func (s *Service) GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2(grpcproto.Name), limits: s.limits}),
+		grpc.ForceServerCodecV2(s.Codec()),
 	}
 }
 
@@ -67,6 +68,37 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (c codec) Name() string { return grpcproto.Name }
+
+// UnmarshalBytes is Unmarshal for a request in one slice, which a
+// rawRequest keeps without a copy: the slice is valid while the call runs,
+// and the handler decodes it before it returns.
+func (c codec) UnmarshalBytes(b []byte, v any) error {
+	if r, ok := v.(*rawRequest); ok {
+		r.b = b
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("service: cannot decode into %T, not a proto message", v)
+	}
+	return proto.Unmarshal(b, m)
+}
+
+// MarshalAppend appends v's encoding to b: an answer is encoded into the
+// connection's write buffer, not into a slice of its own.
+func (c codec) MarshalAppend(b []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return b, fmt.Errorf("service: cannot encode %T, not a proto message", v)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, m)
+}
+
+// Codec returns the codec GRPCServerOptions installs, for a server that
+// takes one directly (internal/grpcserver).
+func (s *Service) Codec() encoding.CodecV2 {
+	return codec{proto: encoding.GetCodecV2(grpcproto.Name), limits: s.limits}
+}
 
 // RegisterGRPC registers s as envoy.service.ratelimit.v3.RateLimitService on
 // gs, which must be built with s's GRPCServerOptions. Interceptors see the
