@@ -137,6 +137,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		MaxConnectionAge:      s.GRPCMaxConnectionAge,
 		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
 		Transport:             s.GRPCTransport,
+		UnaryMetadata:         tp != nil, // the trace context
 		// The embedded store never waits: its calls are answered where
 		// they are read.
 		InlineCalls:       s.BackendType == config.BackendMemory,

@@ -43,7 +43,9 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	br     *bufio.Reader
-	fr     *http2.Framer
+	frame  frame
+	big    []byte // a frame larger than the read buffer
+	contID uint32 // the stream whose CONTINUATION must come next; 0: none
 	hdec   *hpack.Decoder
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
@@ -91,9 +93,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.cond.L = &c.mu
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.fr = http2.NewFramer(nil, c.br)
-	c.fr.SetReuseFrames()
-	c.fr.SetMaxReadFrameSize(1 << 20)
 	c.hdec = hpack.NewDecoder(4096, c.onField)
 	c.hdec.SetMaxStringLength(maxHeaderListSize)
 	c.henc = hpack.NewEncoder(&c.hbuf)
@@ -114,7 +113,7 @@ func (c *conn) serve() {
 	settings := []http2.Setting{
 		{ID: http2.SettingMaxConcurrentStreams, Val: c.s.o.MaxConcurrentStreams},
 		{ID: http2.SettingInitialWindowSize, Val: streamRecvWindow},
-		{ID: http2.SettingMaxFrameSize, Val: 1 << 20},
+		{ID: http2.SettingMaxFrameSize, Val: maxFrameSize},
 		{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize},
 	}
 	c.wbuf = appendFrameHeader(c.wbuf, 6*len(settings), frameSettings, 0, 0)
@@ -126,17 +125,16 @@ func (c *conn) serve() {
 	c.flush()
 
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
+		if err == nil {
+			err = c.onFrame(f)
+		}
 		if err != nil {
 			c.readError(err)
 			return
 		}
-		if err := c.onFrame(f); err != nil {
-			c.readError(err)
-			return
-		}
-		if c.br.Buffered() == 0 {
-			c.flush()
+		if c.br.Buffered() == c.frame.consumed {
+			c.flush() // nothing more to read without waiting
 		}
 	}
 }
@@ -149,8 +147,6 @@ func (c *conn) readError(err error) {
 	switch {
 	case errors.As(err, &ce):
 		code = http2.ErrCode(ce)
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		code = http2.ErrCodeFrameSize
 	default:
 		return // the client left, or the connection was closed
 	}
@@ -161,37 +157,40 @@ func (c *conn) readError(err error) {
 }
 
 // onFrame handles one frame; an error ends the connection.
-func (c *conn) onFrame(f http2.Frame) error {
-	switch f := f.(type) {
-	case *http2.HeadersFrame:
+func (c *conn) onFrame(f *frame) error {
+	switch f.typ {
+	case frameHeaders:
 		return c.onHeaders(f)
-	case *http2.ContinuationFrame:
-		return c.onHeaderBlock(f.HeaderBlockFragment(), f.HeadersEnded())
-	case *http2.DataFrame:
+	case frameContinuation:
+		end := f.flags&flagEndHeaders != 0
+		if end {
+			c.contID = 0
+		}
+		return c.onHeaderBlock(f.payload, end)
+	case frameData:
 		return c.onData(f)
-	case *http2.SettingsFrame:
+	case frameSettings:
 		return c.onSettings(f)
-	case *http2.WindowUpdateFrame:
+	case frameWindowUpdate:
 		return c.onWindowUpdate(f)
-	case *http2.PingFrame:
+	case framePing:
 		c.onPing(f)
-	case *http2.RSTStreamFrame:
-		c.onReset(f.StreamID)
-	case *http2.PushPromiseFrame:
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+	case frameRSTStream:
+		c.onReset(f.id)
 	}
 	// PRIORITY, GOAWAY (the client leaves: its calls end on their own) and
 	// unknown frames need nothing.
 	return nil
 }
 
-func (c *conn) onSettings(f *http2.SettingsFrame) error {
-	if f.IsAck() {
+func (c *conn) onSettings(f *frame) error {
+	if f.flags&flagAck != 0 {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := f.ForeachSetting(func(s http2.Setting) error {
+	for p := f.payload; len(p) >= 6; p = p[6:] {
+		s := http2.Setting{ID: http2.SettingID(uint16(p[0])<<8 | uint16(p[1])), Val: u32(p[2:])}
 		if err := s.Valid(); err != nil {
 			return err
 		}
@@ -207,40 +206,37 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		case http2.SettingHeaderTableSize:
 			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	c.writeFrameLocked(frameSettings, flagAck, 0, nil)
 	c.unblockLocked()
 	return nil
 }
 
-func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+func (c *conn) onWindowUpdate(f *frame) error {
+	inc := int64(u32(f.payload) & (1<<31 - 1))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.StreamID == 0 {
-		if c.sendWin+int64(f.Increment) > 1<<31-1 {
+	if f.id == 0 {
+		if inc == 0 || c.sendWin+inc > 1<<31-1 {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
-		c.sendWin += int64(f.Increment)
-	} else if st := c.streams[f.StreamID]; st != nil {
-		st.sendWin += int64(f.Increment)
+		c.sendWin += inc
+	} else if st := c.streams[f.id]; st != nil {
+		st.sendWin += inc
 	}
 	c.unblockLocked()
 	return nil
 }
 
-func (c *conn) onPing(f *http2.PingFrame) {
-	if f.IsAck() {
-		if f.Data == drainPing {
+func (c *conn) onPing(f *frame) {
+	if f.flags&flagAck != 0 {
+		if string(f.payload) == string(drainPing[:]) {
 			c.finishDrain()
 		}
 		return
 	}
 	c.mu.Lock()
-	c.writeFrameLocked(framePing, flagAck, 0, f.Data[:])
+	c.writeFrameLocked(framePing, flagAck, 0, f.payload)
 	c.mu.Unlock()
 }
 

@@ -32,6 +32,14 @@ func newDeadlineCtx(parent context.Context, d time.Duration) *deadlineCtx {
 	return &deadlineCtx{Context: parent, deadline: time.Now().Add(d)}
 }
 
+// reset makes c a new call's context.
+func (c *deadlineCtx) reset(parent context.Context, d time.Duration) {
+	c.Context, c.deadline = parent, time.Now().Add(d)
+	c.once = sync.Once{}
+	c.timed, c.cancel = nil, nil
+	c.ended.Store(false)
+}
+
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 func (c *deadlineCtx) Done() <-chan struct{} {

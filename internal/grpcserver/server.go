@@ -34,6 +34,11 @@ type Options struct {
 	// UnaryInterceptor wraps every unary call (grpc.ChainUnaryInterceptor
 	// builds one of several).
 	UnaryInterceptor grpc.UnaryServerInterceptor
+	// UnaryMetadata gives unary calls' contexts the request's metadata
+	// (metadata.FromIncomingContext), as grpc-go always does: set it when
+	// an interceptor or handler reads it (trace context). Streaming calls
+	// always have it.
+	UnaryMetadata bool
 	// Inline answers unary calls on the connection's reader. Set it only
 	// when no unary handler waits: a handler that waits there stalls every
 	// call on its connection.

@@ -207,7 +207,7 @@ func TestInterceptorSeesMetadataAndDeadline(t *testing.T) {
 			}
 			return h(ctx, req)
 		}
-		fx := start(t, Options{Inline: inline, UnaryInterceptor: icpt}, reverse)
+		fx := start(t, Options{Inline: inline, UnaryInterceptor: icpt, UnaryMetadata: true}, reverse)
 		cc := dial(t, fx.addr)
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-abc-def-01", "x-id-bin", "\x00\x01")
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)

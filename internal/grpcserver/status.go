@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -40,6 +41,9 @@ func encodeGRPCMessage(msg string) string {
 // google.rpc.Status message, base64 without padding, or "" when st has no
 // details (as grpc-go writes it).
 func statusDetails(st *status.Status) string {
+	if st.Code() == codes.OK {
+		return "" // and no copy of the status to find out
+	}
 	p := st.Proto()
 	if p == nil || len(p.GetDetails()) == 0 {
 		return ""

@@ -48,9 +48,10 @@ type stream struct {
 	inbox      [][]byte // messages of a streaming call, not yet received
 	inboxBytes int
 
-	req []byte          // the request message, while a unary handler runs
-	dec func(any) error // decodes req; bound once per stream object
-	ss  *serverStream   // a streaming call's
+	deadline deadlineCtx     // an inline call's context, when it has a deadline
+	req      []byte          // the request message, while a unary handler runs
+	dec      func(any) error // decodes req; bound once per stream object
+	ss       *serverStream   // a streaming call's
 }
 
 var streamPool = sync.Pool{New: func() any {
@@ -68,36 +69,39 @@ func (st *stream) decode(v any) error {
 
 // onHeaders starts reading a header block: a new call, or the trailers of
 // one (which end its request).
-func (c *conn) onHeaders(f *http2.HeadersFrame) error {
-	id := f.StreamID
+func (c *conn) onHeaders(f *frame) error {
+	id, ended, endStream := f.id, f.flags&flagEndHeaders != 0, f.flags&flagEndStream != 0
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	c.hdr, c.hdrEnd, c.hdrTrailers, c.hdrSize = nil, f.StreamEnded(), false, 0
+	if !ended {
+		c.contID = id
+	}
+	c.hdr, c.hdrEnd, c.hdrTrailers, c.hdrSize = nil, endStream, false, 0
 	c.mu.Lock()
 	if id <= c.lastStream {
 		st := c.streams[id]
 		c.mu.Unlock()
-		if st == nil || st.endRecv || !f.StreamEnded() {
+		if st == nil || st.endRecv || !endStream {
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
 		}
 		c.hdrTrailers = true
 		c.hdr = st
-		return c.onHeaderBlock(f.HeaderBlockFragment(), f.HeadersEnded())
+		return c.onHeaderBlock(f.payload, ended)
 	}
 	c.lastStream = id
 	refuse := c.draining == 2 || len(c.streams) >= int(c.s.o.MaxConcurrentStreams)
 	if refuse {
 		c.writeRSTLocked(id, http2.ErrCodeRefusedStream)
 		c.mu.Unlock()
-		return c.onHeaderBlock(f.HeaderBlockFragment(), f.HeadersEnded())
+		return c.onHeaderBlock(f.payload, ended)
 	}
 	st := streamPool.Get().(*stream)
 	st.c, st.id, st.sendWin = c, id, c.peerInitWin
 	c.streams[id] = st
 	c.mu.Unlock()
 	c.hdr = st
-	return c.onHeaderBlock(f.HeaderBlockFragment(), f.HeadersEnded())
+	return c.onHeaderBlock(f.payload, ended)
 }
 
 // onHeaderBlock decodes one fragment of a header block, and acts on the
@@ -158,7 +162,7 @@ func (c *conn) onField(f hpack.HeaderField) {
 	}
 	// Metadata, for interceptors and streaming handlers: what grpc-go's
 	// server puts in the incoming metadata.
-	if st.m == nil || (st.m.unary != nil && c.s.o.UnaryInterceptor == nil) {
+	if st.m == nil || (st.m.unary != nil && !c.s.o.UnaryMetadata) {
 		return
 	}
 	v := f.Value
@@ -241,8 +245,8 @@ func (c *conn) fail(st *stream, stat *status.Status) {
 }
 
 // onData takes a DATA frame: flow control, then the call's bytes.
-func (c *conn) onData(f *http2.DataFrame) error {
-	n := f.Header().Length
+func (c *conn) onData(f *frame) error {
+	n := f.length
 	c.recvUnacked += n
 	if c.recvUnacked >= connRecvWindow/4 {
 		c.mu.Lock()
@@ -251,11 +255,11 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.recvUnacked = 0
 	}
 	c.mu.Lock()
-	st := c.streams[f.StreamID]
+	st := c.streams[f.id]
 	last := c.lastStream
 	c.mu.Unlock()
 	if st == nil {
-		if f.StreamID > last {
+		if f.id > last {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		return nil // a call already answered or reset
@@ -268,8 +272,8 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.mu.Unlock()
 		return nil
 	}
-	data := f.Data()
-	end := f.StreamEnded()
+	data := f.payload
+	end := f.flags&flagEndStream != 0
 	if !end && n > 0 {
 		c.mu.Lock()
 		c.writeWindowUpdateLocked(st.id, n) // the call's bytes are bounded by MaxRecvMsgSize instead
@@ -382,7 +386,14 @@ func (c *conn) runUnary(st *stream, msg []byte, buf *[]byte) {
 	ctx := c.ctx
 	var dctx *deadlineCtx
 	if st.hasTimeout {
-		dctx = newDeadlineCtx(ctx, st.timeout)
+		if c.s.o.Inline {
+			// The stream object is the call's, and is recycled only
+			// once the call has ended: its context needs no allocation.
+			dctx = &st.deadline
+			dctx.reset(ctx, st.timeout)
+		} else {
+			dctx = newDeadlineCtx(ctx, st.timeout)
+		}
 		ctx = dctx
 	}
 	if !c.s.o.Inline {

@@ -261,14 +261,27 @@ func (c *Compat) count(name string) {
 // milliseconds, as envoyproxy/ratelimit's server reporter does
 // (ratelimit_server.<method>.total_requests and .response_time).
 func (c *Compat) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	var names sync.Map // full method → *methodStats
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
-		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-		c.count("ratelimit_server." + method + ".total_requests")
+		v, ok := names.Load(info.FullMethod)
+		if !ok {
+			method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+			total, _ := c.simple.LoadOrStore("ratelimit_server."+method+".total_requests", new(atomic.Uint64))
+			v, _ = names.LoadOrStore(info.FullMethod, &methodStats{total: total.(*atomic.Uint64), timing: "ratelimit_server." + method + ".response_time"})
+		}
+		m := v.(*methodStats)
+		m.total.Add(1)
 		resp, err := handler(ctx, req)
-		c.timing("ratelimit_server."+method+".response_time", float64(time.Since(start).Milliseconds()))
+		c.timing(m.timing, float64(time.Since(start).Milliseconds()))
 		return resp, err
 	}
+}
+
+// methodStats are a gRPC method's stats, named once.
+type methodStats struct {
+	total  *atomic.Uint64 // ratelimit_server.<method>.total_requests
+	timing string         // ratelimit_server.<method>.response_time
 }
 
 func (c *Compat) timing(name string, ms float64) {

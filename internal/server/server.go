@@ -73,6 +73,9 @@ type Options struct {
 	TLS *tls.Config
 	// UnaryInterceptors wrap every unary gRPC call, first to last (tracing).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// UnaryMetadata gives unary calls their request metadata on the native
+	// transport: set it when an interceptor reads it (tracing).
+	UnaryMetadata bool
 	// Transport is the gRPC server: TransportNative (internal/grpcserver,
 	// the default) or TransportGRPCGo.
 	Transport string

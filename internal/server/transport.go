@@ -62,6 +62,7 @@ func newGRPCServer(o Options) grpcServer {
 	}
 	no := grpcserver.Options{
 		Inline:                o.InlineCalls,
+		UnaryMetadata:         o.UnaryMetadata,
 		TLS:                   o.TLS,
 		MaxConnectionAge:      o.MaxConnectionAge,
 		MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/dynalimit/dynalimit/internal/grpcserver"
+	"github.com/dynalimit/dynalimit/internal/grpcserver/wiretest"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
@@ -51,4 +54,72 @@ func TestAllocationCeilings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAllocationCeilingsOnTheWire holds the allocations of one decision
+// as Envoy asks for it: a request's bytes through the gRPC transport
+// (internal/grpcserver, calls answered on the connection's reader), decoded
+// and decided by the service on the embedded store, and the answer encoded
+// into the connection's buffer. The counts are BenchmarkOnTheWire's.
+func TestAllocationCeilingsOnTheWire(t *testing.T) {
+	cfg := mustConfig(t, testConfig)
+	cases := []struct {
+		name    string
+		req     *pb.RateLimitRequest
+		ceiling float64
+	}{
+		{"one descriptor", rlReq("api", desc("user", "alice")), 14},
+		{"two descriptors", rlReq("api", desc("user", "alice"), desc("ip", "10.0.0.1")), 24},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := wireClient(t, New(memstore.New(), func() *descriptors.Config { return cfg }))
+			req, err := proto.Marshal(c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func() {
+				if _, st, err := cl.Call(shouldRateLimit, req); err != nil || st != "0" {
+					t.Fatalf("grpc-status %q, %v", st, err)
+				}
+			}
+			for range 10 {
+				call()
+			}
+			got := testing.AllocsPerRun(300, call)
+			t.Logf("%s: %.0f allocations a decision on the wire", c.name, got)
+			if got > c.ceiling {
+				t.Errorf("%s: %.0f allocations a decision on the wire, ceiling %.0f: a change added one to the hot path", c.name, got, c.ceiling)
+			}
+		})
+	}
+}
+
+// BenchmarkOnTheWire is one decision as Envoy asks for it, one at a time:
+// transport, decoding, the service on the embedded store, encoding.
+func BenchmarkOnTheWire(b *testing.B) {
+	cfg := mustConfig(b, testConfig)
+	cl := wireClient(b, New(memstore.New(), func() *descriptors.Config { return cfg }))
+	req, err := proto.Marshal(rlReq("api", desc("user", "alice")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, st, err := cl.Call(shouldRateLimit, req); err != nil || st != "0" {
+			b.Fatalf("grpc-status %q, %v", st, err)
+		}
+	}
+}
+
+const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+// wireClient serves svc on the native transport, as the binary does on the
+// embedded store, with a grpc-timeout as Envoy sends one (longer than
+// Envoy's usual 20 ms: a busy machine may stall a call that long, and the
+// service would rightly answer DeadlineExceeded).
+func wireClient(tb testing.TB, svc *Service) *wiretest.Client {
+	srv := grpcserver.New(grpcserver.Options{Codec: svc.Codec(), Inline: true})
+	svc.RegisterGRPC(srv)
+	return wiretest.Dial(tb, srv).WithTimeout("5S")
 }

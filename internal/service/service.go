@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -54,6 +55,8 @@ type Service struct {
 	// (DESCRIPTOR_HITS_ADDEND=consume).
 	chargeDescriptorHits bool
 	block                bool
+
+	decideRawFn grpc.UnaryHandler // decideRaw, bound once
 
 	// failLog throttles store-failure logs: an outage logs once a second
 	// with the count of failures it did not log, not once per request.
@@ -174,6 +177,7 @@ func New(store Store, config func() *descriptors.Config, opts ...Option) *Servic
 	for _, o := range opts {
 		o(s)
 	}
+	s.decideRawFn = s.decideRaw
 	return s
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -116,23 +117,38 @@ var serviceDesc = grpc.ServiceDesc{
 
 func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 	s := srv.(*Service)
-	var raw rawRequest
-	if err := dec(&raw); err != nil {
+	raw := rawPool.Get().(*rawRequest)
+	defer func() {
+		*raw = rawRequest{}
+		rawPool.Put(raw)
+	}()
+	if err := dec(raw); err != nil {
 		return nil, err
 	}
-	call := func(ctx context.Context, req any) (any, error) {
-		raw := req.(*rawRequest)
-		if raw.invalid != nil {
-			return nil, s.refuse(raw.invalid)
-		}
-		return s.shouldRateLimitWire(ctx, raw.b)
-	}
 	if interceptor == nil {
-		return call(ctx, &raw)
+		return s.decideRaw(ctx, raw)
 	}
 	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.RateLimitService_ShouldRateLimit_FullMethodName}
-	return interceptor(ctx, &raw, info, call)
+	return interceptor(ctx, raw, info, s.decideRawFn)
 }
+
+// rawPool holds the requests' rawRequest wrappers: a call's is free again
+// once its answer is built (the answer refers to none of it).
+var rawPool = sync.Pool{New: func() any { return new(rawRequest) }}
+
+// decideRaw answers a rawRequest; decideRawFn is it as a grpc.UnaryHandler,
+// bound once.
+func (s *Service) decideRaw(ctx context.Context, req any) (any, error) {
+	raw := req.(*rawRequest)
+	if raw.invalid != nil {
+		return nil, s.refuse(raw.invalid)
+	}
+	return s.shouldRateLimitWire(ctx, raw.b)
+}
+
+// requestPool holds decoded requests: the service keeps no pointer into a
+// request once it has answered it (only strings, which are copies).
+var requestPool = sync.Pool{New: func() any { return new(pb.RateLimitRequest) }}
 
 // shouldRateLimitWire checks and decodes one wire-format request, then
 // decides it.
@@ -140,11 +156,15 @@ func (s *Service) shouldRateLimitWire(ctx context.Context, b []byte) (*pb.RateLi
 	if e := s.limits.scanRequest(b); e != nil {
 		return nil, s.refuse(e)
 	}
-	var req pb.RateLimitRequest
-	if err := proto.Unmarshal(b, &req); err != nil {
+	req := requestPool.Get().(*pb.RateLimitRequest)
+	defer func() {
+		proto.Reset(req)
+		requestPool.Put(req)
+	}()
+	if err := proto.Unmarshal(b, req); err != nil {
 		return nil, s.refuse(invalid(reasonMalformed, "service: decode request: "+err.Error()))
 	}
-	return s.ShouldRateLimit(ctx, &req)
+	return s.ShouldRateLimit(ctx, req)
 }
 
 // Field numbers of the messages scanRequest reads
