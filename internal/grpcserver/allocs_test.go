@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/dynalimit/dynalimit/internal/grpcserver/wiretest"
+	"github.com/dynalimit/dynalimit/internal/israce"
 )
 
 // rawCodec passes messages as byte slices: the handler below allocates
@@ -68,6 +69,9 @@ func rawClient(tb testing.TB, o Options) *wiretest.Client {
 // to their measured counts: none for a call answered on the reader, with
 // or without a deadline; a change that adds one fails here.
 func TestAllocationsPerCall(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("allocation counts differ under -race (sync.Pool drops items); make test runs this without it")
+	}
 	cases := []struct {
 		name    string
 		o       Options
@@ -77,8 +81,9 @@ func TestAllocationsPerCall(t *testing.T) {
 		{"inline", Options{Inline: true}, "", 0},
 		{"inline with deadline", Options{Inline: true}, "20m", 0},
 		// A goroutine and its closure, the context with its deadline and
-		// cancel, the request's copy.
-		{"goroutine with deadline", Options{}, "20m", 13},
+		// cancel (whose registration with the connection's context grows a
+		// map now and then), the request's copy.
+		{"goroutine with deadline", Options{}, "20m", 14},
 	}
 	req := []byte("a request of some thirty bytes.")
 	for _, c := range cases {
