@@ -83,6 +83,18 @@ bench-grpc: ## load-test the binary beside a trivial gRPC server with ghz (see B
 bench-envoy: envoy ## HTTP load through Envoy: no filter, no-op RLS, ours, ours on DynamoDB Local (see BENCHMARKS.md)
 	$(GO) test -tags envoybench -run '^TestEnvoyLoad$$' -count=1 -v -timeout 60m ./internal/bench/envoyload
 
+# The peers live outside the repository (PEERS_DIR, default
+# $(HOME)/.cache/dynalimit/peers): `make peers` builds them from their
+# sources at pinned commits; bench-peers only looks them up, runs what it
+# finds and names what is missing.
+.PHONY: peers
+peers: ## build Limitador and envoyproxy/ratelimit into PEERS_DIR for bench-peers (Limitador: ~20 min)
+	bash internal/bench/peers.sh build all
+
+.PHONY: bench-peers
+bench-peers: envoy ## side by side behind one Envoy and over gRPC: ours, no-op, Limitador, envoyproxy/ratelimit (see BENCHMARKS.md)
+	$(GO) test -tags envoybench -run '^TestPeers$$' -count=1 -v -timeout 90m ./internal/bench/envoyload
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \

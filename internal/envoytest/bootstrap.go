@@ -133,6 +133,27 @@ func SetFilterField(filter, field string, value any) Edit {
 	}
 }
 
+// SetRateLimits returns an Edit that replaces the rate_limits (the
+// descriptors the rate-limit filter asks for) of every virtual host that
+// has them with rateLimits.
+func SetRateLimits(rateLimits []any) Edit {
+	return func(root map[string]any) error {
+		n := 0
+		walk(root, func(m map[string]any) {
+			for _, vh := range list(m["virtual_hosts"]) {
+				if vm, _ := vh.(map[string]any); vm["rate_limits"] != nil {
+					vm["rate_limits"] = rateLimits
+					n++
+				}
+			}
+		})
+		if n == 0 {
+			return fmt.Errorf("no virtual host with rate_limits")
+		}
+		return nil
+	}
+}
+
 // MoveFilterLast returns an Edit that moves the HTTP filter named filter to
 // the end of its chain (after the router: a broken example).
 func MoveFilterLast(filter string) Edit {

@@ -17,8 +17,12 @@
 // strings (such as certificate paths) may be replaced, and whole clusters may
 // be pointed elsewhere. A port the map does not know is left alone, so an
 // example with a wrong port fails its tests. Edits (SetFilterField,
-// RemoveFilter, MoveFilterLast) change single settings for the tests that
-// flip or break one on purpose.
+// RemoveFilter, MoveFilterLast, SetRateLimits) change single settings for
+// the tests that flip or break one on purpose, or ask for other descriptors.
+//
+// StartProcess runs any other program a test needs (a peer rate-limit
+// service, a Redis) under the same rules as the helpers' own processes, and
+// Build builds a main package of the repository once per test binary.
 //
 // DelayProxy stands between a client and a TCP service and delays what the
 // client sends: a slow DynamoDB in front of DynamoDB Local. PKI issues the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,69 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Process is a program a test started with StartProcess.
+type Process struct{ p *process }
+
+// StartProcess starts cmd, called name in messages, with its output
+// captured, and waits up to 30 s until ready reports true (Accepting,
+// Answers200). The cleanup stops it (SIGTERM, then SIGKILL after 5 s) and
+// logs its output when t failed; it also dies with the test binary.
+func StartProcess(t testing.TB, name string, cmd *exec.Cmd, ready func() bool) *Process {
+	t.Helper()
+	p, err := startProcess(name, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(syscall.SIGTERM, 5*time.Second); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.out.String())
+		}
+	})
+	up := Eventually(30*time.Second, func() bool { return !p.running() || ready() })
+	if !p.running() {
+		t.Fatalf("envoytest: %s %v: %v\n%s", name, cmd.Args[1:], p.exitError(), p.out.String())
+	}
+	if !up {
+		t.Fatalf("envoytest: %s %v: not ready within 30 s\n%s", name, cmd.Args[1:], p.out.String())
+	}
+	return &Process{p: p}
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
+
+// Output returns what the process printed so far (its last megabyte).
+func (p *Process) Output() string { return p.p.out.String() }
+
+// Accepting returns a readiness check for StartProcess: whether addr
+// (host:port) accepts TCP connections.
+func Accepting(addr string) func() bool {
+	return func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}
+}
+
+// Answers200 returns a readiness check for StartProcess: whether GET url
+// answers 200.
+func Answers200(url string) func() bool {
+	client := &http.Client{Timeout: time.Second}
+	return func() bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
 }
 
 // process is a child process with its output kept in memory.

@@ -16,24 +16,44 @@ import (
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
-
 // Binary builds ./cmd/ratelimit once per test binary and returns its path.
 // It skips t under -short (the fast loop builds no binary).
 func Binary(t testing.TB) string {
 	t.Helper()
+	return Build(t, "./cmd/ratelimit")
+}
+
+type build struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*build{}
+)
+
+// Build builds the main package pkg of the repository (e.g.
+// ./internal/bench/trivialrls) once per test binary and returns the
+// binary's path. It skips t under -short (the fast loop builds no binary).
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("envoytest: needs the built ratelimit binary, which -short does not build")
+		t.Skipf("envoytest: needs the binary built from %s, which -short does not build", pkg)
 	}
-	buildOnce.Do(func() { buildBin, buildErr = buildCommand("./cmd/ratelimit") })
-	if buildErr != nil {
-		t.Fatalf("envoytest: %v", buildErr)
+	buildsMu.Lock()
+	b := builds[pkg]
+	if b == nil {
+		b = &build{}
+		builds[pkg] = b
 	}
-	return buildBin
+	buildsMu.Unlock()
+	b.once.Do(func() { b.bin, b.err = buildCommand(pkg) })
+	if b.err != nil {
+		t.Fatalf("envoytest: %v", b.err)
+	}
+	return b.bin
 }
 
 // buildCommand builds the main package pkg (e.g. ./cmd/ratelimit) of the

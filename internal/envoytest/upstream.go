@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -109,12 +108,6 @@ func (u *Upstream) Requests(path string) int {
 	return u.hit[path]
 }
 
-var (
-	demoOnce sync.Once
-	demoBin  string
-	demoErr  error
-)
-
 // StartDemoApp builds ./examples/upstream (the README's demo application,
 // docker-compose.yml's upstream) once per test binary, runs it with args
 // and waits until 127.0.0.1:port accepts connections; args must make it
@@ -122,40 +115,6 @@ var (
 // output when t failed. It skips t under -short, as Binary does.
 func StartDemoApp(t testing.TB, port int, args ...string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("envoytest: needs the built demo application, which -short does not build")
-	}
-	demoOnce.Do(func() { demoBin, demoErr = buildCommand("./examples/upstream") })
-	if demoErr != nil {
-		t.Fatalf("envoytest: %v", demoErr)
-	}
-	p, err := startProcess("examples/upstream", exec.Command(demoBin, args...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.stop(syscall.SIGTERM, 5*time.Second); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("examples/upstream output:\n%s", p.out.String())
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	up := Eventually(30*time.Second, func() bool {
-		if !p.running() {
-			return true
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
-	if !p.running() {
-		t.Fatalf("envoytest: examples/upstream %v: %v\n%s", args, p.exitError(), p.out.String())
-	}
-	if !up {
-		t.Fatalf("envoytest: examples/upstream %v: %s does not accept connections within 30 s\n%s", args, addr, p.out.String())
-	}
+	bin := Build(t, "./examples/upstream")
+	StartProcess(t, "examples/upstream", exec.Command(bin, args...), Accepting(fmt.Sprintf("127.0.0.1:%d", port)))
 }

@@ -25,4 +25,24 @@
 // and counted in the "not 200" column instead; latencies are of the 200
 // answers. It uses internal/envoytest for Envoy, the binary and the
 // upstream, and internal/dynamotest for DynamoDB Local.
+//
+// TestPeers (make bench-peers) is the side-by-side with other rate-limit
+// services: ours (embedded store), the no-op service, Kuadrant's Limitador
+// (in-memory storage) and envoyproxy/ratelimit (on a Redis of its own),
+// each in turn behind the same Envoy, with the route asking for one
+// descriptor api_key=<x-api-key header> on one hot key and a limit of a
+// billion a second. wrk (2 threads, testdata/wrk-report.lua for its
+// summary) drives the load at CONNS (default 16,64) connections for
+// DURATION after WARMUP, for ROUNDS rounds (default 3), the order of the
+// servers rotating from round to round. Before anything is timed, each
+// server runs with a limit of one a minute and must refuse the second
+// request of a key through Envoy and over gRPC, so that a server that never
+// sees the descriptor fails the run. It reports each run, the medians per
+// server and connection count, and ours against Limitador and the no-op
+// service; then it starts the servers once more and runs
+// internal/bench/grpc.sh on them (TARGETS: ghz, one hot key, no Envoy).
+// The peers are located by internal/bench/peers.sh (make peers builds
+// them); a missing one is named in the report with what to do, and the
+// others run. SERVERS narrows the list; BENCH_OUT=DIR keeps the report,
+// wrk's output and grpc.sh's files.
 package envoyload

@@ -3,7 +3,6 @@
 package envoyload
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,15 +31,25 @@ const (
 
 // result is one measured run.
 type result struct {
-	round      int
-	setup      string
-	conns      int
-	requests   int
-	bad        int // transport errors and non-200 answers
-	seconds    float64
-	p50, p99   time.Duration
-	cpu        map[string]float64 // process → µs of CPU per request
-	decisionOK uint64             // Envoy's cluster.app.ratelimit.ok over the run
+	round     int
+	setup     string
+	conns     int
+	requests  int
+	bad       int // transport errors and non-200 answers
+	seconds   float64
+	p50, p99  time.Duration
+	cpu       map[string]float64    // process → µs of CPU per request
+	decisions envoytest.FilterStats // Envoy's cluster.app.ratelimit.* over the run
+}
+
+// load is what one measured run of a driver (the Go one here, wrk in
+// peers_test.go) reports.
+type load struct {
+	requests  int // answered 200
+	bad       int // transport errors and non-200 answers
+	seconds   float64
+	p50, p99  time.Duration
+	driverCPU time.Duration // the driver's CPU when it is a process of its own
 }
 
 func (r result) rps() float64 { return float64(r.requests) / r.seconds }
@@ -61,7 +69,7 @@ func TestEnvoyLoad(t *testing.T) {
 				r, pids := start(t, s)
 				for _, c := range conns {
 					run(r.URL("/"), c, warmup)
-					res := measure(t, r, pids, s, c, duration)
+					res := measure(t, r, pids, s, c, func() load { return goLoad(r.URL("/"), c, duration) })
 					res.round = round
 					t.Logf("%s, %d connections: %.0f req/s, p50 %v, p99 %v, %d bad, cpu µs/req %v",
 						s, c, res.rps(), res.p50, res.p99, res.bad, res.cpu)
@@ -71,8 +79,8 @@ func TestEnvoyLoad(t *testing.T) {
 					if res.bad > 0 && s != "dynamodb" {
 						t.Errorf("%d of %d requests were not answered 200", res.bad, res.requests+res.bad)
 					}
-					if s != "none" && s != "dynamodb" && res.decisionOK < uint64(res.requests) {
-						t.Errorf("envoy counted %d OK decisions for %d requests", res.decisionOK, res.requests)
+					if s != "none" && s != "dynamodb" && res.decisions.OK < uint64(res.requests) {
+						t.Errorf("envoy counted %d OK decisions for %d requests", res.decisions.OK, res.requests)
 					}
 					results = append(results, res)
 				}
@@ -126,26 +134,40 @@ func start(t *testing.T, setup string) (*envoytest.Rig, map[string]int) {
 	return r, pids
 }
 
-func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, conns int, d time.Duration) result {
+// measure runs drive once and accounts the CPU of pids and Envoy's
+// rate-limit decisions over it.
+func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, conns int, drive func() load) result {
 	t.Helper()
 	before := map[string]int64{}
 	for name, pid := range pids {
 		before[name] = cpuTicks(t, pid)
 	}
-	ok0 := r.Envoy.RateLimitStats(t, "app").OK
-	lat, bad, secs := run(r.URL("/"), conns, d)
-	res := result{setup: setup, conns: conns, requests: len(lat), bad: bad, seconds: secs, cpu: map[string]float64{}}
+	st0 := r.Envoy.RateLimitStats(t, "app")
+	l := drive()
+	res := result{setup: setup, conns: conns, requests: l.requests, bad: l.bad, seconds: l.seconds,
+		p50: l.p50, p99: l.p99, cpu: map[string]float64{}}
+	n := float64(max(l.requests, 1))
 	for name, pid := range pids {
 		ticks := cpuTicks(t, pid) - before[name]
-		res.cpu[name] = float64(ticks) / clkTck * 1e6 / float64(max(len(lat), 1))
+		res.cpu[name] = float64(ticks) / clkTck * 1e6 / n
 	}
-	res.decisionOK = r.Envoy.RateLimitStats(t, "app").OK - ok0
+	if l.driverCPU > 0 {
+		res.cpu["driver"] = float64(l.driverCPU.Microseconds()) / n
+	}
+	res.decisions = r.Envoy.RateLimitStats(t, "app").Sub(st0)
+	return res
+}
+
+// goLoad is one run of the Go driver (run), with its percentiles.
+func goLoad(target string, conns int, d time.Duration) load {
+	lat, bad, secs := run(target, conns, d)
+	l := load{requests: len(lat), bad: bad, seconds: secs}
 	slices.Sort(lat)
 	if len(lat) > 0 {
-		res.p50 = lat[len(lat)*50/100]
-		res.p99 = lat[min(len(lat)*99/100, len(lat)-1)]
+		l.p50 = lat[len(lat)*50/100]
+		l.p99 = lat[min(len(lat)*99/100, len(lat)-1)]
 	}
-	return res
+	return l
 }
 
 // run sends GET requests on conns connections, one at a time on each, for
@@ -197,36 +219,10 @@ func run(target string, conns int, d time.Duration) ([]time.Duration, int, float
 // startTrivial builds and runs internal/bench/trivialrls on a free port.
 func startTrivial(t *testing.T) (string, int) {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "trivialrls")
-	build := exec.Command("go", "build", "-o", bin, "./internal/bench/trivialrls")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build trivialrls: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("trivialrls said %q (%v), want its address", line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return addr, cmd.Process.Pid
+	bin := envoytest.Build(t, "./internal/bench/trivialrls")
+	addr := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
+	p := envoytest.StartProcess(t, "trivialrls", exec.Command(bin, "-addr", addr), envoytest.Accepting(addr))
+	return addr, p.Pid()
 }
 
 // javaPid finds the DynamoDB Local process serving endpoint.

@@ -11,6 +11,12 @@
 // Usage:
 //
 //	trivialrls -addr 127.0.0.1:0
+//	trivialrls -protoset rls.protoset
+//
+// The second form writes the RateLimitService's descriptors (a
+// FileDescriptorSet of envoy/service/ratelimit/v3/rls.proto and its
+// imports) and exits: ghz reads it with --protoset to call servers that do
+// not register reflection, such as envoyproxy/ratelimit.
 //
 // It prints "listening on ADDR" once bound, reports SERVING on grpc.health,
 // and stops gracefully (bounded by a two-second deadline) on SIGINT or

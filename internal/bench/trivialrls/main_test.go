@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 func TestMain(m *testing.M) {
@@ -70,5 +76,32 @@ func TestRunRejectsBadArguments(t *testing.T) {
 				t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestProtosetDescribesTheService(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rls.protoset")
+	if err := run([]string{"-protoset", path}); err != nil {
+		t.Fatalf("run(-protoset) = %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	if err := proto.Unmarshal(b, set); err != nil {
+		t.Fatalf("the protoset does not parse: %v", err)
+	}
+	// The set must stand alone: every import before the file that needs it.
+	files, err := protodesc.NewFiles(set)
+	if err != nil {
+		t.Fatalf("the protoset is not self-contained: %v", err)
+	}
+	d, err := files.FindDescriptorByName("envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit")
+	if err != nil {
+		t.Fatalf("ShouldRateLimit is not in the protoset: %v", err)
+	}
+	if got := string(d.(protoreflect.MethodDescriptor).Input().FullName()); got != "envoy.service.ratelimit.v3.RateLimitRequest" {
+		t.Errorf("ShouldRateLimit takes %s, want envoy.service.ratelimit.v3.RateLimitRequest", got)
 	}
 }
