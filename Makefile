@@ -84,13 +84,8 @@ bench-envoy: envoy ## HTTP load through Envoy: no filter, no-op RLS, ours, ours 
 	$(GO) test -tags envoybench -run '^TestEnvoyLoad$$' -count=1 -v -timeout 60m ./internal/bench/envoyload
 
 # The peers live outside the repository (PEERS_DIR, default
-# $(HOME)/.cache/dynalimit/peers): `make peers` builds them from their
-# sources at pinned commits; bench-peers only looks them up, runs what it
-# finds and names what is missing.
-.PHONY: peers
-peers: ## build Limitador and envoyproxy/ratelimit into PEERS_DIR for bench-peers (Limitador: ~20 min)
-	bash internal/bench/peers.sh build all
-
+# $(HOME)/.cache/dynalimit/peers, or LIMITADOR_BIN and ENVOY_RATELIMIT_BIN):
+# bench-peers looks them up, runs what it finds and names what is missing.
 .PHONY: bench-peers
 bench-peers: envoy ## side by side behind one Envoy and over gRPC: ours, no-op, Limitador, envoyproxy/ratelimit (see BENCHMARKS.md)
 	$(GO) test -tags envoybench -run '^TestPeers$$' -count=1 -v -timeout 90m ./internal/bench/envoyload

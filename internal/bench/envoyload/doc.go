@@ -41,8 +41,8 @@
 // server and connection count, and ours against Limitador and the no-op
 // service; then it starts the servers once more and runs
 // internal/bench/grpc.sh on them (TARGETS: ghz, one hot key, no Envoy).
-// The peers are located by internal/bench/peers.sh (make peers builds
-// them); a missing one is named in the report with what to do, and the
+// The peers are located by internal/bench/peers.sh (this repository
+// builds none of them); a missing one is named in the report with what to do, and the
 // others run. SERVERS narrows the list; BENCH_OUT=DIR keeps the report,
 // wrk's output and grpc.sh's files.
 package envoyload
