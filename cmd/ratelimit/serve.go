@@ -122,6 +122,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		GRPCAddr:              hostPort(s.GRPCHost, s.GRPCPort),
 		HTTPAddr:              hostPort(s.Host, s.Port),
 		DebugAddr:             hostPort(s.DebugHost, s.DebugPort),
+		Pprof:                 s.DebugPprof,
 		RateLimit:             svc,
 		JSON:                  svcJSON{svc},
 		ConfigDump:            src.dump,

@@ -233,7 +233,7 @@ else
 			OURS_DEBUG=$(free_port)
 		done
 		env GRPC_HOST=127.0.0.1 GRPC_PORT="$OURS_PORT" HOST=127.0.0.1 PORT="$OURS_HTTP" \
-			DEBUG_HOST=127.0.0.1 DEBUG_PORT="$OURS_DEBUG" LOG_LEVEL=warn SHUTDOWN_DRAIN=0s \
+			DEBUG_HOST=127.0.0.1 DEBUG_PORT="$OURS_DEBUG" DEBUG_PPROF=true LOG_LEVEL=warn SHUTDOWN_DRAIN=0s \
 			"$TMP/ratelimit" serve -config_dir "$TMP/config" >"$TMP/ours.log" 2>&1 &
 		OURS_PID=$!
 		PIDS+=("$OURS_PID")

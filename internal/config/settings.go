@@ -55,8 +55,9 @@ type Settings struct {
 	GRPCHost  string // GRPC_HOST: gRPC listener address (rate limit, health, reflection)
 	GRPCPort  int    // GRPC_PORT: gRPC listener port
 	GRPCUDS   string // GRPC_UDS: unix socket path for gRPC instead of GRPC_HOST:GRPC_PORT
-	DebugHost string // DEBUG_HOST: debug listener address (/metrics, pprof)
+	DebugHost string // DEBUG_HOST: debug listener address (/metrics, /rlconfig, pprof)
 	DebugPort int    // DEBUG_PORT: debug listener port
+	DebugPprof bool  // DEBUG_PPROF: serve pprof on the debug listener
 
 	RuntimeRoot           string // RUNTIME_ROOT: root of the runtime data
 	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY: subdirectory under RUNTIME_ROOT
@@ -292,8 +293,9 @@ func bindings(s *Settings) []binding {
 		{"GRPC_HOST", "gRPC listener address (rate limit, health, reflection).", (*stringValue)(&s.GRPCHost)},
 		{"GRPC_PORT", "gRPC listener port.", (*intValue)(&s.GRPCPort)},
 		{"GRPC_UDS", "Unix socket path to serve gRPC on instead of GRPC_HOST:GRPC_PORT (e.g. /var/run/ratelimit.sock); a stale socket file is replaced.", (*stringValue)(&s.GRPCUDS)},
-		{"DEBUG_HOST", "Debug listener address (/metrics, pprof).", (*stringValue)(&s.DebugHost)},
+		{"DEBUG_HOST", "Debug listener address (/metrics, /rlconfig, and pprof with DEBUG_PPROF).", (*stringValue)(&s.DebugHost)},
 		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
+		{"DEBUG_PPROF", "Serve Go's pprof at /debug/pprof/ on the debug listener: CPU and allocation profiles, execution traces (docs/performance.md). Off by default: a profile costs CPU, and a trace shows every call's timing.", (*boolValue)(&s.DebugPprof)},
 
 		{"RUNTIME_ROOT", "Root of the runtime data; descriptor files are read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.", (*stringValue)(&s.RuntimeRoot)},
 		{"RUNTIME_SUBDIRECTORY", "Subdirectory of RUNTIME_ROOT.", (*stringValue)(&s.RuntimeSubdirectory)},

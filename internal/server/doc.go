@@ -4,7 +4,8 @@
 //     (envoy.service.ratelimit.v3), grpc.health.v1 and server reflection, with
 //     optional TLS or mTLS;
 //   - HTTP (HOST:PORT, 8080): /healthcheck and /json;
-//   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and pprof;
+//   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and, when asked
+//     for (DEBUG_PPROF), pprof;
 //   - with PrometheusAddr (USE_PROMETHEUS), one more listener serving the
 //     same metrics at PrometheusPath.
 //

@@ -52,6 +52,9 @@ type Options struct {
 	Degraded func() string
 	// Gatherer serves /metrics on the debug port.
 	Gatherer prometheus.Gatherer
+	// Pprof serves net/http/pprof at /debug/pprof/ on the debug port
+	// (DEBUG_PPROF).
+	Pprof bool
 
 	// GRPCUDS, when set, is a unix socket path gRPC listens on instead of
 	// GRPCAddr (envoyproxy/ratelimit's GRPC_UDS).
@@ -256,11 +259,13 @@ func (s *Server) debugMux() *http.ServeMux {
 			_, _ = w.Write([]byte(s.o.ConfigDump()))
 		}
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

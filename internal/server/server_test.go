@@ -105,7 +105,15 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// TestServesEveryEndpoint runs on both gRPC transports: the native one
+// (the default) and grpc-go's.
 func TestServesEveryEndpoint(t *testing.T) {
+	for _, tr := range []string{TransportNative, TransportGRPCGo} {
+		t.Run(tr, func(t *testing.T) { servesEveryEndpoint(t, tr) })
+	}
+}
+
+func servesEveryEndpoint(t *testing.T, transport string) {
 	reg := prometheus.NewRegistry()
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "ratelimit_test_total", Help: "test"})
 	reg.MustRegister(c)
@@ -115,6 +123,8 @@ func TestServesEveryEndpoint(t *testing.T) {
 		JSON:       http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) }),
 		ConfigDump: func() string { return "domain.key: unit=MINUTE requests_per_unit=3\n" },
 		Gatherer:   reg,
+		Pprof:      true,
+		Transport:  transport,
 	})
 	_, httpAddr, debugAddr := s.Addrs()
 	cc := dial(t, s)
@@ -149,6 +159,18 @@ func TestServesEveryEndpoint(t *testing.T) {
 		if code != tt.code || !strings.Contains(body, tt.contains) {
 			t.Errorf("GET %s = %d %q, want %d containing %q", tt.url, code, body, tt.code, tt.contains)
 		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+}
+
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	s, cancel, done := start(t, Options{RateLimit: &okRLS{}})
+	_, _, debugAddr := s.Addrs()
+	if code, _ := get(t, "http://"+debugAddr.String()+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ without Pprof = %d, want 404", code)
 	}
 	cancel()
 	if err := <-done; err != nil {
