@@ -50,14 +50,14 @@ const (
 // variable, named in each field's comment. The zero value is not useful;
 // start from Defaults or FromEnv.
 type Settings struct {
-	Host      string // HOST: HTTP listener address (/healthcheck, /json)
-	Port      int    // PORT: HTTP listener port
-	GRPCHost  string // GRPC_HOST: gRPC listener address (rate limit, health, reflection)
-	GRPCPort  int    // GRPC_PORT: gRPC listener port
-	GRPCUDS   string // GRPC_UDS: unix socket path for gRPC instead of GRPC_HOST:GRPC_PORT
-	DebugHost string // DEBUG_HOST: debug listener address (/metrics, /rlconfig, pprof)
-	DebugPort int    // DEBUG_PORT: debug listener port
-	DebugPprof bool  // DEBUG_PPROF: serve pprof on the debug listener
+	Host       string // HOST: HTTP listener address (/healthcheck, /json)
+	Port       int    // PORT: HTTP listener port
+	GRPCHost   string // GRPC_HOST: gRPC listener address (rate limit, health, reflection)
+	GRPCPort   int    // GRPC_PORT: gRPC listener port
+	GRPCUDS    string // GRPC_UDS: unix socket path for gRPC instead of GRPC_HOST:GRPC_PORT
+	DebugHost  string // DEBUG_HOST: debug listener address (/metrics, /rlconfig, pprof)
+	DebugPort  int    // DEBUG_PORT: debug listener port
+	DebugPprof bool   // DEBUG_PPROF: serve pprof on the debug listener
 
 	RuntimeRoot           string // RUNTIME_ROOT: root of the runtime data
 	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY: subdirectory under RUNTIME_ROOT

@@ -57,7 +57,6 @@ type conn struct {
 	hdrSize     int
 	recvUnacked uint32
 	scratch     []byte // inline answers are encoded here
-	free        []*stream
 
 	mu           sync.Mutex
 	cond         sync.Cond // on mu: a send window grew, an inbox filled, or the connection closed

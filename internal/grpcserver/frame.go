@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"errors"
 	"io"
 
 	"golang.org/x/net/http2"
@@ -39,7 +40,7 @@ func (c *conn) readFrame() (*frame, error) {
 	}
 	h, err := c.br.Peek(9)
 	if err != nil {
-		if len(h) > 0 && err == io.EOF {
+		if len(h) > 0 && errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
@@ -73,7 +74,7 @@ func (c *conn) readFrame() (*frame, error) {
 }
 
 func unexpected(err error) error {
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
 	}
 	return err

@@ -313,7 +313,7 @@ func TestHealthWatchAndReflection(t *testing.T) {
 	if err := rc.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rc.Recv(); err != io.EOF {
+	if _, err := rc.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("end: %v", err)
 	}
 }

@@ -53,7 +53,9 @@ func Dial(tb testing.TB, srv Server) *Client {
 	tb.Cleanup(func() {
 		srv.Stop()
 		_ = c.conn.Close()
-		<-c.done
+		if err := <-c.done; err != nil {
+			tb.Errorf("wiretest: Serve: %v", err)
+		}
 	})
 	c.out = append(c.out, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"...)
 	c.out = appendFrame(c.out, 0x4, 0, 0, nil) // SETTINGS, defaults
