@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/dynalimit/dynalimit/internal/testpki"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
 
@@ -135,16 +136,16 @@ const egMapping = `mappings:
 // changed config after the xDS server restarts.
 func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 	const node = "envoy-ratelimit"
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	table := dynamoEnv(t, "BACKEND_TIMEOUT=400ms")
 
-	serverCert, err := tls.LoadX509KeyPair(pki.serverCert, pki.serverKey)
+	serverCert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	xdsCreds := credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{serverCert},
-		ClientCAs:    pki.ca, ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs:    pki.CA, ClientAuth: tls.RequireAndVerifyClientCert,
 		MinVersion: tls.VersionTLS12,
 	})
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
@@ -167,14 +168,14 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 		"CONFIG_GRPC_XDS_SERVER_URL=" + xds.Addr(),
 		"CONFIG_GRPC_XDS_NODE_ID=" + node,
 		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true",
-		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT=" + pki.clientCert,
-		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY=" + pki.clientKey,
-		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT=" + pki.caFile,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT=" + pki.ClientCert,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY=" + pki.ClientKey,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT=" + pki.CAFile,
 		"FORCE_START_WITHOUT_INITIAL_CONFIG=true",
 		"GRPC_SERVER_USE_TLS=true",
-		"GRPC_SERVER_TLS_CERT=" + pki.serverCert,
-		"GRPC_SERVER_TLS_KEY=" + pki.serverKey,
-		"GRPC_CLIENT_TLS_CACERT=" + pki.caFile,
+		"GRPC_SERVER_TLS_CERT=" + pki.ServerCert,
+		"GRPC_SERVER_TLS_KEY=" + pki.ServerKey,
+		"GRPC_CLIENT_TLS_CACERT=" + pki.CAFile,
 		"USE_PROMETHEUS=true",
 		"PROMETHEUS_ADDR=" + prom,
 		"PROMETHEUS_PATH=/metrics",
@@ -190,7 +191,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 		t.Cleanup(func() { _ = cc.Close() })
 		return pb.NewRateLimitServiceClient(cc)
 	}
-	rls := dial(&tls.Config{RootCAs: pki.ca, Certificates: []tls.Certificate{pki.client}, MinVersion: tls.VersionTLS12})
+	rls := dial(&tls.Config{RootCAs: pki.CA, Certificates: []tls.Certificate{pki.Client}, MinVersion: tls.VersionTLS12})
 	ask := func(c pb.RateLimitServiceClient, key, value string) (*pb.RateLimitResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -221,7 +222,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 			t.Fatalf("call %d before the first push = %v, want OK", i, got)
 		}
 	}
-	if _, err := ask(dial(&tls.Config{RootCAs: pki.ca, MinVersion: tls.VersionTLS12}), "user", "alice"); err == nil {
+	if _, err := ask(dial(&tls.Config{RootCAs: pki.CA, MinVersion: tls.VersionTLS12}), "user", "alice"); err == nil {
 		t.Error("a client without a certificate was answered, want refused (mTLS)")
 	}
 

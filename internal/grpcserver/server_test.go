@@ -24,6 +24,8 @@ import (
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/dynalimit/dynalimit/internal/testpki"
 )
 
 // echo is a unary service over wrapperspb.BytesValue: it answers the
@@ -373,9 +375,9 @@ func TestMaxConnectionAgeMovesClientsWithoutErrors(t *testing.T) {
 }
 
 func TestTLS(t *testing.T) {
-	cert := selfSigned(t)
-	fx := start(t, Options{Inline: true, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, reverse)
-	cc := dial(t, fx.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	pki := testpki.New(t)
+	fx := start(t, Options{Inline: true, TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}}}, reverse)
+	cc := dial(t, fx.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pki.CA, ServerName: "127.0.0.1"})))
 	if out, err := echo(cc, context.Background(), []byte("ab")); err != nil || string(out) != "ba" {
 		t.Fatalf("%q %v", out, err)
 	}
