@@ -91,4 +91,3 @@ func New(t testing.TB) PKI {
 	}
 	return pki
 }
-
