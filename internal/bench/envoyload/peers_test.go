@@ -41,6 +41,14 @@ const (
 // allServers are the servers of the side-by-side, in the order of round 1.
 var allServers = []string{"ours", "noop", "limitador", "envoyratelimit"}
 
+// oursVariants are ours with other settings, run only when SERVERS names
+// them: what grpc-go's server and a lazier collector change, measured in
+// the same run.
+var oursVariants = map[string][]string{
+	"ours-grpcgo":  {"GRPC_TRANSPORT=grpc-go"},
+	"ours-gogc400": {"GOGC=400"},
+}
+
 // apiKeyRateLimits are the route's rate_limits of the side-by-side: one
 // descriptor api_key=<x-api-key> per request.
 var apiKeyRateLimits = []any{map[string]any{"actions": []any{map[string]any{
@@ -155,11 +163,12 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 	}
 	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	both := func(a, b func() bool) func() bool { return func() bool { return a() && b() } }
-	switch name {
-	case "ours":
+	if env, ok := oursVariants[name]; ok || name == "ours" {
 		write(filepath.Join(dir, "bench.yaml"), r.descriptorYAML())
-		s := envoytest.StartService(t, dir)
+		s := envoytest.StartService(t, dir, env...)
 		return rls{name: name, addr: s.GRPCAddr(), pid: s.Pid()}
+	}
+	switch name {
 	case "noop":
 		a, pid := startTrivial(t)
 		return rls{name: name, addr: a, pid: pid}
@@ -398,10 +407,12 @@ func TestPeers(t *testing.T) {
 	fmt.Fprintf(&b, "\n## Side by side: %s\n\n", strings.Join(servers, ", "))
 	fmt.Fprintf(&b, "Machine: %d cores; load average at the end %s.\n\n", runtime.NumCPU(), loadavg())
 	for _, name := range servers {
-		switch name {
-		case "ours":
+		switch {
+		case name == "ours":
 			fmt.Fprintf(&b, "- ours: go build ./cmd/ratelimit of this tree, %s\n", treeCommit(root))
-		case "noop":
+		case oursVariants[name] != nil:
+			fmt.Fprintf(&b, "- %s: ours with %s\n", name, strings.Join(oursVariants[name], " "))
+		case name == "noop":
 			b.WriteString("- noop: go build ./internal/bench/trivialrls of this tree\n")
 		default:
 			fmt.Fprintf(&b, "- %s: %s\n", name, peers.about(name))
@@ -434,8 +445,8 @@ func chooseServers(t *testing.T, peers peerSet) ([]string, []string) {
 	}
 	for _, name := range names {
 		name = strings.TrimSpace(name)
-		if !slices.Contains(allServers, name) {
-			t.Fatalf("SERVERS: unknown server %q (%s)", name, strings.Join(allServers, ", "))
+		if !slices.Contains(allServers, name) && oursVariants[name] == nil {
+			t.Fatalf("SERVERS: unknown server %q (%s, ours-grpcgo, ours-gogc400)", name, strings.Join(allServers, ", "))
 		}
 		if why, ok := peers.missing[name]; ok {
 			if asked != "" {
