@@ -81,6 +81,10 @@ bench-grpc: ## load-test the binary beside a trivial gRPC server with ghz (see B
 bench-envoy: envoy ## HTTP load through Envoy: no filter, no-op RLS, ours, ours on DynamoDB Local (see BENCHMARKS.md)
 	$(GO) test -tags envoybench -run '^TestEnvoyLoad$$' -count=1 -v -timeout 60m ./internal/bench/envoyload
 
+.PHONY: bench-dynamo
+bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot item, many items, refusals (see BENCHMARKS.md)
+	$(GO) test -tags dynamobench -run '^TestDynamoLoad$$' -count=1 -v -timeout 30m ./internal/bench/dynamoload
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \
