@@ -4,15 +4,20 @@
 // on several connections, with the caller count stepped up so that the
 // tables show where DynamoDB Local, not the callers, is the limit.
 //
-// It starts DynamoDB Local once (internal/dynamotest) and, for each
+// It starts DynamoDB Local with internal/dynamotest and, for each
 // scenario, a table of its own and one ratelimit binary on it
 // (internal/envoytest: BACKEND_TYPE=dynamodb, BACKEND_TIMEOUT=1s,
-// ON_UNAVAILABLE=block, the rules of testdata/config). Scenarios:
+// ON_UNAVAILABLE=block, the rules of testdata/config). Before each
+// scenario but the first it restarts DynamoDB Local (Local.Restart, same
+// process arguments and port): its CPU per write grows with the writes it
+// has taken, even on tables since dropped, so scenarios run on one
+// instance would not compare. Scenarios:
 //
 //   - hot: every call the same descriptor value, one bucket item, under a
 //     limit that never refuses;
 //   - many: KEYS distinct values cycled in order, KEYS items, each decided
-//     once before the measured runs;
+//     once (admitted) by 32 callers before the measured runs, as on a
+//     replica that has been serving them;
 //   - hot-tuned, many-tuned: the same with the settings that can be tuned
 //     for them (CONFIG_CACHE_TTL=1h; the rejection cache stays at its
 //     100,000 entries; batching has no setting);
@@ -20,7 +25,10 @@
 //     rejection cache (the default), and refuse-nocache without it
 //     (REJECTION_CACHE_SIZE=0).
 //
-// Each number of callers runs WARMUP, then DURATION measured. Per run it
+// Before a one-item scenario, 32 callers drive DynamoDB Local for 5 s on
+// items no scenario uses, so that its JVM has compiled its paths (the
+// priming of a many-item scenario does that too). Each number of callers
+// then runs WARMUP, then DURATION measured. Per run it
 // reports decisions/s, p50 and p99 latency, errors, the CPU per decision
 // of the service, of DynamoDB Local (its JVM, /proc/PID/stat) and of this
 // test process (the callers), the cores DynamoDB Local and the rest of the
@@ -43,7 +51,7 @@
 //
 //	go test -tags dynamobench -run '^TestDynamoLoad$' -count=1 -v -timeout 20m ./internal/bench/dynamoload
 //
-// Knobs (environment): DURATION (measured time per run, default 8s),
+// Knobs (environment): DURATION (measured time per run, default 6s),
 // WARMUP (default 2s), CALLERS (default 16,64,256), KEYS (default 10000),
 // CONNS (most gRPC connections, default 8), SCENARIOS (default
 // hot,many,hot-tuned,many-tuned,refuse,refuse-nocache), BENCH_OUT (a file

@@ -3,6 +3,7 @@ package dynamoload
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -49,6 +50,24 @@ func (s snapshot) sum(name string, match ...string) float64 {
 	return n
 }
 
+// byLabel adds up the samples of metric name by the value of label.
+func (s snapshot) byLabel(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range s.metrics {
+		base, labels, _ := strings.Cut(series, "{")
+		if base != name {
+			continue
+		}
+		_, val, ok := strings.Cut(labels, label+`="`)
+		if !ok {
+			continue
+		}
+		val, _, _ = strings.Cut(val, `"`)
+		out[val] += v
+	}
+	return out
+}
+
 // load is what the callers saw in one measured run.
 type load struct {
 	ok, over int64 // answers OK and OVER_LIMIT
@@ -77,6 +96,8 @@ type result struct {
 	batches, batched       float64
 	writeCalls, writeSecs  float64
 	cacheHits              float64
+	// ops is the DynamoDB calls by operation.
+	ops map[string]float64
 	// cpu is each process's CPU over the run (seconds); other is the CPU
 	// of every other process on the machine.
 	cpu   map[string]float64
@@ -102,6 +123,13 @@ func newResult(scenario string, refuses bool, callers, conns int, l load, before
 		writeSecs:  d("ratelimit_dynamodb_call_duration_seconds_sum", `operation="UpdateItem"`),
 		cacheHits:  d("ratelimit_dynamodb_rejection_cache_hits_total"),
 		cpu:        map[string]float64{},
+		ops:        map[string]float64{},
+	}
+	b0 := before.byLabel("ratelimit_dynamodb_calls_total", "operation")
+	for op, n := range after.byLabel("ratelimit_dynamodb_calls_total", "operation") {
+		if n > b0[op] {
+			r.ops[op] = n - b0[op]
+		}
 	}
 	var ours int64
 	for p, t := range after.ticks {
@@ -203,9 +231,13 @@ func num(x float64, prec int) string {
 
 // summary is one line about r for the test log.
 func (r result) summary() string {
-	return fmt.Sprintf("%s, %d callers: %.0f decisions/s, p50 %v, p99 %v, %.0f errors (first gRPC error: %s), %.0f busy, %s calls/decision, mean batch %s, write %s ms",
+	ops := slices.Sorted(maps.Keys(r.ops))
+	for i, op := range ops {
+		ops[i] = fmt.Sprintf("%s %.0f", op, r.ops[op])
+	}
+	return fmt.Sprintf("%s, %d callers: %.0f decisions/s, p50 %v, p99 %v, %.0f errors (first gRPC error: %s), %.0f busy, %s calls/decision (%s), mean batch %s, write %s ms",
 		r.scenario, r.callers, r.rate(), r.percentile(50), r.percentile(99), r.failures(), cmp.Or(r.firstErr, "none"), r.busy,
-		num(r.perDecision(r.calls), 3), num(r.meanBatch(), 1), num(r.writeMs(), 1))
+		num(r.perDecision(r.calls), 3), cmp.Or(strings.Join(ops, ", "), "none"), num(r.meanBatch(), 1), num(r.writeMs(), 1))
 }
 
 // tableHeader is the header of a scenario's table.
@@ -224,8 +256,8 @@ func (r result) row() string {
 }
 
 // report formats the results as one Markdown table per scenario, in the
-// order the scenarios ran.
-func report(results []result, header string) string {
+// order the scenarios ran, each titled with its name and its note.
+func report(results []result, header string, notes map[string]string) string {
 	var b strings.Builder
 	b.WriteString(header)
 	var order []string
@@ -235,7 +267,11 @@ func report(results []result, header string) string {
 		}
 	}
 	for _, sc := range order {
-		fmt.Fprintf(&b, "\n%s\n\n%s", sc, tableHeader)
+		title := sc
+		if n := notes[sc]; n != "" {
+			title += ": " + n
+		}
+		fmt.Fprintf(&b, "\n%s\n\n%s", title, tableHeader)
 		for _, r := range results {
 			if r.scenario == sc {
 				b.WriteString(r.row())
@@ -301,7 +337,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("p50 = %v, want 2ms", got)
 	}
 
-	if got, want := r.summary(), "hot, 16 callers: 250 decisions/s, p50 2ms, p99 3ms, 3 errors (first gRPC error: rpc error: code = DeadlineExceeded), 3 busy, 0.110 calls/decision, mean batch 10.0, write 5.9 ms"; got != want {
+	if got, want := r.summary(), "hot, 16 callers: 250 decisions/s, p50 2ms, p99 3ms, 3 errors (first gRPC error: rpc error: code = DeadlineExceeded), 3 busy, 0.110 calls/decision (GetItem 8, UpdateItem 102), mean batch 10.0, write 5.9 ms"; got != want {
 		t.Errorf("summary:\n got %s\nwant %s", got, want)
 	}
 
@@ -309,11 +345,11 @@ func TestReport(t *testing.T) {
 	check("refusing decisions", refusing.decisions(), 1003) // OK + OVER_LIMIT − blocked
 	check("refusing unexpected", refusing.unexpected(), 0)
 
-	out := report([]result{r, refusing}, "header\n")
+	out := report([]result{r, refusing}, "header\n", map[string]string{"refuse": "note"})
 	for _, want := range []string{
 		"header\n\nhot\n\n| callers |",
 		"| 16 | 8 | 250 | 2.00 | 3.00 | 3 | 3 | 2000 | 4000 | 1000 | 1.00 | 0.50 | 0.110 | 0.102 | 10.0 | 5.9 | 0.000 |\n",
-		"\nrefuse\n\n| callers |",
+		"\nrefuse: note\n\n| callers |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
