@@ -114,9 +114,10 @@ func TestDynamoLoad(t *testing.T) {
 	for i, sc := range run {
 		t.Run(sc.name, func(t *testing.T) {
 			// DynamoDB Local's own cost per write grows with the writes it
-			// has taken (a hot item's write costs it about four times the
-			// CPU after 10,000 items were written, on a dropped table):
-			// each scenario gets it fresh, so that scenarios compare.
+			// has taken (a hot item's writes took four times as long and
+			// three times its CPU once 10,000 items had been written to a
+			// table since dropped): each scenario gets it fresh, so that
+			// scenarios compare.
 			if i > 0 && !local.External() {
 				if err := local.Restart(); err != nil {
 					t.Fatal(err)
@@ -208,7 +209,7 @@ func prime(t *testing.T, svc *envoytest.Service, reqs []*pb.RateLimitRequest, ma
 		t.Fatalf("priming %d items: %d OK, %d OVER_LIMIT, %d errors (first: %s) in %v",
 			len(reqs), l.ok, l.over, l.failed, cmp.Or(l.firstErr, "none"), time.Since(start))
 	}
-	note := fmt.Sprintf("%d items primed first by %d callers in %.0f s (%.0f admitted/s, %d other answers)",
+	note := fmt.Sprintf("%d items primed first by %d callers in %.0f s, %.0f admitted/s, %d other answers",
 		len(reqs), primeCallers, l.secs, float64(l.ok)/l.secs, l.over+l.failed)
 	t.Log(note)
 	return note
@@ -233,7 +234,7 @@ func warmJVM(t *testing.T, svc *envoytest.Service, maxConns int) string {
 	p := dial(t, svc.GRPCAddr(), min(primeCallers, maxConns))
 	defer p.close()
 	l := drive(p, primeCallers, requests(scenario{key: "item", values: values}), false, jvmWarmup, 0)
-	note := fmt.Sprintf("DynamoDB Local's JVM warmed up first on %d new items in %.0f s (%d other answers)", l.ok, l.secs, l.over+l.failed)
+	note := fmt.Sprintf("DynamoDB Local's JVM warmed up first on %d new items in %.0f s, %d other answers", l.ok, l.secs, l.over+l.failed)
 	t.Log(note)
 	return note
 }

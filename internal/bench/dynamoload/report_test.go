@@ -267,9 +267,9 @@ func report(results []result, header string, notes map[string]string) string {
 		}
 	}
 	for _, sc := range order {
-		title := sc
+		title := "**" + sc + "**"
 		if n := notes[sc]; n != "" {
-			title += ": " + n
+			title += ": " + n + "."
 		}
 		fmt.Fprintf(&b, "\n%s\n\n%s", title, tableHeader)
 		for _, r := range results {
@@ -347,9 +347,9 @@ func TestReport(t *testing.T) {
 
 	out := report([]result{r, refusing}, "header\n", map[string]string{"refuse": "note"})
 	for _, want := range []string{
-		"header\n\nhot\n\n| callers |",
+		"header\n\n**hot**\n\n| callers |",
 		"| 16 | 8 | 250 | 2.00 | 3.00 | 3 | 3 | 2000 | 4000 | 1000 | 1.00 | 0.50 | 0.110 | 0.102 | 10.0 | 5.9 | 0.000 |\n",
-		"\nrefuse: note\n\n| callers |",
+		"\n**refuse**: note.\n\n| callers |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
