@@ -28,8 +28,7 @@
 // Before a one-item scenario, 32 callers drive DynamoDB Local for 5 s on
 // items no scenario uses, so that its JVM has compiled its paths (the
 // priming of a many-item scenario does that too). Each number of callers
-// then runs WARMUP, then DURATION measured. Per run it
-// reports decisions/s, p50 and p99 latency, errors, the CPU per decision
+// then runs WARMUP, then DURATION measured. Per run it reports decisions/s, p50 and p99 latency, errors, the CPU per decision
 // of the service, of DynamoDB Local (its JVM, /proc/PID/stat) and of this
 // test process (the callers), the cores DynamoDB Local and the rest of the
 // machine kept busy, DynamoDB calls and UpdateItem writes per decision,
@@ -49,12 +48,12 @@
 // The benchmark is a test behind the dynamobench build tag, so that `go
 // test ./...` does not run it:
 //
-//	go test -tags dynamobench -run '^TestDynamoLoad$' -count=1 -v -timeout 20m ./internal/bench/dynamoload
+//	go test -tags dynamobench -run '^TestDynamoLoad$' -count=1 -v -timeout 30m ./internal/bench/dynamoload
 //
 // Knobs (environment): DURATION (measured time per run, default 6s),
 // WARMUP (default 2s), CALLERS (default 16,64,256), KEYS (default 10000),
 // CONNS (most gRPC connections, default 8), SCENARIOS (default
-// hot,many,hot-tuned,many-tuned,refuse,refuse-nocache), BENCH_OUT (a file
+// hot,hot-tuned,many,many-tuned,refuse,refuse-nocache), BENCH_OUT (a file
 // that receives the tables too). Without the tag the package builds only
 // the report's unit test.
 package dynamoload
