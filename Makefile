@@ -90,6 +90,10 @@ bench-envoy: envoy ## HTTP load through Envoy: no filter, no-op RLS, ours, ours 
 bench-peers: envoy ## side by side behind one Envoy and over gRPC: ours, no-op, Limitador, envoyproxy/ratelimit (see BENCHMARKS.md)
 	$(GO) test -tags envoybench -run '^TestPeers$$' -count=1 -v -timeout 90m ./internal/bench/envoyload
 
+.PHONY: bench-dynamo
+bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot item, many items, refusals (see BENCHMARKS.md)
+	$(GO) test -tags dynamobench -run '^TestDynamoLoad$$' -count=1 -v -timeout 30m ./internal/bench/dynamoload
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \
