@@ -79,6 +79,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners map[net.Listener]bool
+	accepted  map[net.Conn]bool // before their TLS handshake ends
 	conns     map[*conn]bool
 	stopping  bool
 	connsDone sync.WaitGroup
@@ -116,6 +117,7 @@ func New(o Options) *Server {
 		info:      map[string]grpc.ServiceInfo{},
 		log:       o.Logger,
 		listeners: map[net.Listener]bool{},
+		accepted:  map[net.Conn]bool{},
 		conns:     map[*conn]bool{},
 	}
 	s.bytes, _ = o.Codec.(BytesCodec)
@@ -211,6 +213,15 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) handle(nc net.Conn) {
 	defer s.connsDone.Done()
 	if s.o.TLS != nil {
+		// A stop closes a connection still in its handshake.
+		s.mu.Lock()
+		s.accepted[nc] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.accepted, nc)
+			s.mu.Unlock()
+		}()
 		cfg := s.o.TLS.Clone()
 		if !slices.Contains(cfg.NextProtos, "h2") {
 			cfg.NextProtos = append([]string{"h2"}, cfg.NextProtos...)
@@ -277,6 +288,9 @@ func (s *Server) stop() []*conn {
 	s.stopping = true
 	for l := range s.listeners {
 		_ = l.Close()
+	}
+	for nc := range s.accepted {
+		_ = nc.Close()
 	}
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

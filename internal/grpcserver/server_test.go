@@ -382,3 +382,23 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("%q %v", out, err)
 	}
 }
+
+// TestStopClosesAHandshakeInProgress: a client that connects and never
+// speaks TLS does not hold Stop for the handshake's two minutes.
+func TestStopClosesAHandshakeInProgress(t *testing.T) {
+	pki := testpki.New(t)
+	fx := start(t, Options{TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}}}, reverse)
+	nc, err := net.Dial("tcp", fx.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	time.Sleep(50 * time.Millisecond) // accepted, waiting for a ClientHello
+	stopped := make(chan struct{})
+	go func() { fx.srv.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop waited for a TLS handshake")
+	}
+}
