@@ -35,8 +35,14 @@ var defaultMapping string
 // counted in ratelimit_compat_dropped_keys_total and not reported by key.
 const MaxCompatKeys = 10000
 
-// maxPendingTimings bounds the response times kept between two flushes.
+// maxPendingTimings bounds the response times of one method sent on at a
+// flush: past it, the counts are scaled down to it, value by value (a
+// uniform sample of the interval, not its first part).
 const maxPendingTimings = 100000
+
+// timingSlots are the response times, in whole milliseconds, counted in an
+// atomic each; a larger one (rare) waits in a bounded list.
+const timingSlots = 1024
 
 // statsdShutdownWait bounds the last send to statsd at shutdown.
 const statsdShutdownWait = 2 * time.Second
@@ -75,7 +81,9 @@ type CompatOptions struct {
 //
 // Counters accumulate in atomics and are flushed every FlushInterval and
 // before every scrape (see Gatherer); response times are kept until the
-// next flush (at most maxPendingTimings of them). A *Compat is safe for
+// next flush, counted per whole millisecond in atomics: a call never waits
+// for a flush, which can take tens of milliseconds while the exporter
+// applies a batch. A *Compat is safe for
 // concurrent use; Run owns its goroutines, except the statsd sink's
 // connection goroutine, which lives as long as the process (gostats has no
 // Close).
@@ -91,9 +99,61 @@ type Compat struct {
 	dropped prometheus.Counter
 	simple  sync.Map // statsd name → *atomic.Uint64
 
-	mu      sync.Mutex // guards running, timings and the events channel
+	timings sync.Map // statsd name → *timing
+
+	mu      sync.Mutex // guards running and the events channel
 	running bool
-	timings map[string][]float64
+}
+
+// timing holds one method's response times until the next flush.
+type timing struct {
+	slots [timingSlots]atomic.Uint64 // count per whole millisecond
+	mu    sync.Mutex
+	over  []float64 // timingSlots ms and more, at most maxPendingTimings
+}
+
+func (t *timing) observe(ms int64) {
+	if ms >= 0 && ms < timingSlots {
+		t.slots[ms].Add(1)
+		return
+	}
+	t.mu.Lock()
+	if len(t.over) < maxPendingTimings {
+		t.over = append(t.over, float64(ms))
+	}
+	t.mu.Unlock()
+}
+
+// take empties t and calls f with each observed value and its count, the
+// counts scaled down so that they add up to at most maxPendingTimings.
+func (t *timing) take(f func(ms float64, n uint64)) {
+	var counts [timingSlots]uint64
+	total := uint64(0)
+	for i := range t.slots {
+		counts[i] = t.slots[i].Swap(0)
+		total += counts[i]
+	}
+	t.mu.Lock()
+	over := t.over
+	t.over = nil
+	t.mu.Unlock()
+	total += uint64(len(over))
+	scale := func(n uint64) uint64 {
+		if total <= maxPendingTimings {
+			return n
+		}
+		return n * maxPendingTimings / total
+	}
+	for ms, n := range counts {
+		if n = scale(n); n > 0 {
+			f(float64(ms), n)
+		}
+	}
+	if k := scale(uint64(len(over))); k > 0 {
+		for _, v := range over[:k] {
+			f(v, 1)
+		}
+	}
 }
 
 type compatRule struct {
@@ -128,7 +188,6 @@ func NewCompat(reg prometheus.Registerer, o CompatOptions) (*Compat, error) {
 	c := &Compat{
 		events:   make(chan event.Events),
 		interval: o.FlushInterval,
-		timings:  map[string][]float64{},
 		tags:     tagSuffix(o.ExtraTags),
 	}
 	if c.interval <= 0 {
@@ -268,12 +327,13 @@ func (c *Compat) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if !ok {
 			method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
 			total, _ := c.simple.LoadOrStore("ratelimit_server."+method+".total_requests", new(atomic.Uint64))
-			v, _ = names.LoadOrStore(info.FullMethod, &methodStats{total: total.(*atomic.Uint64), timing: "ratelimit_server." + method + ".response_time"})
+			t, _ := c.timings.LoadOrStore("ratelimit_server."+method+".response_time", new(timing))
+			v, _ = names.LoadOrStore(info.FullMethod, &methodStats{total: total.(*atomic.Uint64), timing: t.(*timing)})
 		}
 		m := v.(*methodStats)
 		m.total.Add(1)
 		resp, err := handler(ctx, req)
-		c.timing(m.timing, float64(time.Since(start).Milliseconds()))
+		m.timing.observe(time.Since(start).Milliseconds())
 		return resp, err
 	}
 }
@@ -281,15 +341,7 @@ func (c *Compat) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // methodStats are a gRPC method's stats, named once.
 type methodStats struct {
 	total  *atomic.Uint64 // ratelimit_server.<method>.total_requests
-	timing string         // ratelimit_server.<method>.response_time
-}
-
-func (c *Compat) timing(name string, ms float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.timings[name]) < maxPendingTimings {
-		c.timings[name] = append(c.timings[name], ms)
-	}
+	timing *timing        // ratelimit_server.<method>.response_time
 }
 
 // Run serves the exporter and flushes every FlushInterval until ctx ends,
@@ -362,15 +414,18 @@ func (c *Compat) Flush() {
 		add(k.(string), v.(*atomic.Uint64).Swap(0))
 		return true
 	})
-	for name, ms := range c.timings {
-		for _, v := range ms {
-			evs = append(evs, &event.ObserverEvent{OMetricName: name, OValue: v, OLabels: map[string]string{}})
-			if c.statsd != nil {
-				c.statsd.FlushTimer(name+c.tags, v)
+	c.timings.Range(func(k, v any) bool {
+		name := k.(string)
+		v.(*timing).take(func(ms float64, n uint64) {
+			for range n {
+				evs = append(evs, &event.ObserverEvent{OMetricName: name, OValue: ms, OLabels: map[string]string{}})
+				if c.statsd != nil {
+					c.statsd.FlushTimer(name+c.tags, ms)
+				}
 			}
-		}
-		delete(c.timings, name)
-	}
+		})
+		return true
+	})
 	if len(evs) == 0 {
 		return
 	}
