@@ -47,6 +47,7 @@ var allServers = []string{"ours", "noop", "limitador", "envoyratelimit"}
 var oursVariants = map[string][]string{
 	"ours-grpcgo":  {"GRPC_TRANSPORT=grpc-go"},
 	"ours-gogc400": {"GOGC=400"},
+	"ours-nostats": {"DISABLE_STATS=true"},
 }
 
 // apiKeyRateLimits are the route's rate_limits of the side-by-side: one
@@ -446,7 +447,7 @@ func chooseServers(t *testing.T, peers peerSet) ([]string, []string) {
 	for _, name := range names {
 		name = strings.TrimSpace(name)
 		if !slices.Contains(allServers, name) && oursVariants[name] == nil {
-			t.Fatalf("SERVERS: unknown server %q (%s, ours-grpcgo, ours-gogc400)", name, strings.Join(allServers, ", "))
+			t.Fatalf("SERVERS: unknown server %q (%s, ours-grpcgo, ours-gogc400, ours-nostats)", name, strings.Join(allServers, ", "))
 		}
 		if why, ok := peers.missing[name]; ok {
 			if asked != "" {
