@@ -58,4 +58,3 @@ func FuzzConn(f *testing.F) {
 func appendFrame(b []byte, typ, flags byte, id uint32, payload []byte) []byte {
 	return append(appendFrameHeader(b, len(payload), typ, flags, id), payload...)
 }
-
