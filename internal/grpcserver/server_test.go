@@ -180,7 +180,7 @@ func TestErrorsAsGRPCGoSendsThem(t *testing.T) {
 			t.Fatalf("deadline: %v", err)
 		}
 		err = cc.Invoke(context.Background(), "/test.Echo/Nope", wrapperspb.Bytes(nil), new(wrapperspb.BytesValue))
-		if status.Code(err) != codes.Unimplemented {
+		if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "unknown method Nope for service test.Echo") {
 			t.Fatalf("unknown method: %v", err)
 		}
 		err = cc.Invoke(context.Background(), "/test.Nope/Echo", wrapperspb.Bytes(nil), new(wrapperspb.BytesValue))

@@ -203,7 +203,7 @@ func (c *conn) startCall(st *stream, endStream bool) {
 		c.fail(st, status.New(codes.Internal, "grpc: header list too large"))
 		return
 	case st.m == nil:
-		c.fail(st, unknownMethod(st.path))
+		c.fail(st, c.s.unknownMethod(st.path))
 		return
 	case st.m.stream != nil:
 		c.startStreaming(st)
@@ -220,11 +220,14 @@ func isGRPCContentType(ct string) bool {
 }
 
 // unknownMethod is grpc-go's answer to a call of no registered method.
-func unknownMethod(path string) *status.Status {
+func (s *Server) unknownMethod(path string) *status.Status {
 	name := strings.TrimPrefix(path, "/")
 	i := strings.LastIndex(name, "/")
 	if i < 0 {
 		return status.Newf(codes.Unimplemented, "malformed method name: %q", path)
+	}
+	if _, ok := s.info[name[:i]]; ok {
+		return status.Newf(codes.Unimplemented, "unknown method %v for service %v", name[i+1:], name[:i])
 	}
 	return status.Newf(codes.Unimplemented, "unknown service %v", name[:i])
 }
