@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dynalimit/dynalimit/internal/grpcserver"
 	"github.com/dynalimit/dynalimit/internal/grpcserver/wiretest"
 	"github.com/dynalimit/dynalimit/internal/israce"
 	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
@@ -70,17 +73,25 @@ func TestAllocationCeilingsOnTheWire(t *testing.T) {
 		t.Skip("allocation counts differ under -race (sync.Pool drops items); make test runs this without it")
 	}
 	cfg := mustConfig(t, testConfig)
+	// The binary wraps every call in the compatible stats' interceptor
+	// (unless DISABLE_STATS).
+	compat, err := metrics.NewCompat(prometheus.NewRegistry(), metrics.CompatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
-		name    string
-		req     *pb.RateLimitRequest
-		ceiling float64
+		name        string
+		req         *pb.RateLimitRequest
+		interceptor grpc.UnaryServerInterceptor
+		ceiling     float64
 	}{
-		{"one descriptor", rlReq("api", desc("user", "alice")), 14},
-		{"two descriptors", rlReq("api", desc("user", "alice"), desc("ip", "10.0.0.1")), 24},
+		{"one descriptor", rlReq("api", desc("user", "alice")), nil, 14},
+		{"two descriptors", rlReq("api", desc("user", "alice"), desc("ip", "10.0.0.1")), nil, 24},
+		{"one descriptor, the compatible stats", rlReq("api", desc("user", "alice")), compat.UnaryInterceptor(), 14},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cl := wireClient(t, New(memstore.New(), func() *descriptors.Config { return cfg }))
+			cl := wireClient(t, New(memstore.New(), func() *descriptors.Config { return cfg }), c.interceptor)
 			req, err := proto.Marshal(c.req)
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +117,7 @@ func TestAllocationCeilingsOnTheWire(t *testing.T) {
 // transport, decoding, the service on the embedded store, encoding.
 func BenchmarkOnTheWire(b *testing.B) {
 	cfg := mustConfig(b, testConfig)
-	cl := wireClient(b, New(memstore.New(), func() *descriptors.Config { return cfg }))
+	cl := wireClient(b, New(memstore.New(), func() *descriptors.Config { return cfg }), nil)
 	req, err := proto.Marshal(rlReq("api", desc("user", "alice")))
 	if err != nil {
 		b.Fatal(err)
@@ -125,8 +136,8 @@ const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRate
 // embedded store, with a grpc-timeout as Envoy sends one (longer than
 // Envoy's usual 20 ms: a busy machine may stall a call that long, and the
 // service would rightly answer DeadlineExceeded).
-func wireClient(tb testing.TB, svc *Service) *wiretest.Client {
-	srv := grpcserver.New(grpcserver.Options{Codec: svc.Codec(), Inline: true})
+func wireClient(tb testing.TB, svc *Service, interceptor grpc.UnaryServerInterceptor) *wiretest.Client {
+	srv := grpcserver.New(grpcserver.Options{Codec: svc.Codec(), Inline: true, UnaryInterceptor: interceptor})
 	svc.RegisterGRPC(srv)
 	return wiretest.Dial(tb, srv).WithTimeout("5S")
 }

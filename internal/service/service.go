@@ -56,7 +56,8 @@ type Service struct {
 	chargeDescriptorHits bool
 	block                bool
 
-	decideRawFn grpc.UnaryHandler // decideRaw, bound once
+	decideRawFn grpc.UnaryHandler     // decideRaw, bound once
+	rlsInfo     *grpc.UnaryServerInfo // what interceptors are told of a call, built once
 
 	// failLog throttles store-failure logs: an outage logs once a second
 	// with the count of failures it did not log, not once per request.
@@ -178,6 +179,7 @@ func New(store Store, config func() *descriptors.Config, opts ...Option) *Servic
 		o(s)
 	}
 	s.decideRawFn = s.decideRaw
+	s.rlsInfo = &grpc.UnaryServerInfo{Server: s, FullMethod: pb.RateLimitService_ShouldRateLimit_FullMethodName}
 	return s
 }
 

@@ -128,8 +128,7 @@ func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, i
 	if interceptor == nil {
 		return s.decideRaw(ctx, raw)
 	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.RateLimitService_ShouldRateLimit_FullMethodName}
-	return interceptor(ctx, raw, info, s.decideRawFn)
+	return interceptor(ctx, raw, s.rlsInfo, s.decideRawFn)
 }
 
 // rawPool holds the requests' rawRequest wrappers: a call's is free again
