@@ -126,3 +126,31 @@ func TestTagSuffix(t *testing.T) {
 		t.Errorf("tagSuffix() = %q, want %q", got, want)
 	}
 }
+
+// TestCompatCountsResponseTimesAsEvents: response times bypass the
+// exporter's events, and its own statistics still count each as one (an
+// observer event, mapped), as they did when each was an event.
+func TestCompatCountsResponseTimesAsEvents(t *testing.T) {
+	m, c, g := runCompat(t, CompatOptions{})
+	drive(t, m, c)
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observers := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() != "statsd_exporter_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "type" && l.GetValue() == "observer" {
+					observers = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if observers != 3 {
+		t.Errorf("statsd_exporter_events_total{type=\"observer\"} = %v, want 3 (one per call)", observers)
+	}
+}
