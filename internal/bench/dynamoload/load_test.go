@@ -6,10 +6,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/dynalimit/dynalimit/internal/bench/benchenv"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
@@ -85,14 +84,14 @@ func scenarios(keys int) map[string]scenario {
 }
 
 func TestDynamoLoad(t *testing.T) {
-	duration := envDuration(t, "DURATION", 6*time.Second)
-	warmup := envDuration(t, "WARMUP", 2*time.Second)
-	callers := envInts(t, "CALLERS", "16,64,256")
-	keys := envInts(t, "KEYS", "10000")[0]
-	maxConns := envInts(t, "CONNS", "8")[0]
+	duration := benchenv.Duration(t, "DURATION", 6*time.Second)
+	warmup := benchenv.Duration(t, "WARMUP", 2*time.Second)
+	callers := benchenv.Ints(t, "CALLERS", "16,64,256")
+	keys := benchenv.Ints(t, "KEYS", "10000")[0]
+	maxConns := benchenv.Ints(t, "CONNS", "8")[0]
 	all := scenarios(keys)
 	var run []scenario
-	for _, name := range strings.Split(envOr("SCENARIOS", "hot,hot-tuned,many,many-tuned,refuse,refuse-nocache"), ",") {
+	for _, name := range strings.Split(benchenv.Or("SCENARIOS", "hot,hot-tuned,many,many-tuned,refuse,refuse-nocache"), ",") {
 		sc, ok := all[strings.TrimSpace(name)]
 		if !ok {
 			t.Fatalf("SCENARIOS: unknown scenario %q (hot, many, hot-tuned, many-tuned, refuse, refuse-nocache)", name)
@@ -103,7 +102,7 @@ func TestDynamoLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startLoad := loadavg()
+	startLoad := benchenv.LoadAvg()
 	started := time.Now()
 	t.Logf("load average at start: %s", startLoad)
 
@@ -124,7 +123,7 @@ func TestDynamoLoad(t *testing.T) {
 				}
 			}
 			svc := startService(t, local, dir, sc.env)
-			pids := map[string]int{procService: svc.Pid(), procLocal: javaPid(t, local.Endpoint()), procDriver: os.Getpid()}
+			pids := map[string]int{procService: svc.Pid(), procLocal: localPid(t, local.Endpoint()), procDriver: os.Getpid()}
 			reqs := requests(sc)
 			if len(reqs) > 1 {
 				// Decide every item once, so that the measured runs see
@@ -159,7 +158,7 @@ func TestDynamoLoad(t *testing.T) {
 		"%v measured after %v warm-up per run, KEYS=%d, up to %d gRPC connections; "+
 		"started %s, took %v; load average at start %s, at end %s\n",
 		dynamotest.Version, backendTimeout, duration, warmup, keys, maxConns,
-		started.Format("2006-01-02 15:04 MST"), time.Since(started).Round(time.Second), startLoad, loadavg())
+		started.Format("2006-01-02 15:04 MST"), time.Since(started).Round(time.Second), startLoad, benchenv.LoadAvg())
 	out := report(results, header, notes)
 	fmt.Print(out)
 	if f := os.Getenv("BENCH_OUT"); f != "" {
@@ -325,49 +324,11 @@ func snap(t *testing.T, svc *envoytest.Service, pids map[string]int) snapshot {
 	s := snapshot{ticks: map[string]int64{}, metrics: svc.Metrics(t)}
 	for name, pid := range pids {
 		if pid != 0 {
-			s.ticks[name] = cpuTicks(t, pid)
+			s.ticks[name] = benchenv.CPUTicks(t, pid)
 		}
 	}
 	s.busy = busyTicks(t)
 	return s
-}
-
-// javaPid finds the DynamoDB Local process serving endpoint (the JVM that
-// internal/dynamotest started). It fails t when there is none: the
-// benchmark's point is DynamoDB Local's CPU.
-func javaPid(t *testing.T, endpoint string) int {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if i := slices.Index(args, "-port"); i >= 0 && i+1 < len(args) && args[i+1] == u.Port() && slices.Contains(args, "-jar") {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			return pid
-		}
-	}
-	t.Fatalf("no DynamoDB Local process serves %s (DYNAMODB_ENDPOINT names an endpoint this benchmark did not start?): its CPU cannot be read", endpoint)
-	return 0
-}
-
-// cpuTicks returns utime+stime of pid in clock ticks.
-func cpuTicks(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("cpu of %d: %v", pid, err)
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14, utime
-	s, _ := strconv.ParseInt(f[12], 10, 64) // field 15, stime
-	return u + s
 }
 
 // busyTicks returns the busy clock ticks of every CPU: user, nice, system,
@@ -394,39 +355,13 @@ func busyTicks(t *testing.T) int64 {
 	return n
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envDuration(t *testing.T, k string, def time.Duration) time.Duration {
+// localPid is DynamoDB Local's process; the benchmark's point is its CPU,
+// so without it the run fails.
+func localPid(t *testing.T, endpoint string) int {
 	t.Helper()
-	d, err := time.ParseDuration(envOr(k, def.String()))
-	if err != nil || d < 0 {
-		t.Fatalf("%s: %q is not a duration (%v)", k, os.Getenv(k), err)
+	pid, ok := benchenv.DynamoDBLocalPid(t, endpoint)
+	if !ok {
+		t.Fatalf("no DynamoDB Local process serves %s (DYNAMODB_ENDPOINT names an endpoint this benchmark did not start?): its CPU cannot be read", endpoint)
 	}
-	return d
-}
-
-func envInts(t *testing.T, k, def string) []int {
-	t.Helper()
-	var out []int
-	for _, s := range strings.Split(envOr(k, def), ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			t.Fatalf("%s: %q is not a positive number", k, s)
-		}
-		out = append(out, n)
-	}
-	return out
+	return pid
 }

@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/internal/bench/benchenv"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
@@ -55,12 +53,12 @@ type load struct {
 func (r result) rps() float64 { return float64(r.requests) / r.seconds }
 
 func TestEnvoyLoad(t *testing.T) {
-	duration := envDuration(t, "DURATION", 10*time.Second)
-	warmup := envDuration(t, "WARMUP", 2*time.Second)
-	conns := envInts(t, "CONNS", "1,16,64")
-	setups := strings.Split(envOr("SETUPS", "none,trivial,memory,dynamodb"), ",")
-	rounds := envInts(t, "ROUNDS", "1")[0]
-	t.Logf("load average at start: %s", loadavg())
+	duration := benchenv.Duration(t, "DURATION", 10*time.Second)
+	warmup := benchenv.Duration(t, "WARMUP", 2*time.Second)
+	conns := benchenv.Ints(t, "CONNS", "1,16,64")
+	setups := strings.Split(benchenv.Or("SETUPS", "none,trivial,memory,dynamodb"), ",")
+	rounds := benchenv.Ints(t, "ROUNDS", "1")[0]
+	t.Logf("load average at start: %s", benchenv.LoadAvg())
 
 	var results []result
 	for round := 1; round <= rounds; round++ {
@@ -87,7 +85,7 @@ func TestEnvoyLoad(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("load average at end: %s", loadavg())
+	t.Logf("load average at end: %s", benchenv.LoadAvg())
 	out := report(results, duration, warmup)
 	fmt.Print(out)
 	if f := os.Getenv("BENCH_OUT"); f != "" {
@@ -123,8 +121,10 @@ func start(t *testing.T, setup string) (*envoytest.Rig, map[string]int) {
 		envoytest.RunBinary(t, env, "table", "create")
 		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ConfigDir: configDir, Env: env})
 		pids["rls"] = r.Service.Pid()
-		if pid := javaPid(t, local.Endpoint()); pid != 0 {
+		if pid, ok := benchenv.DynamoDBLocalPid(t, local.Endpoint()); ok {
 			pids["dynamodb-local"] = pid
+		} else {
+			t.Logf("DynamoDB Local's process not found; its CPU is not reported")
 		}
 	default:
 		t.Fatalf("unknown setup %q (none, trivial, memory, dynamodb)", setup)
@@ -140,7 +140,7 @@ func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, 
 	t.Helper()
 	before := map[string]int64{}
 	for name, pid := range pids {
-		before[name] = cpuTicks(t, pid)
+		before[name] = benchenv.CPUTicks(t, pid)
 	}
 	st0 := r.Envoy.RateLimitStats(t, "app")
 	l := drive()
@@ -148,7 +148,7 @@ func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, 
 		p50: l.p50, p99: l.p99, cpu: map[string]float64{}}
 	n := float64(max(l.requests, 1))
 	for name, pid := range pids {
-		ticks := cpuTicks(t, pid) - before[name]
+		ticks := benchenv.CPUTicks(t, pid) - before[name]
 		res.cpu[name] = float64(ticks) / clkTck * 1e6 / n
 	}
 	if l.driverCPU > 0 {
@@ -225,52 +225,6 @@ func startTrivial(t *testing.T) (string, int) {
 	return addr, p.Pid()
 }
 
-// javaPid finds the DynamoDB Local process serving endpoint.
-func javaPid(t *testing.T, endpoint string) int {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if slices.Contains(args, "-jar") && slices.Index(args, "-port") >= 0 {
-			if i := slices.Index(args, "-port"); i+1 < len(args) && args[i+1] == u.Port() {
-				pid, _ := strconv.Atoi(filepath.Base(d))
-				return pid
-			}
-		}
-	}
-	t.Logf("DynamoDB Local's process not found; its CPU is not reported")
-	return 0
-}
-
-// cpuTicks returns utime+stime of pid in clock ticks.
-func cpuTicks(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("cpu of %d: %v", pid, err)
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14, utime
-	s, _ := strconv.ParseInt(f[12], 10, 64) // field 15, stime
-	return u + s
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 // report formats the results as Markdown tables.
 func report(results []result, d, warm time.Duration) string {
 	var b strings.Builder
@@ -281,7 +235,7 @@ func report(results []result, d, warm time.Duration) string {
 		}
 		return "–"
 	}
-	fmt.Fprintf(&b, "\n%d s measured after %d s warm-up per run; load average at the end %s\n\n", int(d.Seconds()), int(warm.Seconds()), loadavg())
+	fmt.Fprintf(&b, "\n%d s measured after %d s warm-up per run; load average at the end %s\n\n", int(d.Seconds()), int(warm.Seconds()), benchenv.LoadAvg())
 	b.WriteString("| round | setup | connections | requests/s | p50 ms | p99 ms | not 200 | Envoy CPU µs/req | RLS CPU µs/req | DynamoDB Local CPU µs/req | driver+upstream CPU µs/req |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
@@ -310,33 +264,4 @@ func report(results []result, d, warm time.Duration) string {
 			float64(r.p99)/float64(base.p99), ms(r.p50-base.p50), ms(r.p99-base.p99))
 	}
 	return b.String()
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envDuration(t *testing.T, k string, def time.Duration) time.Duration {
-	t.Helper()
-	d, err := time.ParseDuration(envOr(k, def.String()))
-	if err != nil {
-		t.Fatalf("%s: %v", k, err)
-	}
-	return d
-}
-
-func envInts(t *testing.T, k, def string) []int {
-	t.Helper()
-	var out []int
-	for _, s := range strings.Split(envOr(k, def), ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			t.Fatalf("%s: %q is not a positive number", k, s)
-		}
-		out = append(out, n)
-	}
-	return out
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/dynalimit/dynalimit/internal/bench/benchenv"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
 
@@ -327,13 +328,13 @@ func wrkLoad(t *testing.T, wrk, script, url string, conns int, d time.Duration, 
 // wrk, then over gRPC directly with ghz (internal/bench/grpc.sh). See
 // BENCHMARKS.md, "Side by side with Limitador and envoyproxy/ratelimit".
 func TestPeers(t *testing.T) {
-	duration := envDuration(t, "DURATION", 10*time.Second)
-	warmup := envDuration(t, "WARMUP", 2*time.Second)
+	duration := benchenv.Duration(t, "DURATION", 10*time.Second)
+	warmup := benchenv.Duration(t, "WARMUP", 2*time.Second)
 	if duration < time.Second || warmup < time.Second || duration%time.Second != 0 || warmup%time.Second != 0 {
 		t.Fatalf("DURATION and WARMUP are whole seconds, at least 1s (wrk's -d), got %v and %v", duration, warmup)
 	}
-	conns := envInts(t, "CONNS", "16,64")
-	rounds := envInts(t, "ROUNDS", "3")[0]
+	conns := benchenv.Ints(t, "CONNS", "16,64")
+	rounds := benchenv.Ints(t, "ROUNDS", "3")[0]
 	root, err := envoytest.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +354,7 @@ func TestPeers(t *testing.T) {
 	for _, n := range notes {
 		t.Log(n)
 	}
-	t.Logf("servers: %s; load average at start: %s", strings.Join(servers, ", "), loadavg())
+	t.Logf("servers: %s; load average at start: %s", strings.Join(servers, ", "), benchenv.LoadAvg())
 
 	for _, name := range servers {
 		t.Run("check "+name, func(t *testing.T) { checkDescriptor(t, startRLS(t, name, peers, checkRule)) })
@@ -406,7 +407,7 @@ func TestPeers(t *testing.T) {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Side by side: %s\n\n", strings.Join(servers, ", "))
-	fmt.Fprintf(&b, "Machine: %d cores; load average at the end %s.\n\n", runtime.NumCPU(), loadavg())
+	fmt.Fprintf(&b, "Machine: %d cores; load average at the end %s.\n\n", runtime.NumCPU(), benchenv.LoadAvg())
 	for _, name := range servers {
 		switch {
 		case name == "ours":
