@@ -263,7 +263,7 @@ func (c *conn) unblockLocked() {
 			n++
 			continue
 		}
-		c.writeTrailersLocked(st, st.pendStatus, nil)
+		c.writeTrailersLocked(st, okStatus, nil) // only an answer waits for window
 		c.endStreamLocked(st)
 	}
 	clear(c.blocked[n:])

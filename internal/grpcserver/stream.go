@@ -35,14 +35,12 @@ type stream struct {
 	// reader's.
 	msg     []byte
 	endRecv bool
-	failed  bool // answered before the request ended: its data is dropped
 
 	// Under c.mu.
 	sendWin    int64
 	headerSent bool
-	pending    []byte         // answer bytes waiting for window
-	pendStatus *status.Status // the status that follows them
-	done       bool           // ended: answered, reset or the connection closed
+	pending    []byte // answer bytes waiting for window
+	done       bool   // ended: answered, reset or the connection closed
 	reset      bool
 	cancel     context.CancelFunc
 	inbox      [][]byte // messages of a streaming call, not yet received
@@ -235,7 +233,6 @@ func (s *Server) unknownMethod(path string) *status.Status {
 // fail answers st with stat before its request has ended; the rest of the
 // request is dropped.
 func (c *conn) fail(st *stream, stat *status.Status) {
-	st.failed = true
 	c.mu.Lock()
 	if !st.done {
 		c.writeTrailersLocked(st, stat, nil)
@@ -251,13 +248,11 @@ func (c *conn) fail(st *stream, stat *status.Status) {
 func (c *conn) onData(f *frame) error {
 	n := f.length
 	c.recvUnacked += n
+	c.mu.Lock()
 	if c.recvUnacked >= connRecvWindow/4 {
-		c.mu.Lock()
 		c.writeWindowUpdateLocked(0, c.recvUnacked)
-		c.mu.Unlock()
 		c.recvUnacked = 0
 	}
-	c.mu.Lock()
 	st := c.streams[f.id]
 	last := c.lastStream
 	c.mu.Unlock()
@@ -310,13 +305,17 @@ func (c *conn) onData(f *frame) error {
 	return nil
 }
 
+// msgLen is the length in the 5-byte prefix of the gRPC message that b
+// starts with (a compressed-flag byte, then a big-endian length).
+func msgLen(b []byte) int { return int(u32(b[1:5])) }
+
 // checkPrefix checks the length prefix of the first message in b, as soon
 // as it is there.
 func (c *conn) checkPrefix(b []byte) *status.Status {
 	if len(b) < 5 {
 		return nil
 	}
-	if n := int(uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4])); n > c.s.o.MaxRecvMsgSize {
+	if n := msgLen(b); n > c.s.o.MaxRecvMsgSize {
 		return status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.s.o.MaxRecvMsgSize)
 	}
 	return nil
@@ -326,9 +325,6 @@ func (c *conn) checkPrefix(b []byte) *status.Status {
 // decided (data, when set, is the whole request, valid until the next
 // frame), a streaming call's handler sees io.EOF.
 func (c *conn) endOfRequest(st *stream, data []byte) {
-	if st.failed {
-		return
-	}
 	if st.m.stream != nil {
 		c.mu.Lock()
 		st.endRecv = true // read by the handler's goroutine
@@ -365,7 +361,7 @@ func (c *conn) unframe(st *stream, b []byte) ([]byte, *status.Status) {
 	if len(b) < 5 {
 		return nil, status.New(codes.Internal, "grpc: the request held no message")
 	}
-	n := int(uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4]))
+	n := msgLen(b)
 	if n > c.s.o.MaxRecvMsgSize {
 		return nil, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.s.o.MaxRecvMsgSize)
 	}
@@ -453,7 +449,6 @@ func (c *conn) answerLocked(st *stream, msg []byte, stat *status.Status) {
 	c.writeResponseHeadersLocked(st, nil)
 	if rest := c.sendDataLocked(st, msg); len(rest) > 0 {
 		st.pending = append(st.pending[:0], rest...)
-		st.pendStatus = okStatus
 		c.blocked = append(c.blocked, st)
 		return
 	}

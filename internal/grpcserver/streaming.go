@@ -64,7 +64,7 @@ func (c *conn) startStreaming(st *stream) {
 // its inbox.
 func (c *conn) deliver(st *stream) {
 	for len(st.msg) >= 5 {
-		n := int(uint32(st.msg[1])<<24 | uint32(st.msg[2])<<16 | uint32(st.msg[3])<<8 | uint32(st.msg[4]))
+		n := msgLen(st.msg)
 		if len(st.msg) < 5+n {
 			return
 		}
