@@ -416,12 +416,15 @@ func (c *Compat) rule(key string, h RuleHits) {
 }
 
 // count adds one to the counter named name (a fixed statsd name).
-func (c *Compat) count(name string) {
+func (c *Compat) count(name string) { c.counter(name).Add(1) }
+
+// counter is the counter named name, made on first use.
+func (c *Compat) counter(name string) *atomic.Uint64 {
 	v, ok := c.simple.Load(name)
 	if !ok {
 		v, _ = c.simple.LoadOrStore(name, new(atomic.Uint64))
 	}
-	v.(*atomic.Uint64).Add(1)
+	return v.(*atomic.Uint64)
 }
 
 // UnaryInterceptor counts every unary gRPC call and its time in whole
@@ -434,10 +437,10 @@ func (c *Compat) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		v, ok := names.Load(info.FullMethod)
 		if !ok {
 			method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-			total, _ := c.simple.LoadOrStore("ratelimit_server."+method+".total_requests", new(atomic.Uint64))
+			total := c.counter("ratelimit_server." + method + ".total_requests")
 			name := "ratelimit_server." + method + ".response_time"
 			t, _ := c.timings.LoadOrStore(name, &timing{name: name})
-			v, _ = names.LoadOrStore(info.FullMethod, &methodStats{total: total.(*atomic.Uint64), timing: t.(*timing)})
+			v, _ = names.LoadOrStore(info.FullMethod, &methodStats{total: total, timing: t.(*timing)})
 		}
 		m := v.(*methodStats)
 		m.total.Add(1)
