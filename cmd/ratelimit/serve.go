@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
@@ -119,26 +120,36 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	}
 
 	srv, err := server.New(server.Options{
-		GRPCAddr:              hostPort(s.GRPCHost, s.GRPCPort),
-		HTTPAddr:              hostPort(s.Host, s.Port),
-		DebugAddr:             hostPort(s.DebugHost, s.DebugPort),
-		Pprof:                 s.DebugPprof,
-		RateLimit:             svc,
-		JSON:                  svcJSON{svc},
-		ConfigDump:            src.dump,
-		Degraded:              src.degraded,
-		Gatherer:              gatherer,
-		GRPCUDS:               s.GRPCUDS,
-		PrometheusAddr:        prometheusAddr(s),
-		PrometheusPath:        s.PrometheusPath,
-		WaitReady:             s.HealthyWithAtLeastOneConfigLoaded,
-		Await:                 await,
-		TLS:                   tlsConfig,
-		UnaryInterceptors:     append(interceptors(tp), compatInterceptors(compat)...),
-		MaxConnectionAge:      s.GRPCMaxConnectionAge,
-		MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
-		Transport:             s.GRPCTransport,
-		UnaryMetadata:         tp != nil, // the trace context
+		GRPCAddr:          hostPort(s.GRPCHost, s.GRPCPort),
+		HTTPAddr:          hostPort(s.Host, s.Port),
+		DebugAddr:         hostPort(s.DebugHost, s.DebugPort),
+		Pprof:             s.DebugPprof,
+		RateLimit:         svc,
+		JSON:              svcJSON{svc},
+		ConfigDump:        src.dump,
+		Degraded:          src.degraded,
+		Gatherer:          gatherer,
+		GRPCUDS:           s.GRPCUDS,
+		PrometheusAddr:    prometheusAddr(s),
+		PrometheusPath:    s.PrometheusPath,
+		WaitReady:         s.HealthyWithAtLeastOneConfigLoaded,
+		Await:             await,
+		TLS:               tlsConfig,
+		UnaryInterceptors: append(interceptors(tp), compatInterceptors(compat)...),
+		Keepalive: keepalive.ServerParameters{
+			MaxConnectionIdle:     s.GRPCMaxConnectionIdle,
+			MaxConnectionAge:      s.GRPCMaxConnectionAge,
+			MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
+			Time:                  s.GRPCKeepaliveTime,
+			Timeout:               s.GRPCKeepaliveTimeout,
+		},
+		KeepalivePolicy: keepalive.EnforcementPolicy{
+			MinTime:             s.GRPCKeepaliveMinTime,
+			PermitWithoutStream: s.GRPCKeepalivePermitWithoutStream,
+		},
+		MaxConcurrentStreams: uint32(s.GRPCMaxConcurrentStreams),
+		Transport:            s.GRPCTransport,
+		UnaryMetadata:        tp != nil, // the trace context
 		// The embedded store never waits: its calls are answered where
 		// they are read.
 		InlineCalls:       s.BackendType == config.BackendMemory,

@@ -115,14 +115,20 @@ type Settings struct {
 	RequestMaxEntries     int // REQUEST_MAX_ENTRIES: most entries per descriptor
 	RequestMaxEntryBytes  int // REQUEST_MAX_ENTRY_BYTES: longest domain, key or value in bytes
 
-	GRPCServerUseTLS          bool          // GRPC_SERVER_USE_TLS: serve gRPC over TLS
-	GRPCServerTLSCert         string        // GRPC_SERVER_TLS_CERT: server certificate chain (PEM file)
-	GRPCServerTLSKey          string        // GRPC_SERVER_TLS_KEY: server private key (PEM file)
-	GRPCClientTLSCACert       string        // GRPC_CLIENT_TLS_CACERT: client CA bundle; when set, client certificates are required
-	GRPCClientTLSSAN          string        // GRPC_CLIENT_TLS_SAN: a SAN every client certificate must carry
-	GRPCMaxConnectionAge      time.Duration // GRPC_MAX_CONNECTION_AGE: connections are sent GOAWAY after this age
-	GRPCMaxConnectionAgeGrace time.Duration // GRPC_MAX_CONNECTION_AGE_GRACE: then closed after this grace
-	GRPCTransport             string        // GRPC_TRANSPORT: native or grpc-go
+	GRPCServerUseTLS                 bool          // GRPC_SERVER_USE_TLS: serve gRPC over TLS
+	GRPCServerTLSCert                string        // GRPC_SERVER_TLS_CERT: server certificate chain (PEM file)
+	GRPCServerTLSKey                 string        // GRPC_SERVER_TLS_KEY: server private key (PEM file)
+	GRPCClientTLSCACert              string        // GRPC_CLIENT_TLS_CACERT: client CA bundle; when set, client certificates are required
+	GRPCClientTLSSAN                 string        // GRPC_CLIENT_TLS_SAN: a SAN every client certificate must carry
+	GRPCMaxConnectionAge             time.Duration // GRPC_MAX_CONNECTION_AGE: connections are sent GOAWAY after this age
+	GRPCMaxConnectionAgeGrace        time.Duration // GRPC_MAX_CONNECTION_AGE_GRACE: then closed after this grace
+	GRPCTransport                    string        // GRPC_TRANSPORT: native or grpc-go
+	GRPCMaxConcurrentStreams         int           // GRPC_MAX_CONCURRENT_STREAMS: calls one connection holds at once
+	GRPCMaxConnectionIdle            time.Duration // GRPC_MAX_CONNECTION_IDLE: connections with no call this long are sent GOAWAY
+	GRPCKeepaliveTime                time.Duration // GRPC_KEEPALIVE_TIME: a connection silent this long is pinged
+	GRPCKeepaliveTimeout             time.Duration // GRPC_KEEPALIVE_TIMEOUT: then closed if nothing comes within this; also bounds a stalled write
+	GRPCKeepaliveMinTime             time.Duration // GRPC_KEEPALIVE_ENFORCEMENT_MIN_TIME: clients pinging more often are sent GOAWAY too_many_pings
+	GRPCKeepalivePermitWithoutStream bool          // GRPC_KEEPALIVE_ENFORCEMENT_PERMIT_WITHOUT_STREAM: allow pings while no call is open
 
 	HTTPReadHeaderTimeout time.Duration // HTTP_READ_HEADER_TIMEOUT: HTTP and debug: time to send a request's headers
 	HTTPReadTimeout       time.Duration // HTTP_READ_TIMEOUT: HTTP and debug: time to send a whole request
@@ -227,6 +233,10 @@ func Defaults() Settings {
 		GRPCMaxConnectionAge:      24 * time.Hour,
 		GRPCMaxConnectionAgeGrace: time.Hour,
 		GRPCTransport:             server.TransportNative,
+		GRPCMaxConcurrentStreams:  server.DefaultMaxConcurrentStreams,
+		GRPCKeepaliveTime:         server.DefaultKeepaliveTime,
+		GRPCKeepaliveTimeout:      server.DefaultKeepaliveTimeout,
+		GRPCKeepaliveMinTime:      server.DefaultKeepaliveMinTime,
 
 		HTTPReadHeaderTimeout: server.DefaultReadHeaderTimeout,
 		HTTPReadTimeout:       server.DefaultReadTimeout,
@@ -358,6 +368,12 @@ func bindings(s *Settings) []binding {
 		{"GRPC_CLIENT_TLS_SAN", "With mTLS, a subject alternative name (DNS, URI, IP or email) every client certificate must carry.", (*stringValue)(&s.GRPCClientTLSSAN)},
 		{"GRPC_MAX_CONNECTION_AGE", "Age after which a gRPC connection is sent GOAWAY; 0 means no maximum.", (*durationValue)(&s.GRPCMaxConnectionAge)},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", "Time after GRPC_MAX_CONNECTION_AGE before the connection is closed.", (*durationValue)(&s.GRPCMaxConnectionAgeGrace)},
+		{"GRPC_MAX_CONCURRENT_STREAMS", "Calls one gRPC connection holds at once (SETTINGS_MAX_CONCURRENT_STREAMS); a call the client reset holds its slot until its handler returns.", (*intValue)(&s.GRPCMaxConcurrentStreams)},
+		{"GRPC_MAX_CONNECTION_IDLE", "Time a gRPC connection may hold no call before it is sent GOAWAY; 0 means no maximum.", (*durationValue)(&s.GRPCMaxConnectionIdle)},
+		{"GRPC_KEEPALIVE_TIME", "Time a gRPC connection may stay silent before the server pings it (at least 1s).", (*durationValue)(&s.GRPCKeepaliveTime)},
+		{"GRPC_KEEPALIVE_TIMEOUT", "Time the server waits for anything after its ping before closing the connection; also how long a write may make no progress.", (*durationValue)(&s.GRPCKeepaliveTimeout)},
+		{"GRPC_KEEPALIVE_ENFORCEMENT_MIN_TIME", "Least time between a client's pings while nothing is sent to it; a client pinging more often is sent GOAWAY too_many_pings on its third strike.", (*durationValue)(&s.GRPCKeepaliveMinTime)},
+		{"GRPC_KEEPALIVE_ENFORCEMENT_PERMIT_WITHOUT_STREAM", "Allow client pings while the connection holds no call (otherwise at most one every two hours).", (*boolValue)(&s.GRPCKeepalivePermitWithoutStream)},
 		{"GRPC_TRANSPORT", "gRPC server: native (answers calls on the connection's reader on the embedded store and writes once per batch; see docs/performance.md) or grpc-go (grpc-go's own server).", &enumValue{p: &s.GRPCTransport, allowed: []string{server.TransportNative, server.TransportGRPCGo}}},
 
 		{"HTTP_READ_HEADER_TIMEOUT", "HTTP and debug listeners: time a client has to send a request's headers.", (*durationValue)(&s.HTTPReadHeaderTimeout)},
@@ -671,6 +687,10 @@ func (s Settings) Validate() error {
 	}{
 		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, true},
 		{"GRPC_MAX_CONNECTION_AGE_GRACE", s.GRPCMaxConnectionAgeGrace, true},
+		{"GRPC_MAX_CONNECTION_IDLE", s.GRPCMaxConnectionIdle, true},
+		{"GRPC_KEEPALIVE_TIME", s.GRPCKeepaliveTime, false},
+		{"GRPC_KEEPALIVE_TIMEOUT", s.GRPCKeepaliveTimeout, false},
+		{"GRPC_KEEPALIVE_ENFORCEMENT_MIN_TIME", s.GRPCKeepaliveMinTime, false},
 		{"HTTP_READ_HEADER_TIMEOUT", s.HTTPReadHeaderTimeout, false},
 		{"HTTP_READ_TIMEOUT", s.HTTPReadTimeout, false},
 		{"HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout, false},
@@ -699,10 +719,14 @@ func (s Settings) Validate() error {
 		{"REQUEST_MAX_DESCRIPTORS", s.RequestMaxDescriptors},
 		{"REQUEST_MAX_ENTRIES", s.RequestMaxEntries},
 		{"REQUEST_MAX_ENTRY_BYTES", s.RequestMaxEntryBytes},
+		{"GRPC_MAX_CONCURRENT_STREAMS", s.GRPCMaxConcurrentStreams},
 	} {
 		if n.v <= 0 {
 			bad("%s=%d: want > 0", n.name, n.v)
 		}
+	}
+	if s.GRPCMaxConcurrentStreams > math.MaxInt32 {
+		bad("GRPC_MAX_CONCURRENT_STREAMS=%d: want at most %d", s.GRPCMaxConcurrentStreams, math.MaxInt32)
 	}
 	if s.HTTPMaxConnections < 0 {
 		bad("HTTP_MAX_CONNECTIONS=%d: want ≥ 0 (0 derives it from the open-file limit)", s.HTTPMaxConnections)

@@ -19,6 +19,7 @@ type frame struct {
 	id         uint32
 	length     uint32 // as on the wire: flow control counts padding too
 	payload    []byte // DATA and HEADERS: without padding and priority
+	dep        uint32 // HEADERS with PRIORITY: the stream it depends on
 	consumed   int    // bytes to discard from the reader after handling
 }
 
@@ -67,8 +68,9 @@ func (c *conn) readFrame() (*frame, error) {
 			return nil, unexpected(err)
 		}
 	}
-	if c.contID != 0 && (f.typ != frameContinuation || f.id != c.contID) {
-		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	if c.contID != 0 && (f.typ != frameContinuation || f.id != c.contID) ||
+		c.contID == 0 && f.typ == frameContinuation {
+		return nil, http2.ConnectionError(http2.ErrCodeProtocol) // §6.10
 	}
 	return f, c.checkFrame(f)
 }
@@ -101,6 +103,7 @@ func (c *conn) checkFrame(f *frame) error {
 			if len(p) < 5 {
 				return size
 			}
+			f.dep = u32(p) & (1<<31 - 1)
 			p = p[5:]
 		}
 		f.payload = p

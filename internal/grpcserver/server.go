@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"reflect"
 	"slices"
@@ -15,14 +14,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 )
 
 // Defaults of Options.
 const (
 	DefaultMaxRecvMsgSize       = 4 << 20 // grpc-go's
-	DefaultMaxConcurrentStreams = 1 << 16
+	DefaultMaxConcurrentStreams = 1000
 	defaultHandshakeTimeout     = 120 * time.Second // grpc-go's connection timeout
+	minKeepaliveTime            = time.Second       // grpc-go's floor for Keepalive.Time
 )
 
 // Options configures a Server.
@@ -45,13 +46,26 @@ type Options struct {
 	Inline bool
 	// TLS, when set, serves over TLS (h2 by ALPN).
 	TLS *tls.Config
-	// MaxConnectionAge closes a connection gracefully once it is this old
-	// (±10%), and at once MaxConnectionAgeGrace later; zero: never.
-	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// Keepalive is grpc-go's, with its defaults for zero fields:
+	// MaxConnectionIdle closes a connection gracefully after that long
+	// with no call (zero: never); MaxConnectionAge once it is this old
+	// (±10%), and at once MaxConnectionAgeGrace later (zero: never); a
+	// connection that has sent nothing for Time (2 h) is pinged, and
+	// closed if nothing comes within Timeout (20 s). Timeout also bounds
+	// a write that makes no progress.
+	Keepalive keepalive.ServerParameters
+	// KeepalivePolicy is grpc-go's ping policy, with its defaults: a
+	// client that pings more often than MinTime (5 min) while nothing is
+	// sent to it, or at all while no call is open unless
+	// PermitWithoutStream, is sent GOAWAY "too_many_pings" on its third
+	// strike.
+	KeepalivePolicy keepalive.EnforcementPolicy
 	// MaxRecvMsgSize bounds a request message; zero: 4 MiB.
 	MaxRecvMsgSize int
 	// MaxConcurrentStreams bounds the calls one connection holds at once
-	// (SETTINGS_MAX_CONCURRENT_STREAMS); zero: 65,536.
+	// (SETTINGS_MAX_CONCURRENT_STREAMS); zero: DefaultMaxConcurrentStreams.
+	// A call holds its slot until its handler returns, even when the
+	// client reset it.
 	MaxConcurrentStreams uint32
 	// Logger receives connection errors; nil: logrus's standard logger.
 	Logger *logrus.Entry
@@ -83,6 +97,9 @@ type Server struct {
 	conns     map[*conn]bool
 	stopping  bool
 	connsDone sync.WaitGroup
+	// handlers counts the calls' goroutines (unary calls when not
+	// Inline, streaming calls): Stop and GracefulStop wait for them.
+	handlers sync.WaitGroup
 }
 
 // method is one registered method.
@@ -109,6 +126,16 @@ func New(o Options) *Server {
 	}
 	if o.Logger == nil {
 		o.Logger = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if o.Keepalive.Time == 0 {
+		o.Keepalive.Time = defaultKeepaliveTime
+	}
+	o.Keepalive.Time = max(o.Keepalive.Time, minKeepaliveTime)
+	if o.Keepalive.Timeout == 0 {
+		o.Keepalive.Timeout = defaultKeepaliveTimeout
+	}
+	if o.KeepalivePolicy.MinTime == 0 {
+		o.KeepalivePolicy.MinTime = defaultKeepaliveMinTime
 	}
 	s := &Server{
 		o:         o,
@@ -245,16 +272,6 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	s.conns[c] = true
 	s.mu.Unlock()
-	if age := s.o.MaxConnectionAge; age > 0 {
-		jitter := time.Duration(rand.Int64N(int64(age)/5+1)) - age/10
-		t := time.AfterFunc(age+jitter, func() {
-			c.drain()
-			if g := s.o.MaxConnectionAgeGrace; g > 0 {
-				time.AfterFunc(g, c.kill)
-			}
-		})
-		defer t.Stop()
-	}
 	c.serve()
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -269,6 +286,7 @@ func (s *Server) GracefulStop() {
 		c.drain()
 	}
 	s.connsDone.Wait()
+	s.handlers.Wait()
 }
 
 // Stop closes every listener and connection at once; calls in flight see
@@ -278,6 +296,7 @@ func (s *Server) Stop() {
 		c.kill()
 	}
 	s.connsDone.Wait()
+	s.handlers.Wait()
 }
 
 // stop marks the server stopping, closes its listeners and returns its

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/encoding/gzip" // a client that compresses
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -356,7 +357,7 @@ func TestGracefulStopFinishesCallsInFlight(t *testing.T) {
 
 func TestMaxConnectionAgeMovesClientsWithoutErrors(t *testing.T) {
 	both(t, func(t *testing.T, inline bool) {
-		fx := start(t, Options{Inline: inline, MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: time.Second}, reverse)
+		fx := start(t, Options{Inline: inline, Keepalive: keepalive.ServerParameters{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: time.Second}}, reverse)
 		cc := dial(t, fx.addr)
 		deadline := time.Now().Add(700 * time.Millisecond)
 		var wg sync.WaitGroup

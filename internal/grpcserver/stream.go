@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,13 +31,19 @@ type stream struct {
 	encoding    string
 	md          metadata.MD
 	tooLarge    bool
+	contentLen  int64 // -1: no content-length
+	received    int64 // DATA payload bytes, to check content-length
 
 	// Request bytes (gRPC length-prefixed messages) not yet taken; the
 	// reader's.
 	msg     []byte
 	endRecv bool
 
+	recvWin     int64 // the receive window this side granted, left
+	recvUnacked uint32
+
 	// Under c.mu.
+	held       int64 // bytes counted in c.buffered for this stream
 	sendWin    int64
 	headerSent bool
 	pending    []byte // answer bytes waiting for window
@@ -45,6 +52,12 @@ type stream struct {
 	cancel     context.CancelFunc
 	inbox      [][]byte // messages of a streaming call, not yet received
 	inboxBytes int
+	running    bool // its handler's goroutine has not returned
+	slot       bool // it holds one of MaxConcurrentStreams
+	header     metadata.MD
+	trailer    metadata.MD
+
+	call callCtx // the context a unary handler sees
 
 	deadline deadlineCtx     // an inline call's context, when it has a deadline
 	req      []byte          // the request message, while a unary handler runs
@@ -74,28 +87,60 @@ func (c *conn) onHeaders(f *frame) error {
 	}
 	if !ended {
 		c.contID = id
+		if len(f.payload) == 0 {
+			if err := c.spendJunk(); err != nil {
+				return err
+			}
+		}
 	}
-	c.hdr, c.hdrEnd, c.hdrTrailers, c.hdrSize = nil, endStream, false, 0
+	if f.flags&flagPriority != 0 && c.frame.dep == id {
+		// §5.3.1: a stream cannot depend on itself. The block is decoded
+		// all the same, and its stream reset.
+		c.blk = block{rst: http2.ErrCodeProtocol}
+	} else {
+		c.blk = block{}
+	}
+	c.hdr, c.hdrID, c.hdrEnd, c.hdrTrailers = nil, id, endStream, false
 	c.mu.Lock()
 	if id <= c.lastStream {
 		st := c.streams[id]
 		c.mu.Unlock()
-		if st == nil || st.endRecv || !endStream {
+		switch {
+		case st == nil:
+			// Closed (answered, reset or skipped): Go's server answers a
+			// connection error, as §5.1.1 asks of a stream id that does
+			// not increase.
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
+		case st.endRecv:
+			c.blk.rst = http2.ErrCodeStreamClosed // §5.1: half-closed (remote)
+		case !endStream:
+			c.blk.rst = http2.ErrCodeProtocol // §8.1: trailers end the stream
+		default:
+			c.hdrTrailers = true
+			c.hdr = st
 		}
-		c.hdrTrailers = true
-		c.hdr = st
 		return c.onHeaderBlock(f.payload, ended)
 	}
 	c.lastStream = id
-	refuse := c.draining == 2 || len(c.streams) >= int(c.s.o.MaxConcurrentStreams)
+	refuse := c.draining == 2 || c.slots >= int(c.s.o.MaxConcurrentStreams)
 	if refuse {
 		c.writeRSTLocked(id, http2.ErrCodeRefusedStream)
+		var err error
+		if c.draining != 2 && len(c.streams) < int(c.s.o.MaxConcurrentStreams) {
+			// Within what SETTINGS allow: the slots are held by calls
+			// the client reset while their handlers run.
+			err = c.spendResetLocked()
+		}
 		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		return c.onHeaderBlock(f.payload, ended)
 	}
 	st := streamPool.Get().(*stream)
-	st.c, st.id, st.sendWin = c, id, c.peerInitWin
+	st.c, st.id, st.sendWin, st.slot = c, id, c.peerInitWin, true
+	st.recvWin, st.contentLen = streamRecvWindow, -1
+	c.slots++
 	c.streams[id] = st
 	c.mu.Unlock()
 	c.hdr = st
@@ -103,10 +148,18 @@ func (c *conn) onHeaders(f *frame) error {
 }
 
 // onHeaderBlock decodes one fragment of a header block, and acts on the
-// block when it ends.
+// block when it ends. Every block counts against maxHeaderBlock, whatever
+// stream it is for.
 func (c *conn) onHeaderBlock(frag []byte, end bool) error {
+	c.blk.raw += len(frag)
+	if c.blk.raw > maxHeaderBlock {
+		return errHeaderFlood
+	}
 	if _, err := c.hdec.Write(frag); err != nil {
 		return http2.ConnectionError(http2.ErrCodeCompression)
+	}
+	if c.blk.decoded > maxHeaderBlock {
+		return errHeaderFlood
 	}
 	if !end {
 		return nil
@@ -117,8 +170,15 @@ func (c *conn) onHeaderBlock(frag []byte, end bool) error {
 	st := c.hdr
 	c.hdr = nil
 	switch {
+	case c.blk.rst != 0:
+		return c.streamError(c.hdrID, c.blk.rst)
 	case st == nil:
+	case c.blk.malformed || !c.hdrTrailers && !c.blk.complete():
+		return c.streamError(st.id, http2.ErrCodeProtocol)
 	case c.hdrTrailers:
+		if st.contentLen >= 0 && st.received != st.contentLen {
+			return c.streamError(st.id, http2.ErrCodeProtocol) // §8.1.1
+		}
 		c.endOfRequest(st, nil)
 	default:
 		c.startCall(st, c.hdrEnd)
@@ -128,12 +188,16 @@ func (c *conn) onHeaderBlock(frag []byte, end bool) error {
 
 // onField takes one decoded header field of the block being read.
 func (c *conn) onField(f hpack.HeaderField) {
+	c.blk.decoded += len(f.Name) + len(f.Value) + 32
 	st := c.hdr
-	if st == nil || c.hdrTrailers {
+	if st == nil {
 		return
 	}
-	c.hdrSize += len(f.Name) + len(f.Value) + 32
-	if c.hdrSize > maxHeaderListSize {
+	c.blk.checkField(f.Name, f.Value, c.hdrTrailers)
+	if c.hdrTrailers {
+		return
+	}
+	if c.blk.decoded > maxHeaderListSize {
 		st.tooLarge = true
 		return
 	}
@@ -145,10 +209,17 @@ func (c *conn) onField(f hpack.HeaderField) {
 	case ":method":
 		st.post = f.Value == "POST"
 		return
-	case ":scheme":
+	case ":scheme", ":authority":
 		return
 	case "content-type":
 		st.contentType = f.Value
+	case "content-length":
+		n, err := strconv.ParseInt(f.Value, 10, 64)
+		if err != nil || n < 0 || st.contentLen >= 0 {
+			c.blk.malformed = true
+		}
+		st.contentLen = n
+		return
 	case "grpc-timeout":
 		st.timeout, st.hasTimeout = parseTimeout(f.Value)
 		return
@@ -247,10 +318,21 @@ func (c *conn) fail(st *stream, stat *status.Status) {
 // onData takes a DATA frame: flow control, then the call's bytes.
 func (c *conn) onData(f *frame) error {
 	n := f.length
+	if int64(n) > c.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl) // §6.9.1
+	}
+	c.recvWin -= int64(n)
 	c.recvUnacked += n
+	end := f.flags&flagEndStream != 0
+	if n == 0 && !end {
+		if err := c.spendJunk(); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	if c.recvUnacked >= connRecvWindow/4 {
 		c.writeWindowUpdateLocked(0, c.recvUnacked)
+		c.recvWin += int64(c.recvUnacked)
 		c.recvUnacked = 0
 	}
 	st := c.streams[f.id]
@@ -263,23 +345,42 @@ func (c *conn) onData(f *frame) error {
 		return nil // a call already answered or reset
 	}
 	if st.endRecv {
-		c.mu.Lock()
-		c.writeRSTLocked(st.id, http2.ErrCodeStreamClosed)
-		st.reset = true
-		c.endStreamLocked(st)
-		c.mu.Unlock()
-		return nil
+		return c.streamError(st.id, http2.ErrCodeStreamClosed)
 	}
+	if int64(n) > st.recvWin {
+		return c.streamError(st.id, http2.ErrCodeFlowControl)
+	}
+	st.recvWin -= int64(n)
 	data := f.payload
-	end := f.flags&flagEndStream != 0
+	st.received += int64(len(data))
+	if end && st.contentLen >= 0 && st.received != st.contentLen || st.contentLen >= 0 && st.received > st.contentLen {
+		return c.streamError(st.id, http2.ErrCodeProtocol) // §8.1.1
+	}
 	if !end && n > 0 {
-		c.mu.Lock()
-		c.writeWindowUpdateLocked(st.id, n) // the call's bytes are bounded by MaxRecvMsgSize instead
-		c.mu.Unlock()
+		// The call's bytes are bounded by MaxRecvMsgSize and the
+		// connection's by maxConnBuffered: the window is granted again as
+		// they arrive.
+		if st.recvUnacked += n; st.recvUnacked >= streamRecvWindow/4 {
+			c.mu.Lock()
+			c.writeWindowUpdateLocked(st.id, st.recvUnacked)
+			c.mu.Unlock()
+			st.recvWin += int64(st.recvUnacked)
+			st.recvUnacked = 0
+		}
 	}
 	if end && len(st.msg) == 0 && st.m != nil && st.m.unary != nil {
 		// The whole request in one frame, the common case: no copy.
 		c.endOfRequest(st, data)
+		return nil
+	}
+	c.mu.Lock()
+	full := c.buffered+int64(len(data)) > maxConnBuffered
+	if !full {
+		c.holdLocked(st, int64(len(data)))
+	}
+	c.mu.Unlock()
+	if full {
+		c.failData(st, end, status.New(codes.ResourceExhausted, "grpc: the connection holds too many request bytes"))
 		return nil
 	}
 	st.msg = append(st.msg, data...)
@@ -288,12 +389,7 @@ func (c *conn) onData(f *frame) error {
 		stat = status.New(codes.Unimplemented, "grpc: a unary call received more than one request message")
 	}
 	if stat != nil {
-		if end {
-			c.mu.Lock()
-			st.endRecv = true
-			c.mu.Unlock()
-		}
-		c.fail(st, stat)
+		c.failData(st, end, stat)
 		return nil
 	}
 	if st.m != nil && st.m.stream != nil {
@@ -303,6 +399,22 @@ func (c *conn) onData(f *frame) error {
 		c.endOfRequest(st, nil)
 	}
 	return nil
+}
+
+// failData fails a call on its request's bytes.
+func (c *conn) failData(st *stream, end bool, stat *status.Status) {
+	if end {
+		c.mu.Lock()
+		st.endRecv = true
+		c.mu.Unlock()
+	}
+	c.fail(st, stat)
+}
+
+// holdLocked counts n request bytes (negative: released) as held for st.
+func (c *conn) holdLocked(st *stream, n int64) {
+	st.held += n
+	c.buffered += n
 }
 
 // msgLen is the length in the 5-byte prefix of the gRPC message that b
@@ -342,16 +454,41 @@ func (c *conn) endOfRequest(st *stream, data []byte) {
 		return
 	}
 	if c.s.o.Inline {
-		c.runUnary(st, msg, &c.scratch)
+		c.runUnary(st, c.ctx, msg, &c.scratch)
 		return
 	}
+	// A handler that waits runs on a goroutine of its own, owned by the
+	// server, holding its slot until it returns; its context exists
+	// before it starts, so that a reset cancels it.
 	msg = append([]byte(nil), msg...)
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	if st.done {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	st.cancel, st.running = cancel, true
+	c.holdLocked(st, int64(len(msg)))
+	c.mu.Unlock()
+	c.s.handlers.Add(1)
 	go func() {
+		defer c.s.handlers.Done()
 		buf := answerPool.Get().(*[]byte)
-		c.runUnary(st, msg, buf)
+		c.runUnary(st, ctx, msg, buf)
 		answerPool.Put(buf)
+		c.handlerDone(st)
 		c.flush()
 	}()
+}
+
+// handlerDone frees the slot and the bytes of a call whose handler's
+// goroutine returned.
+func (c *conn) handlerDone(st *stream) {
+	c.mu.Lock()
+	st.running = false
+	c.releaseLocked(st)
+	c.mu.Unlock()
 }
 
 var answerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -380,9 +517,9 @@ func (c *conn) unframe(st *stream, b []byte) ([]byte, *status.Status) {
 	return b[5:], nil
 }
 
-// runUnary calls st's handler on msg and answers, encoding into *buf.
-func (c *conn) runUnary(st *stream, msg []byte, buf *[]byte) {
-	ctx := c.ctx
+// runUnary calls st's handler on msg and answers, encoding into *buf; ctx
+// is the connection's, or the call's own when it runs on a goroutine.
+func (c *conn) runUnary(st *stream, ctx context.Context, msg []byte, buf *[]byte) {
 	var dctx *deadlineCtx
 	if st.hasTimeout {
 		if c.s.o.Inline {
@@ -395,19 +532,15 @@ func (c *conn) runUnary(st *stream, msg []byte, buf *[]byte) {
 		}
 		ctx = dctx
 	}
-	if !c.s.o.Inline {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		c.mu.Lock()
-		st.cancel = cancel
-		c.mu.Unlock()
-	}
+	st.call.Context, st.call.st = ctx, st
+	ctx = &st.call
 	if st.md != nil {
 		ctx = metadata.NewIncomingContext(ctx, st.md)
 	}
 	st.req = msg
 	resp, err := st.m.unary(st.m.impl, ctx, st.dec, c.s.o.UnaryInterceptor)
 	st.req = nil
+	st.call.Context = nil
 	if dctx != nil {
 		dctx.release()
 	}
@@ -442,17 +575,22 @@ func (c *conn) answerLocked(st *stream, msg []byte, stat *status.Status) {
 		return
 	}
 	if msg == nil {
-		c.writeTrailersLocked(st, stat, nil)
+		if !st.headerSent && st.header != nil {
+			c.writeResponseHeadersLocked(st, st.header) // as grpc-go: headers set, then the error
+		}
+		c.writeTrailersLocked(st, stat, st.trailer)
 		c.endStreamLocked(st)
 		return
 	}
-	c.writeResponseHeadersLocked(st, nil)
+	if !st.headerSent {
+		c.writeResponseHeadersLocked(st, st.header)
+	}
 	if rest := c.sendDataLocked(st, msg); len(rest) > 0 {
 		st.pending = append(st.pending[:0], rest...)
 		c.blocked = append(c.blocked, st)
 		return
 	}
-	c.writeTrailersLocked(st, okStatus, nil)
+	c.writeTrailersLocked(st, okStatus, st.trailer)
 	c.endStreamLocked(st)
 }
 
@@ -472,10 +610,27 @@ func (c *conn) endStreamLocked(st *stream) {
 	if c.draining == 2 && len(c.streams) == 0 {
 		c.closeWhenFlushed = true
 	}
+	c.releaseLocked(st)
 	if st.ss == nil && st.m != nil && st.m.unary != nil && c.s.o.Inline && st.pending == nil {
 		c.recycle(st)
 	}
 	c.cond.Broadcast()
+}
+
+// releaseLocked frees st's slot and held bytes once it has ended and its
+// handler has returned.
+func (c *conn) releaseLocked(st *stream) {
+	if !st.done || st.running || !st.slot {
+		return
+	}
+	st.slot = false
+	c.slots--
+	if st.held != 0 {
+		c.holdLocked(st, -st.held)
+	}
+	if c.slots == 0 && c.s.o.Keepalive.MaxConnectionIdle > 0 {
+		c.idleSince = time.Now()
+	}
 }
 
 // recycle returns an inline call's stream object to the pool: nothing else

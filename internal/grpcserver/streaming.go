@@ -13,10 +13,8 @@ import (
 
 // serverStream is a streaming call's grpc.ServerStream.
 type serverStream struct {
-	st      *stream
-	ctx     context.Context
-	header  metadata.MD
-	trailer metadata.MD
+	st  *stream
+	ctx context.Context
 }
 
 var _ grpc.ServerStream = (*serverStream)(nil)
@@ -30,14 +28,18 @@ func (c *conn) startStreaming(st *stream) {
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
 	}
+	st.call.Context, st.call.st = ctx, st
+	ctx = &st.call
 	if st.md != nil {
 		ctx = metadata.NewIncomingContext(ctx, st.md)
 	}
 	ss := &serverStream{st: st, ctx: ctx}
 	c.mu.Lock()
-	st.cancel, st.ss = cancel, ss
+	st.cancel, st.ss, st.running = cancel, ss, true
 	c.mu.Unlock()
+	c.s.handlers.Add(1)
 	go func() {
+		defer c.s.handlers.Done()
 		err := st.m.stream(st.m.impl, ss)
 		stat := okStatus
 		if err != nil {
@@ -45,15 +47,17 @@ func (c *conn) startStreaming(st *stream) {
 		}
 		c.mu.Lock()
 		if !st.done {
-			if !st.headerSent && ss.header != nil {
-				c.writeResponseHeadersLocked(st, ss.header)
+			if !st.headerSent && st.header != nil {
+				c.writeResponseHeadersLocked(st, st.header)
 			}
-			c.writeTrailersLocked(st, stat, ss.trailer)
+			c.writeTrailersLocked(st, stat, st.trailer)
 			if !st.endRecv {
 				c.writeRSTLocked(st.id, http2.ErrCodeNo)
 			}
 			c.endStreamLocked(st)
 		}
+		st.running = false
+		c.releaseLocked(st)
 		c.mu.Unlock()
 		cancel()
 		c.flush()
@@ -90,34 +94,15 @@ func (c *conn) deliver(st *stream) {
 func (ss *serverStream) Context() context.Context { return ss.ctx }
 
 func (ss *serverStream) SetHeader(md metadata.MD) error {
-	c := ss.st.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ss.st.headerSent {
-		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
-	}
-	ss.header = metadata.Join(ss.header, md)
-	return nil
+	return (*transportStream)(ss.st).SetHeader(md)
 }
 
 func (ss *serverStream) SendHeader(md metadata.MD) error {
-	c := ss.st.c
-	c.mu.Lock()
-	if ss.st.headerSent || ss.st.done {
-		c.mu.Unlock()
-		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
-	}
-	c.writeResponseHeadersLocked(ss.st, metadata.Join(ss.header, md))
-	c.mu.Unlock()
-	c.flush()
-	return nil
+	return (*transportStream)(ss.st).SendHeader(md)
 }
 
 func (ss *serverStream) SetTrailer(md metadata.MD) {
-	c := ss.st.c
-	c.mu.Lock()
-	ss.trailer = metadata.Join(ss.trailer, md)
-	c.mu.Unlock()
+	_ = (*transportStream)(ss.st).SetTrailer(md)
 }
 
 // SendMsg sends one message, waiting for flow-control window as long as
@@ -132,7 +117,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	b[1], b[2], b[3], b[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	c.mu.Lock()
 	if !st.headerSent && !st.done {
-		c.writeResponseHeadersLocked(st, ss.header)
+		c.writeResponseHeadersLocked(st, st.header)
 	}
 	for len(b) > 0 && !st.done && !c.closed {
 		b = c.sendDataLocked(st, b)
@@ -174,6 +159,9 @@ func (ss *serverStream) RecvMsg(m any) error {
 	st.inbox[0] = nil
 	st.inbox = st.inbox[1:]
 	st.inboxBytes -= len(b)
+	if st.slot {
+		c.holdLocked(st, -int64(len(b)+5))
+	}
 	c.mu.Unlock()
 	if err := c.s.unmarshal(b, m); err != nil {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/metadata"
@@ -58,10 +59,11 @@ func (c *conn) writeRSTLocked(id uint32, code http2.ErrCode) {
 	c.wbuf = append(c.wbuf, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
 }
 
-func (c *conn) writeGoAwayLocked(last uint32, code http2.ErrCode) {
-	c.wbuf = appendFrameHeader(c.wbuf, 8, frameGoAway, 0, 0)
+func (c *conn) writeGoAwayLocked(last uint32, code http2.ErrCode, debug string) {
+	c.wbuf = appendFrameHeader(c.wbuf, 8+len(debug), frameGoAway, 0, 0)
 	c.wbuf = append(c.wbuf, byte(last>>24)&0x7f, byte(last>>16), byte(last>>8), byte(last),
 		byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
+	c.wbuf = append(c.wbuf, debug...)
 }
 
 // field encodes one header field into the header block being built.
@@ -91,6 +93,7 @@ func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
 		typ, flags = frameContinuation, 0
 	}
 	c.hbuf.Reset()
+	c.sentSincePing = true
 }
 
 // writeResponseHeadersLocked sends the response headers of st, with md.
@@ -165,12 +168,15 @@ func (c *conn) sendDataLocked(st *stream, data []byte) []byte {
 		c.sendWin -= n
 		st.sendWin -= n
 		data = data[n:]
+		c.sentSincePing = true
 	}
 	return data
 }
 
 // flush writes what the buffer holds. One caller writes at a time; a
-// caller that finds a write under way leaves its frames to it.
+// caller that finds a write under way leaves its frames to it. A write
+// that makes no progress for Keepalive.Timeout fails, and closes the
+// connection.
 func (c *conn) flush() {
 	c.mu.Lock()
 	if c.flushing || len(c.wbuf) == 0 {
@@ -181,6 +187,7 @@ func (c *conn) flush() {
 	for len(c.wbuf) > 0 && c.werr == nil {
 		buf := c.wbuf
 		c.wbuf = c.wspare[:0]
+		c.armWriteDeadlineLocked()
 		c.mu.Unlock()
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
@@ -189,16 +196,34 @@ func (c *conn) flush() {
 			c.werr = err
 		}
 	}
-	if c.werr != nil {
+	failed := c.werr != nil
+	if failed {
 		c.wbuf = c.wbuf[:0]
 	}
 	c.flushing = false
+	c.cond.Broadcast() // a reader waiting for the queue to drain
 	closeWrite := c.closeWhenFlushed && !c.writeClosed && len(c.wbuf) == 0
 	if closeWrite {
 		c.writeClosed = true
 	}
 	c.mu.Unlock()
-	if closeWrite {
+	switch {
+	case failed:
+		c.kill()
+	case closeWrite:
 		c.closeWrite()
 	}
+}
+
+// armWriteDeadlineLocked keeps a write deadline Keepalive.Timeout ahead.
+// It is moved only when half of it has passed: moving it costs a timer
+// update in the runtime, and most flushes take microseconds.
+func (c *conn) armWriteDeadlineLocked() {
+	timeout := c.s.o.Keepalive.Timeout
+	now := time.Now()
+	if c.writeDeadline.Sub(now) > timeout/2 {
+		return
+	}
+	c.writeDeadline = now.Add(timeout)
+	_ = c.nc.SetWriteDeadline(c.writeDeadline)
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -86,9 +87,15 @@ type Options struct {
 	// transport only): set it when the rate-limit service never waits,
 	// on the embedded store.
 	InlineCalls bool
-	// MaxConnectionAge and its grace spread long-lived Envoy connections
-	// across replicas; zero means unlimited.
-	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// Keepalive and KeepalivePolicy are grpc-go's, read by both
+	// transports: MaxConnectionAge and its grace spread long-lived Envoy
+	// connections across replicas (zero means unlimited); the rest keep
+	// grpc-go's defaults when zero.
+	Keepalive       keepalive.ServerParameters
+	KeepalivePolicy keepalive.EnforcementPolicy
+	// MaxConcurrentStreams bounds the calls one gRPC connection holds at
+	// once; zero means DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
 
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long the HTTP
 	// and debug servers wait for a request's headers, for the whole

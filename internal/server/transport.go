@@ -3,11 +3,11 @@ package server
 import (
 	"context"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/dynalimit/dynalimit/internal/grpcserver"
 )
@@ -54,19 +54,24 @@ func newGRPCServer(o Options) grpcServer {
 		if len(o.UnaryInterceptors) > 0 {
 			gopts = append(gopts, grpc.ChainUnaryInterceptor(o.UnaryInterceptors...))
 		}
-		ka := keepalive.ServerParameters{MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}
-		if ka.MaxConnectionAge > 0 {
-			gopts = append(gopts, grpc.KeepaliveParams(ka))
-		}
+		gopts = append(gopts,
+			grpc.KeepaliveParams(o.Keepalive),
+			grpc.KeepaliveEnforcementPolicy(o.KeepalivePolicy),
+			// grpc-go runs no more handlers at once than this (its guard
+			// against rapid reset; its own default is no limit).
+			grpc.MaxConcurrentStreams(maxStreams(o)),
+			// Stop waits for the handlers, as the native transport does.
+			grpc.WaitForHandlers(true))
 		return grpc.NewServer(gopts...)
 	}
 	no := grpcserver.Options{
-		Inline:                o.InlineCalls,
-		UnaryMetadata:         o.UnaryMetadata,
-		TLS:                   o.TLS,
-		MaxConnectionAge:      o.MaxConnectionAge,
-		MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
-		Logger:                o.Logger,
+		Inline:               o.InlineCalls,
+		UnaryMetadata:        o.UnaryMetadata,
+		TLS:                  o.TLS,
+		Keepalive:            o.Keepalive,
+		KeepalivePolicy:      o.KeepalivePolicy,
+		MaxConcurrentStreams: maxStreams(o),
+		Logger:               o.Logger,
 	}
 	if self {
 		no.Codec = rls.Codec()
@@ -79,6 +84,22 @@ func newGRPCServer(o Options) grpcServer {
 		no.UnaryInterceptor = chainUnary(o.UnaryInterceptors)
 	}
 	return grpcserver.New(no)
+}
+
+// Defaults of the gRPC settings both transports read: grpc-go's keepalive
+// defaults, and the native transport's stream limit.
+const (
+	DefaultMaxConcurrentStreams = grpcserver.DefaultMaxConcurrentStreams
+	DefaultKeepaliveTime        = 2 * time.Hour
+	DefaultKeepaliveTimeout     = 20 * time.Second
+	DefaultKeepaliveMinTime     = 5 * time.Minute
+)
+
+func maxStreams(o Options) uint32 {
+	if o.MaxConcurrentStreams == 0 {
+		return DefaultMaxConcurrentStreams
+	}
+	return o.MaxConcurrentStreams
 }
 
 // chainUnary runs interceptors first to last around the handler, as
