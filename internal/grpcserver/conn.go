@@ -288,6 +288,9 @@ func (c *conn) onSettings(f *frame) error {
 // is a PROTOCOL_ERROR, a window past 2^31-1 a FLOW_CONTROL_ERROR, of the
 // stream or of the connection.
 func (c *conn) onWindowUpdate(f *frame) error {
+	if err := c.spendJunk(); err != nil {
+		return err
+	}
 	inc := int64(u32(f.payload) & (1<<31 - 1))
 	c.mu.Lock()
 	if f.id == 0 {
@@ -310,7 +313,7 @@ func (c *conn) onWindowUpdate(f *frame) error {
 	switch {
 	case st == nil:
 		c.mu.Unlock()
-		return c.spendJunk()
+		return nil
 	case inc == 0:
 		c.mu.Unlock()
 		return c.streamError(f.id, http2.ErrCodeProtocol)

@@ -126,9 +126,11 @@ func (c *conn) onHeaders(f *frame) error {
 	if refuse {
 		c.writeRSTLocked(id, http2.ErrCodeRefusedStream)
 		var err error
-		if c.draining != 2 && len(c.streams) < int(c.s.o.MaxConcurrentStreams) {
-			// Within what SETTINGS allow: the slots are held by calls
-			// the client reset while their handlers run.
+		if c.draining != 2 {
+			// Past the limit (a stream error, §5.1.2: a client may race
+			// it before it has our SETTINGS, a few times), or within it
+			// while the slots are held by calls the client reset and
+			// whose handlers still run: either counts.
 			err = c.spendResetLocked()
 		}
 		c.mu.Unlock()
