@@ -29,13 +29,14 @@ run: ## run the service on the embedded store with the example config
 # DynamoDB Local, and the timing-sensitive tests (over-admission, outages)
 # must not share two cores with other JVMs.
 # The end-to-end tests through Envoy run verbosely, so that the run shows
-# every scenario and how many ran. The allocation ceilings run last, without
-# -race (under it sync.Pool drops items and the counts are not the binary's).
+# every scenario and how many ran. The allocation ceilings and the HTTP/2
+# attacks run last, without -race (under it sync.Pool drops items, and
+# latency and memory are not the binary's).
 test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e$$)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
-	$(GO) test -count=1 -run 'Allocation' ./internal/service ./internal/grpcserver
+	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver
 
 .PHONY: walkthrough
 walkthrough: envoy ## run the README's walkthroughs as written (fixed ports 8000, 8080-8081, 6070, 9080-9081, 7070, 8090, 10000, 9901 must be free)

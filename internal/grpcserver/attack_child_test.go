@@ -41,11 +41,10 @@ type attackStats struct {
 
 type attackService interface{}
 
-// attackDesc: Fast answers at once; Slow holds its handler slowHandler,
+// attackDesc: Fast answers at once; Slow holds its handler for slow,
 // whatever its context says (the worst handler: one that ignores a
-// cancellation), except inline where no handler may wait; Stats reports
-// attackStats, and resets MaxHandlers.
-func attackDesc(running, most *atomic.Int64, inline bool) *grpc.ServiceDesc {
+// cancellation); Stats reports attackStats, and resets MaxHandlers.
+func attackDesc(running, most *atomic.Int64, slow time.Duration) *grpc.ServiceDesc {
 	handler := func(work func(ctx context.Context, in *wrapperspb.BytesValue) *wrapperspb.BytesValue) grpc.MethodHandler {
 		return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			n := running.Add(1)
@@ -65,9 +64,7 @@ func attackDesc(running, most *atomic.Int64, inline bool) *grpc.ServiceDesc {
 		Methods: []grpc.MethodDesc{
 			{MethodName: "Fast", Handler: handler(func(_ context.Context, in *wrapperspb.BytesValue) *wrapperspb.BytesValue { return in })},
 			{MethodName: "Slow", Handler: handler(func(_ context.Context, in *wrapperspb.BytesValue) *wrapperspb.BytesValue {
-				if !inline { // an inline handler never waits: that is the contract of Options.Inline
-					time.Sleep(slowHandler)
-				}
+				time.Sleep(slow)
 				return in
 			})},
 			{MethodName: "Stats", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
@@ -85,7 +82,11 @@ func attackDesc(running, most *atomic.Int64, inline bool) *grpc.ServiceDesc {
 // its address, and exits when its standard input closes.
 func runAttackChild(kind string) {
 	var running, most atomic.Int64
-	desc := attackDesc(&running, &most, kind == "native-inline")
+	slow := slowHandler
+	if kind == "native-inline" {
+		slow = 0 // an inline handler never waits: that is the contract of Options.Inline
+	}
+	desc := attackDesc(&running, &most, slow)
 	ka := keepalive.ServerParameters{Timeout: attackWriteLimit}
 	var srv interface {
 		grpc.ServiceRegistrar

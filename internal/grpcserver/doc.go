@@ -23,8 +23,23 @@
 // service-info provider reflection needs, so services register on it as
 // they would on a *grpc.Server.
 //
+// Unary and streaming handlers may call grpc.SetHeader, grpc.SendHeader and
+// grpc.SetTrailer, as on grpc-go's server.
+//
+// The connection is the service's network boundary, and every bound it
+// keeps is one grpc-go's server, Go's HTTP/2 server or hyper keeps against
+// a published attack (limits.go names each): a call holds its slot of
+// MaxConcurrentStreams until its handler returns, even once reset; resets,
+// control frames and empty frames have budgets per connection, and pings
+// grpc-go's policy; every header block counts its encoded and decoded
+// bytes, whatever stream it is for; DATA beyond the window granted is a
+// FLOW_CONTROL_ERROR, and request bytes held are bounded per connection;
+// queued output is bounded (the reader stops reading past it) and a write
+// that makes no progress ends the connection; header blocks are checked as
+// RFC 9113 §8.2–8.3 asks. Every goroutine of a call is owned by the
+// server: Stop and GracefulStop wait for it.
+//
 // What it does not do, and grpc-go does: compressed requests (answered
 // Unimplemented, as grpc-go answers a compressor it lacks; Envoy sends
-// none), grpc.SetHeader from a unary handler (no call here uses it), stats
-// handlers, and server keepalive pings (clients' pings are answered).
+// none), and stats handlers.
 package grpcserver
