@@ -88,6 +88,7 @@ type conn struct {
 	// slots counts the calls holding one of MaxConcurrentStreams: open
 	// streams, and reset ones whose handler still runs.
 	slots         int
+	windowCredit  int // WINDOW_UPDATEs the DATA sent has earned (two a frame, at most junkBurst)
 	buffered      int64 // request bytes held (maxConnBuffered)
 	resets        budget
 	lastPingAt    time.Time
@@ -288,11 +289,14 @@ func (c *conn) onSettings(f *frame) error {
 // is a PROTOCOL_ERROR, a window past 2^31-1 a FLOW_CONTROL_ERROR, of the
 // stream or of the connection.
 func (c *conn) onWindowUpdate(f *frame) error {
-	if err := c.spendJunk(); err != nil {
-		return err
-	}
 	inc := int64(u32(f.payload) & (1<<31 - 1))
 	c.mu.Lock()
+	if c.windowCredit > 0 {
+		c.windowCredit-- // one of the two a DATA frame sent may earn
+	} else if err := c.spendJunk(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	if f.id == 0 {
 		defer c.mu.Unlock()
 		if inc == 0 {

@@ -41,11 +41,11 @@ const (
 	resetRate  = 1000
 
 	// Frames that ask for work and carry no call: SETTINGS, PRIORITY,
-	// WINDOW_UPDATE, RST_STREAM of a stream already closed, and empty DATA,
-	// HEADERS or CONTINUATION frames that end nothing (CVE-2019-9513,
-	// -9514, -9515, -9518). A client that reads its answers sends a
-	// WINDOW_UPDATE every few KiB of them, far below the rate. Pings have
-	// their own policy (Options.KeepalivePolicy).
+	// RST_STREAM of a stream already closed, empty DATA, HEADERS or
+	// CONTINUATION frames that end nothing, and WINDOW_UPDATEs beyond the
+	// two (stream and connection) each DATA frame sent may earn
+	// (CVE-2019-9513, -9514, -9515, -9518). Pings have their own policy
+	// (Options.KeepalivePolicy).
 	junkBurst = 10000
 	junkRate  = 10000
 

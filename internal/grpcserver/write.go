@@ -169,6 +169,7 @@ func (c *conn) sendDataLocked(st *stream, data []byte) []byte {
 		st.sendWin -= n
 		data = data[n:]
 		c.sentSincePing = true
+		c.windowCredit = min(c.windowCredit+2, junkBurst)
 	}
 	return data
 }
