@@ -88,7 +88,7 @@ type conn struct {
 	// slots counts the calls holding one of MaxConcurrentStreams: open
 	// streams, and reset ones whose handler still runs.
 	slots         int
-	windowCredit  int // WINDOW_UPDATEs the DATA sent has earned (two a frame, at most junkBurst)
+	windowCredit  int   // WINDOW_UPDATEs the DATA sent has earned (two a frame, at most junkBurst)
 	buffered      int64 // request bytes held (maxConnBuffered)
 	resets        budget
 	lastPingAt    time.Time

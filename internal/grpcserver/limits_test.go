@@ -38,8 +38,8 @@ func TestBudget(t *testing.T) {
 		{50 * time.Millisecond, false}, // half a token
 		{100 * time.Millisecond, true}, // one token at 10 a second
 		{100 * time.Millisecond, false},
-		{-time.Second, false},         // the clock went back: nothing added
-		{10 * time.Second, true},      // refilled, to the burst only
+		{-time.Second, false},    // the clock went back: nothing added
+		{10 * time.Second, true}, // refilled, to the burst only
 		{10 * time.Second, true},
 		{10 * time.Second, true},
 		{10 * time.Second, false},
