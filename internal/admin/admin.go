@@ -93,13 +93,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return &UsageError{Command: name, Err: FlagError(err, fs)}
 	}
-	if err := v.args.check(rest); err != nil {
-		return &UsageError{Command: name, Err: err}
-	}
+	// The flags first (the scope, which comes first on the command line),
+	// then the arguments: `limits set` alone names the missing scope.
 	if v.check != nil {
 		if err := v.check(&o, rest); err != nil {
 			return &UsageError{Command: name, Err: err}
 		}
+	}
+	if err := v.args.check(rest); err != nil {
+		return &UsageError{Command: name, Err: err}
 	}
 	for _, c := range []struct{ name, v string }{{"DYNAMODB_TABLE", s.DynamoDBTable}, {"AWS_REGION", s.AWSRegion}, {"NAMESPACE", s.Namespace}} {
 		if c.v == "" {
