@@ -106,7 +106,11 @@ var groups = []*group{
 	}}},
 	{name: "namespace", summary: "DynamoDB: register and list namespaces", verbs: []*verb{{
 		name: "register", synopsis: "NAME", summary: "register a namespace (idempotent) and print its id",
-		about:    "Registers NAME and prints the short id its keys are stored under.\nRegistering a name again prints the same id.",
+		about: "Records NAME in the table's namespace registry (namespace list) with\n" +
+			"an id it generates (12 hex digits), and prints both; registering a name\n" +
+			"again prints the same id. The id only names the registration: the\n" +
+			"namespace's keys hold its name, so a namespace works whether it is\n" +
+			"registered or not.",
 		args:     argSpec{names: [][2]string{{"NAME", "the namespace's name"}}, of: "NAME", min: 1, max: 1},
 		examples: []string{"ratelimit namespace register team-a"},
 		run:      runNamespaceRegister,
