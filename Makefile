@@ -20,9 +20,12 @@ image: ## build the container image dynalimit:dev (Dockerfile; needs docker)
 	@command -v docker >/dev/null || { echo "image: no docker command on this machine; install Docker to build the image (go test ./internal/deploytest checks the Dockerfile without it)" >&2; exit 1; }
 	docker build -t dynalimit:dev .
 
+# run builds, then execs the binary, so that Ctrl-C reaches the service
+# itself: it drains, exits 0, and make reports no error (under `go run` the
+# go command exits 1 after an interrupt, whatever the service returned).
 .PHONY: run
-run: ## run the service on the embedded store with the example config
-	$(GO) run ./cmd/ratelimit serve -config_dir examples/config
+run: build ## run the service on the embedded store with the example config (Ctrl-C stops it)
+	exec $(BIN)/ratelimit serve -config_dir examples/config
 
 .PHONY: test
 # Test binaries run one at a time (-p 1): several of them start their own

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
+	"github.com/dynalimit/dynalimit/pkg/suggest"
 )
 
 func main() {
@@ -137,7 +138,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		}
 	}
 	msg := fmt.Errorf("unknown command %q", cmd)
-	if c := admin.Closest(cmd, commandNames()); c != "" {
+	if c := suggest.Closest(cmd, commandNames()); c != "" {
 		msg = fmt.Errorf("unknown command %q; did you mean %q?", cmd, c)
 	}
 	return reportUsage(stderr, &usageError{err: msg})

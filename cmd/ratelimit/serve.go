@@ -38,7 +38,9 @@ func serve(ctx context.Context, s config.Settings, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, s, log); err != nil {
-		log.WithError(err).Error("ratelimit stopped with an error")
+		if !logLoadFailure(log, s, err) {
+			log.WithError(err).Error("ratelimit stopped with an error")
+		}
 		return 1
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
@@ -46,7 +47,7 @@ func loadSettings(name string, args []string, getenv func(string) string, extra 
 		return s, &usageError{cmd: name, err: admin.FlagError(err, fs)}
 	}
 	if fs.NArg() > 0 {
-		return s, &usageError{cmd: name, err: fmt.Errorf("unexpected argument %q (%s takes flags only)", fs.Arg(0), name)}
+		return s, &usageError{cmd: name, err: fmt.Errorf("unexpected argument %q (%s takes flags only)", fs.Arg(0), name), hint: argumentHint(name, fs.Arg(0))}
 	}
 	if err := s.Validate(); err != nil {
 		return s, &usageError{cmd: name, err: err, hint: settingsHint}
@@ -91,4 +92,20 @@ func printSettings(args []string, stdout, stderr io.Writer) int {
 	}
 	_ = tw.Flush()
 	return exitOK
+}
+
+// argumentHint answers an argument given to serve or check-config, which
+// take flags only: when it is a directory, or check-config's (whose one
+// input is a directory), it points at -config_dir; else it is "" (the
+// pointer to the command's help).
+func argumentHint(name, arg string) string {
+	if name != "check-config" && !isDir(arg) {
+		return ""
+	}
+	return fmt.Sprintf("Name the descriptor directory with -config_dir: ratelimit %s -config_dir %s\nRun 'ratelimit %s -h' for usage.", name, arg, name)
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }

@@ -136,19 +136,6 @@ func TestAdminDefaultsAreServes(t *testing.T) {
 	}
 }
 
-func TestClosest(t *testing.T) {
-	cands := []string{"table", "namespace", "limits", "entity", "check-config"}
-	tests := []struct{ word, want string }{
-		{"limitz", "limits"}, {"limit", "limits"}, {"entiy", "entity"}, {"tabel", "table"},
-		{"check", "check-config"}, {"namespaces", "namespace"}, {"x", ""}, {"serve", ""},
-	}
-	for _, tt := range tests {
-		if got := admin.Closest(tt.word, cands); got != tt.want {
-			t.Errorf("Closest(%q) = %q, want %q", tt.word, got, tt.want)
-		}
-	}
-}
-
 // TestEntityChainAgainstLocal: entity show prints the chain above an
 // entity with each level's cascade flag and stored limits, and entity
 // create refuses a cycle, a chain too deep and an id no request names.

@@ -106,7 +106,11 @@ var groups = []*group{
 	}}},
 	{name: "namespace", summary: "DynamoDB: register and list namespaces", verbs: []*verb{{
 		name: "register", synopsis: "NAME", summary: "register a namespace (idempotent) and print its id",
-		about:    "Registers NAME and prints the short id its keys are stored under.\nRegistering a name again prints the same id.",
+		about: "Records NAME in the table's namespace registry (namespace list) with\n" +
+			"an id it generates (12 hex digits), and prints both; registering a name\n" +
+			"again prints the same id. The id only names the registration: the\n" +
+			"namespace's keys hold its name, so a namespace works whether it is\n" +
+			"registered or not.",
 		args:     argSpec{names: [][2]string{{"NAME", "the namespace's name"}}, of: "NAME", min: 1, max: 1},
 		examples: []string{"ratelimit namespace register team-a"},
 		run:      runNamespaceRegister,
@@ -150,10 +154,10 @@ var groups = []*group{
 		about: "Creates the entity ID, or replaces its record. With -parent, ID is a\n" +
 			"child of that entity; with -cascade, every debit of ID's children is\n" +
 			"also charged to ID's own limits. ID and P are entity values as requests\n" +
-			"name them, escaped ('/', '#', '=', '&', '%', '~' and control bytes as\n" +
-			"%XX: org%2Fteam for org/team). A parent that would make a cycle, or a\n" +
-			"chain of more than 8 entities, is refused. Every replica sees a change\n" +
-			"within CONFIG_CACHE_TTL.",
+			"name them, escaped ('/', '#', '=', '&', '%', '~', control bytes and\n" +
+			"invalid UTF-8 as %XX: org%2Fteam for org/team). A parent that would\n" +
+			"make a cycle, or a chain of more than 8 entities, is refused. Every\n" +
+			"replica sees a change within CONFIG_CACHE_TTL.",
 		args: argSpec{names: [][2]string{{"ID", "the entity's id (a tenant, an API key, …)"}}, of: "ID", min: 1, max: 1},
 		flags: []flagSpec{
 			{"parent", "P", "the parent entity's id", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.parent, "parent", "", "") }},

@@ -10,6 +10,7 @@
 //
 //	<!-- walkthrough NAME: background READY... -->   before a ```sh block
 //	<!-- walkthrough NAME -->                        before a ```console or ```sh block
+//	<!-- walkthrough NAME: stop -->                  before a ```sh block
 //
 // NAME is anything up to the colon or the end of the comment (spaces
 // trimmed). Blocks without a marker are not run.
@@ -23,12 +24,20 @@
 // time); the script ending first fails the walkthrough with its output. The
 // group is killed when the walkthrough ends.
 //
+// A stop block ends the last background block as its reader would: Ctrl-C
+// there (SIGINT to the command the shell runs in the foreground, not to
+// those it started with &), then the block's lines typed into that same
+// shell (`kill %1`), after which the shell's input ends. Every process of
+// the group must have ended within 30 seconds, and the shell must exit 0.
+//
 // A foreground block is the first terminal. In a ```console block each line
 // starting with "$ " is a command (a line ending in a backslash continues on
 // the next), and the lines after it, up to the next "$ " or the end of the
 // block, are its expected output: what it prints on stdout, compared
 // exactly, trailing blanks and blank last lines trimmed; it must exit 0. A
-// command whose expected output is empty must print nothing on stdout.
+// "…" in the expected output stands for any text within its line (a
+// generated id, which the README shows as "…"). A command whose expected
+// output is empty must print nothing on stdout.
 // Stderr (progress, downloads, logs) is not compared, and is shown when a
 // command disagrees. In
 // a ```sh block each line (with its continuations) is a command that must

@@ -14,6 +14,7 @@ const (
 	background kind = iota // a second terminal, waited on until ready
 	console                // commands and their expected output
 	commands               // commands that must exit 0
+	interrupt              // Ctrl-C in the last background terminal, then lines typed there
 )
 
 // block is one marked block of the README.
@@ -21,7 +22,7 @@ type block struct {
 	kind  kind
 	line  int      // of the opening fence, 1-based
 	ready []string // background: the targets to wait for
-	text  string   // background: the script
+	text  string   // background, interrupt: the script
 	cmds  []command
 }
 
@@ -38,7 +39,7 @@ type walk struct {
 	blocks []block
 }
 
-var marker = regexp.MustCompile(`^<!--\s*walkthrough\s+([^:]+?)\s*(?::\s*background\s+(.+?))?\s*-->\s*$`)
+var marker = regexp.MustCompile(`^<!--\s*walkthrough\s+([^:]+?)\s*(?::\s*(?:background\s+(.+?)|(stop)))?\s*-->\s*$`)
 
 // parse returns the walkthroughs of a README, in the order their first
 // blocks appear.
@@ -54,7 +55,7 @@ func parse(readme string) ([]walk, error) {
 			}
 			continue
 		}
-		name, ready := m[1], strings.Fields(m[2])
+		name, ready, stop := m[1], strings.Fields(m[2]), m[3] != ""
 		j := i + 1
 		for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
 			j++
@@ -71,7 +72,7 @@ func parse(readme string) ([]walk, error) {
 			return nil, fmt.Errorf("README.md:%d: walkthrough %q: the block is not closed", j+1, name)
 		}
 		body := lines[j+1 : end]
-		b, err := newBlock(lang, ready, j+1, body)
+		b, err := newBlock(lang, ready, stop, j+1, body)
 		if err != nil {
 			return nil, fmt.Errorf("README.md:%d: walkthrough %q: %w", j+1, name, err)
 		}
@@ -81,6 +82,9 @@ func parse(readme string) ([]walk, error) {
 			index[name] = k
 			walks = append(walks, walk{name: name})
 		}
+		if b.kind == interrupt && !slices.ContainsFunc(walks[k].blocks, func(b block) bool { return b.kind == background }) {
+			return nil, fmt.Errorf("README.md:%d: walkthrough %q: a stop block with no background block before it", i+1, name)
+		}
 		walks[k].blocks = append(walks[k].blocks, b)
 		i = end
 	}
@@ -89,9 +93,15 @@ func parse(readme string) ([]walk, error) {
 
 // newBlock reads one block's body; fence is the line number of its
 // opening fence.
-func newBlock(lang string, ready []string, fence int, body []string) (block, error) {
+func newBlock(lang string, ready []string, stop bool, fence int, body []string) (block, error) {
 	b := block{line: fence}
 	switch {
+	case stop:
+		if lang != "sh" {
+			return b, fmt.Errorf("a stop block must be ```sh, not %q", lang)
+		}
+		b.kind, b.text = interrupt, strings.Join(body, "\n")+"\n"
+		return b, nil
 	case len(ready) > 0:
 		if lang != "sh" {
 			return b, fmt.Errorf("a background block must be ```sh, not %q", lang)
@@ -157,6 +167,19 @@ func joined(body []string, i int) (string, int) {
 		cmd += "\n" + body[i]
 	}
 	return cmd, i
+}
+
+// matches reports whether got is want, where each "…" of want stands for
+// any text of one line (at least one character): a generated id, say.
+func matches(got, want string) bool {
+	if !strings.Contains(want, "…") {
+		return got == want
+	}
+	parts := strings.Split(want, "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile("^" + strings.Join(parts, "[^\n]+") + "$").MatchString(got)
 }
 
 // normalize trims trailing blanks (and carriage returns) of every line and

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ const (
 	readyTimeout   = 3 * time.Minute
 	commandTimeout = 10 * time.Minute
 	portsTimeout   = 10 * time.Second
+	stopTimeout    = 30 * time.Second
 )
 
 // ports are the fixed ports the README's walkthroughs use, with what uses
@@ -45,6 +47,7 @@ type runner struct {
 	root  string
 	state string        // the exported variables of the foreground shell
 	ready time.Duration // how long a background block may take (readyTimeout when zero)
+	wait  time.Duration // how long a stop block may take (stopTimeout when zero)
 	bg    []*group
 }
 
@@ -57,14 +60,20 @@ func (r *runner) run(w walk) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.stop)
-	for _, b := range w.blocks {
+	for i, b := range w.blocks {
 		switch b.kind {
 		case background:
 			start := time.Now()
-			if err := r.background(b); err != nil {
+			if err := r.background(b, stoppedLater(w.blocks[i+1:])); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("README.md:%d: background block ready (%s) after %v", b.line, strings.Join(b.ready, " "), time.Since(start).Round(time.Millisecond))
+		case interrupt:
+			start := time.Now()
+			if err := r.interrupt(b); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("README.md:%d: Ctrl-C and the stop block: the background block ended after %v", b.line, time.Since(start).Round(time.Millisecond))
 		default:
 			for _, c := range b.cmds {
 				start := time.Now()
@@ -118,7 +127,7 @@ func (r *runner) foreground(k kind, c command) error {
 		return nil
 	}
 	got, want := normalize(stdout.String()), normalize(c.want)
-	if got != want || err != nil {
+	if !matches(got, want) || err != nil {
 		return fmt.Errorf("README.md:%d: $ %s\nexit: %s\noutput:\n%s\nwant (as the README shows):\n%s\nstderr (not compared):\n%s",
 			c.line, c.cmd, errOrZero(err), indent(got), indent(want), indent(normalize(stderr.String())))
 	}
@@ -143,19 +152,47 @@ func indent(s string) string {
 type group struct {
 	line   int
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser // the shell's input; closed but for a block a stop block ends
 	out    *envoytest.Capped
 	exited chan struct{}
 }
 
-// background starts b and waits until each of its targets is ready.
-func (r *runner) background(b block) error {
-	cmd := exec.Command("bash", "-c", b.text)
+// stoppedLater reports whether a stop block comes after a background
+// block, before any other background block: the one it stops.
+func stoppedLater(rest []block) bool {
+	for _, b := range rest {
+		switch b.kind {
+		case background:
+			return false
+		case interrupt:
+			return true
+		}
+	}
+	return false
+}
+
+// background starts b and waits until each of its targets is ready. The
+// shell reads b's script on its input, which stays open when keepOpen (a
+// stop block types more lines there later).
+func (r *runner) background(b block, keepOpen bool) error {
+	cmd := exec.Command("bash", "-s")
 	cmd.Dir = r.root
 	g := &group{line: b.line, cmd: cmd, out: envoytest.NewCapped(1 << 20), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = g.out, g.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("README.md:%d: start the background block: %w", b.line, err)
+	}
+	g.stdin = stdin
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("README.md:%d: start the background block: %w", b.line, err)
+	}
+	if _, err := io.WriteString(stdin, b.text); err != nil {
+		return fmt.Errorf("README.md:%d: start the background block: %w", b.line, err)
+	}
+	if !keepOpen {
+		_ = stdin.Close()
 	}
 	go func() {
 		_ = cmd.Wait()
@@ -224,6 +261,83 @@ func (r *runner) stop() {
 		}
 	}
 	r.bg = nil
+}
+
+// interrupt runs a stop block in the terminal of the last background
+// block, as a user would: Ctrl-C (SIGINT to the command in the
+// foreground), then the block's lines typed into that shell, which then
+// ends. Every process of the group must have ended within stopTimeout, and
+// the shell must exit 0 (the status of the block's last line).
+func (r *runner) interrupt(b block) error {
+	if len(r.bg) == 0 {
+		return fmt.Errorf("README.md:%d: a stop block with no background block running", b.line)
+	}
+	g := r.bg[len(r.bg)-1]
+	fg, err := foregroundChild(g.cmd.Process.Pid)
+	if err != nil {
+		return fmt.Errorf("README.md:%d: Ctrl-C in the background block of README.md:%d: %w", b.line, g.line, err)
+	}
+	if err := syscall.Kill(fg, syscall.SIGINT); err != nil {
+		return fmt.Errorf("README.md:%d: Ctrl-C (SIGINT to pid %d): %w", b.line, fg, err)
+	}
+	if _, err := io.WriteString(g.stdin, b.text); err != nil {
+		return fmt.Errorf("README.md:%d: type the stop block into the background block's shell: %w", b.line, err)
+	}
+	_ = g.stdin.Close()
+	wait := r.wait
+	if wait == 0 {
+		wait = stopTimeout
+	}
+	deadline := time.Now().Add(wait)
+	for syscall.Kill(-g.cmd.Process.Pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("README.md:%d: the background block of README.md:%d still runs %v after Ctrl-C and the stop block; output:\n%s",
+				b.line, g.line, wait, indent(normalize(g.out.String())))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	<-g.exited
+	if !g.cmd.ProcessState.Success() {
+		return fmt.Errorf("README.md:%d: the background block's shell ended %v after the stop block; output:\n%s", b.line, g.cmd.ProcessState, indent(normalize(g.out.String())))
+	}
+	return nil
+}
+
+// foregroundChild returns the youngest child of the shell pid: the command
+// it runs in the foreground (those it started with & came before).
+func foregroundChild(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, fmt.Errorf("the shell's children: %w", err)
+	}
+	best, bestStart := 0, int64(-1)
+	for _, f := range strings.Fields(string(b)) {
+		child, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's name, in parentheses: the 20th
+		// of them is the start time (field 22 of proc(5)).
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 20 {
+			continue
+		}
+		start, err := strconv.ParseInt(fields[19], 10, 64)
+		if err != nil {
+			continue
+		}
+		if start > bestStart || (start == bestStart && child > best) {
+			best, bestStart = child, start
+		}
+	}
+	if best == 0 {
+		return 0, fmt.Errorf("the shell (pid %d) runs no command", pid)
+	}
+	return best, nil
 }
 
 // holder names the process listening on port, from /proc.

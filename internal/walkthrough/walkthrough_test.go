@@ -72,6 +72,16 @@ func TestParse(t *testing.T) {
 				}},
 			},
 		},
+		{
+			name:   "stop",
+			readme: "<!-- walkthrough a: background tcp://localhost:1 -->\n```sh\nserve &\nserve2\n```\n<!-- walkthrough a: stop -->\n```sh\nkill %1\n```\n",
+			want: []walk{{name: "a", blocks: []block{
+				{kind: background, line: 2, ready: []string{"tcp://localhost:1"}, text: "serve &\nserve2\n"},
+				{kind: interrupt, line: 7, text: "kill %1\n"},
+			}}},
+		},
+		{name: "stop first", readme: "<!-- walkthrough a: stop -->\n```sh\nkill %1\n```\n", err: "a stop block with no background block before it"},
+		{name: "stop console", readme: "<!-- walkthrough a: background tcp://x:1 -->\n```sh\nx\n```\n<!-- walkthrough a: stop -->\n```console\n$ kill %1\n```\n", err: "a stop block must be ```sh"},
 		{name: "output first", readme: "<!-- walkthrough a -->\n```console\nhello\n$ true\n```\n", err: "README.md:2: walkthrough \"a\": line 3: output before the first \"$ \" command"},
 		{name: "background console", readme: "<!-- walkthrough a: background tcp://x:1 -->\n```console\n$ true\n```\n", err: "must be ```sh"},
 		{name: "bad target", readme: "<!-- walkthrough a: background localhost:1 -->\n```sh\nx\n```\n", err: "want http://… or tcp://host:port"},
@@ -135,7 +145,7 @@ func equalWalks(a, b []walk) bool {
 // README line, the command, what it printed and what the README shows; the
 // exports of one command reach the next.
 func TestRunnerReports(t *testing.T) {
-	r := &runner{t: t, root: t.TempDir(), ready: 2 * time.Second}
+	r := &runner{t: t, root: t.TempDir(), ready: 2 * time.Second, wait: 2 * time.Second}
 	r.state = filepath.Join(t.TempDir(), "env")
 	if err := os.WriteFile(r.state, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -163,14 +173,34 @@ func TestRunnerReports(t *testing.T) {
 		{"sh command fails", func() error { return r.foreground(commands, command{line: 13, cmd: "echo why; echo how >&2; false"}) },
 			[]string{"README.md:13: echo why; echo how >&2; false", "failed: exit status 1", "output:\n\twhy", "stderr:\n\thow"}},
 		{"background ready", func() error {
-			return r.background(block{line: 15, ready: []string{"tcp://" + listenAddr(t)}, text: "sleep 600\n"})
+			return r.background(block{line: 15, ready: []string{"tcp://" + listenAddr(t)}, text: "sleep 600\n"}, false)
 		}, nil},
 		{"background ends first", func() error {
-			return r.background(block{line: 17, ready: []string{"http://127.0.0.1:1/"}, text: "echo starting; exit 2\n"})
+			return r.background(block{line: 17, ready: []string{"http://127.0.0.1:1/"}, text: "echo starting; exit 2\n"}, false)
 		}, []string{"README.md:17: the background block ended (exit status 2) before http://127.0.0.1:1/ was ready", "\tstarting"}},
 		{"background never ready", func() error {
-			return r.background(block{line: 19, ready: []string{"tcp://127.0.0.1:1"}, text: "sleep 600\n"})
+			return r.background(block{line: 19, ready: []string{"tcp://127.0.0.1:1"}, text: "sleep 600\n"}, false)
 		}, []string{"README.md:19: tcp://127.0.0.1:1 not ready within 2s"}},
+		{"generated text", func() error {
+			return r.foreground(console, command{line: 21, cmd: "echo namespace a id 3f9c2a71b04e", want: "namespace a id …\n"})
+		}, nil},
+		{"generated text elsewhere", func() error {
+			return r.foreground(console, command{line: 22, cmd: "echo namespace b id 3f9c2a71b04e", want: "namespace a id …\n"})
+		}, []string{"README.md:22: $ echo namespace b id", "want (as the README shows):\n\tnamespace a id …"}},
+		{"Ctrl-C, then kill %1", func() error {
+			if err := r.background(block{line: 23, ready: []string{"tcp://" + listenAddr(t)}, text: "sleep 600 &\nsleep 601\n"}, true); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond) // until the shell runs its foreground command
+			return r.interrupt(block{line: 26, text: "kill %1\n"})
+		}, nil},
+		{"a stop block that stops too little", func() error {
+			if err := r.background(block{line: 28, ready: []string{"tcp://" + listenAddr(t)}, text: "sleep 600 &\nsleep 601\n"}, true); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond) // until the shell runs its foreground command
+			return r.interrupt(block{line: 31, text: "true\n"})
+		}, []string{"README.md:31: the background block of README.md:28 still runs 2s after Ctrl-C and the stop block"}},
 	}
 	for _, c := range cases {
 		err := c.run()

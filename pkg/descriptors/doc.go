@@ -18,7 +18,8 @@
 // namespace of its own.
 //
 // Parse reports every problem of every file at once (*Error), each with its
-// file, line and key. Reading is in two layers: a strict YAML-node reader
+// file, line and key; an unknown key names the nearest key accepted where
+// it stands (hint.go), and an invalid unit the valid ones. Reading is in two layers: a strict YAML-node reader
 // (yamlnode.go: string and unique keys, typed scalars with yaml.v2's
 // spellings, aliases and merge keys followed with bounds, a per-file budget
 // of nodes visited with aliases expanded) under the descriptor schema

@@ -99,8 +99,8 @@ descriptors:
 	fmt.Println(err)
 	// Output:
 	// descriptors: 2 problems:
-	// d.yaml:5: ratelimit: config error, unknown key 'ratelimit'
-	// d.yaml:9: unit: invalid rate limit unit 'fortnight'
+	// d.yaml:5: ratelimit: config error, unknown key 'ratelimit'; did you mean 'rate_limit'?
+	// d.yaml:9: unit: invalid rate limit unit 'fortnight': want one of second, minute, hour, day, week, month, year (any case)
 }
 
 func ExampleConfig_Dump() {

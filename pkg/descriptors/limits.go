@@ -67,7 +67,7 @@ func (b *builder) buildLimit(f *limitFields, u Unit) (Limit, bool) {
 	}
 	ok := !f.bad
 	if u.Duration() <= 0 {
-		b.errorf(f.line, "unit", "invalid rate limit unit '%s'", f.unit)
+		b.errorf(f.line, "unit", "invalid rate limit unit '%s': %s", f.unit, unitList)
 		return l, false
 	}
 	if f.hasMult {
@@ -177,7 +177,7 @@ func (b *builder) rateLimit(p pair, m *yaml.Node) *Rule {
 		return r
 	}
 	if !validUnit {
-		b.errorf(unitLine, "unit", "invalid rate limit unit '%s'", f.unit)
+		b.errorf(unitLine, "unit", "invalid rate limit unit '%s': %s", f.unit, unitList)
 		return nil
 	}
 	l, ok := b.buildLimit(&f, u)
@@ -205,7 +205,7 @@ func (b *builder) limitList(p pair) *Rule {
 				unitLine = q.k.Line
 			}
 			if !b.limitField(&f, q) {
-				b.errorf(q.k.Line, q.name, "config error, unknown key '%s' in limits entry", q.name)
+				b.errorf(q.k.Line, q.name, "config error, unknown key '%s' in limits entry%s", q.name, didYouMean(q.name, "in limits entry"))
 				ok = false
 			}
 		}
@@ -226,7 +226,7 @@ func (b *builder) limitList(p pair) *Rule {
 		seen[f.name] = true
 		u, validUnit := ParseUnit(f.unit)
 		if !validUnit {
-			b.errorf(unitLine, "unit", "invalid rate limit unit '%s'", f.unit)
+			b.errorf(unitLine, "unit", "invalid rate limit unit '%s': %s", f.unit, unitList)
 			ok = false
 			continue
 		}

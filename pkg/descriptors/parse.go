@@ -235,7 +235,7 @@ func (b *builder) unknown(p pair, where string) {
 			Msg: fmt.Sprintf("key '%s' has no effect %s; ignored", p.name, where)})
 		return
 	}
-	b.errorf(p.k.Line, p.name, "config error, unknown key '%s'", p.name)
+	b.errorf(p.k.Line, p.name, "config error, unknown key '%s'%s", p.name, didYouMean(p.name, where))
 }
 
 // descriptor holds one descriptor's fields as read.

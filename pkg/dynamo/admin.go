@@ -91,7 +91,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 // descriptors.EscapeValue writes it.
 func checkEntityID(what, id string) error {
 	if want, ok := requestForm(id); !ok {
-		return fmt.Errorf("dynamo: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~' and control bytes as %%XX), and no value escapes to this: use %q", what, id, want)
+		return fmt.Errorf("dynamo: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~', control bytes and invalid UTF-8 as %%XX), and no value escapes to this: use %q", what, id, want)
 	}
 	return nil
 }
