@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
-	"github.com/dynalimit/dynalimit/pkg/suggest"
+	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
-	"github.com/dynalimit/dynalimit/pkg/suggest"
+	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
 )
 
 // ErrUsage is wrapped by every error about the command line itself: an

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dynalimit/dynalimit/pkg/suggest"
+	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
 )
 
 // keysAt are the keys each place of a descriptor file accepts, by the words

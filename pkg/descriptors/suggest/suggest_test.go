@@ -3,7 +3,7 @@ package suggest_test
 import (
 	"testing"
 
-	"github.com/dynalimit/dynalimit/pkg/suggest"
+	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
 )
 
 func TestClosest(t *testing.T) {
