@@ -80,10 +80,12 @@ func TestAllocationsPerCall(t *testing.T) {
 	}{
 		{"inline", Options{Inline: true}, "", 0},
 		{"inline with deadline", Options{Inline: true}, "20m", 0},
-		// A goroutine and its closure, the context with its deadline and
-		// cancel (whose registration with the connection's context grows a
-		// map now and then), the request's copy.
-		{"goroutine with deadline", Options{}, "20m", 14},
+		// A goroutine and its closure, the call's cancel context (made
+		// before the goroutine starts, so that a reset cancels it; being a
+		// child of the connection's own, it needs no goroutine to follow
+		// its parent, as it did when it wrapped the deadline) and its
+		// deadline, the request's copy.
+		{"goroutine with deadline", Options{}, "20m", 7},
 	}
 	req := []byte("a request of some thirty bytes.")
 	for _, c := range cases {
