@@ -24,6 +24,7 @@ type stream struct {
 
 	// The request's headers, as the reader decodes them.
 	path        string
+	method      string
 	post        bool
 	contentType string
 	timeout     time.Duration
@@ -209,6 +210,7 @@ func (c *conn) onField(f hpack.HeaderField) {
 		st.m = c.s.methods[f.Value]
 		return
 	case ":method":
+		st.method = f.Value
 		st.post = f.Value == "POST"
 		return
 	case ":scheme", ":authority":
@@ -254,21 +256,12 @@ func (c *conn) onField(f hpack.HeaderField) {
 func (c *conn) startCall(st *stream, endStream bool) {
 	st.endRecv = endStream
 	switch {
-	case !st.post || st.path == "":
-		c.mu.Lock()
-		c.writeRSTLocked(st.id, http2.ErrCodeProtocol)
-		c.endStreamLocked(st)
-		c.mu.Unlock()
+	case !st.post:
+		// As grpc-go answers it: 405, and the request's rest refused.
+		c.abort(st, "405", "application/grpc", fmt.Sprintf("Received a HEADERS frame with :method %q which should be POST", st.method))
 		return
 	case !isGRPCContentType(st.contentType):
-		c.mu.Lock()
-		c.field(":status", "415")
-		c.field("content-type", "text/plain")
-		c.field("grpc-status", statusCodes[codes.Internal])
-		c.field("grpc-message", encodeGRPCMessage(fmt.Sprintf("invalid gRPC request content-type %q", st.contentType)))
-		c.writeHeaderBlockLocked(st.id, true)
-		c.endStreamLocked(st)
-		c.mu.Unlock()
+		c.abort(st, "415", "text/plain", fmt.Sprintf("invalid gRPC request content-type %q", st.contentType))
 		return
 	case st.tooLarge:
 		c.fail(st, status.New(codes.Internal, "grpc: header list too large"))
@@ -288,6 +281,23 @@ func (c *conn) startCall(st *stream, endStream bool) {
 func isGRPCContentType(ct string) bool {
 	rest, ok := strings.CutPrefix(ct, "application/grpc")
 	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// abort answers a request that is not a gRPC call with an HTTP status and
+// grpc-status INTERNAL (Trailers-Only), and resets the stream when the
+// client has more to send: grpc-go's early abort.
+func (c *conn) abort(st *stream, httpStatus, contentType, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.field(":status", httpStatus)
+	c.field("content-type", contentType)
+	c.field("grpc-status", statusCodes[codes.Internal])
+	c.field("grpc-message", encodeGRPCMessage(msg))
+	c.writeHeaderBlockLocked(st.id, true)
+	if !st.endRecv {
+		c.writeRSTLocked(st.id, http2.ErrCodeNo)
+	}
+	c.endStreamLocked(st)
 }
 
 // unknownMethod is grpc-go's answer to a call of no registered method.
@@ -344,7 +354,13 @@ func (c *conn) onData(f *frame) error {
 		if f.id > last {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
-		return nil // a call already answered or reset
+		// A call already answered or reset: as Go's server does, tell the
+		// client to stop sending (RFC 9113 §5.1, closed). No handler is
+		// involved, so it counts as a frame that carries no call.
+		c.mu.Lock()
+		c.writeRSTLocked(f.id, http2.ErrCodeStreamClosed)
+		c.mu.Unlock()
+		return c.spendJunk()
 	}
 	if st.endRecv {
 		return c.streamError(st.id, http2.ErrCodeStreamClosed)
