@@ -42,7 +42,9 @@ type ReloaderOptions struct {
 	// (Settings.WatchDir); empty means Dir. It must contain Dir.
 	WatchDir string
 	// Load reads and compiles the descriptor directory (Settings.Loader).
-	// It must not return a nil config without an error.
+	// It must not return a nil config without an error. It may run more
+	// than once at a time (a Reload while Run reloads); of loads that
+	// overlap, the one that started last decides.
 	Load func(dir string) (*descriptors.Config, error)
 	// Debounce is the quiet time after a file event before reloading;
 	// zero means DefaultDebounce.
@@ -50,8 +52,12 @@ type ReloaderOptions struct {
 	// Logger receives one entry per reload; nil means the standard logger.
 	Logger *logrus.Entry
 	// OnReload, when set, is called after every load attempt, including the
-	// first one that NewReloader makes, with the outcome and Now's time. It
-	// runs on the reloading goroutine and must not call Reload.
+	// first one that NewReloader makes, with the outcome and Now's time (a
+	// load that a later one overtook is not reported). Calls are one at a
+	// time, in the order the outcomes were decided, and never under the
+	// Reloader's lock: OnReload may call the Reloader (Reload, Trigger,
+	// Current, WatchProblem). An outcome decided while another goroutine is
+	// reporting is reported by that goroutine, after the one under way.
 	OnReload func(ok bool, err error, at time.Time)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -93,7 +99,20 @@ type Reloader struct {
 	watchLost atomic.Pointer[error]
 	trigger   chan struct{}
 	running   atomic.Bool
-	mu        sync.Mutex // serialises loads
+
+	// mu guards the fields below; no caller's code runs while it is held.
+	mu        sync.Mutex
+	started   uint64   // loads begun
+	decided   uint64   // the load, by number, whose outcome is live
+	reports   []report // outcomes decided and not yet given to OnReload
+	reporting bool     // a goroutine is giving reports to OnReload
+}
+
+// report is one outcome for OnReload.
+type report struct {
+	ok  bool
+	err error
+	at  time.Time
 }
 
 // NewReloader validates o and loads the configuration once; a failed first
@@ -182,28 +201,66 @@ func (r *Reloader) Trigger() {
 func (r *Reloader) Reload() error { return r.reload("manual", false) }
 
 // reload loads and swaps on success, logs the outcome (a failure only when
-// logFailure; it is returned either way), then reports to OnReload.
+// logFailure; it is returned either way), then reports to OnReload. Load
+// runs outside the lock: the lock numbers the load when it starts and, when
+// it ends, decides whether its outcome is still the newest (no load started
+// later has been decided); only then is it made live, logged and reported.
 func (r *Reloader) reload(cause string, logFailure bool) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.started++
+	seq := r.started
+	r.mu.Unlock()
+
 	start := r.now()
 	cfg, err := r.load(r.dir)
 	if err == nil && cfg == nil {
 		err = errors.New("loader returned no configuration")
 	}
 	at := r.now()
-	fields := logrus.Fields{"dir": r.dir, "cause": cause, "duration_ms": at.Sub(start).Milliseconds()}
 	if err != nil {
 		err = fmt.Errorf("config: load %s: %w", r.dir, err)
+	}
+
+	r.mu.Lock()
+	newest := seq > r.decided
+	if newest {
+		r.decided = seq
+		if err == nil {
+			r.current.Store(cfg)
+		}
+		r.queue(r.outcome(err, at))
+	}
+	r.mu.Unlock()
+	if !newest {
+		return err
+	}
+	r.logOutcome(logrus.Fields{"dir": r.dir, "cause": cause, "duration_ms": at.Sub(start).Milliseconds()}, cfg, err, logFailure)
+	r.deliver()
+	return err
+}
+
+// outcome is the report of a load that ended with err at at: a
+// configuration that loaded while the watch is lost is reported as a
+// failure, since later changes may be missed.
+func (r *Reloader) outcome(err error, at time.Time) report {
+	if err != nil {
+		return report{false, err, at}
+	}
+	if lost := r.watchLost.Load(); lost != nil {
+		return report{false, *lost, at}
+	}
+	return report{true, nil, at}
+}
+
+// logOutcome logs a load that is live (cfg, or err when it failed; a
+// failure only when logFailure).
+func (r *Reloader) logOutcome(fields logrus.Fields, cfg *descriptors.Config, err error, logFailure bool) {
+	if err != nil {
 		if logFailure {
 			r.logFailure(fields, err)
 		}
-		if r.onReload != nil {
-			r.onReload(false, err, at)
-		}
-		return err
+		return
 	}
-	r.current.Store(cfg)
 	if warnings := cfg.Warnings(); len(warnings) > 0 {
 		ws := make([]string, len(warnings))
 		for i, w := range warnings {
@@ -212,15 +269,58 @@ func (r *Reloader) reload(cause string, logFailure bool) error {
 		r.log.WithFields(fields).WithField("warnings", ws).Warn("descriptor configuration has keys that are ignored")
 	}
 	r.log.WithFields(fields).Info("descriptor configuration loaded")
+}
+
+// queue adds rep to the reports for OnReload. r.mu must be held.
+func (r *Reloader) queue(rep report) {
 	if r.onReload != nil {
-		if lost := r.watchLost.Load(); lost != nil {
-			// Loaded, but later changes may be missed: say so.
-			r.onReload(false, *lost, at)
-		} else {
-			r.onReload(true, nil, at)
-		}
+		r.reports = append(r.reports, rep)
 	}
-	return nil
+}
+
+// report queues one outcome for OnReload and delivers it.
+func (r *Reloader) report(ok bool, err error, at time.Time) {
+	r.mu.Lock()
+	r.queue(report{ok, err, at})
+	r.mu.Unlock()
+	r.deliver()
+}
+
+// deliver gives the queued reports to OnReload, in order, one at a time and
+// outside the lock, unless a goroutine is doing so already (it delivers
+// them after the one under way; OnReload calling back into the Reloader is
+// such a case).
+func (r *Reloader) deliver() {
+	r.mu.Lock()
+	if r.reporting {
+		r.mu.Unlock()
+		return
+	}
+	r.reporting = true
+	for len(r.reports) > 0 {
+		rep := r.reports[0]
+		r.reports = r.reports[1:]
+		r.mu.Unlock()
+		r.call(rep)
+		r.mu.Lock()
+	}
+	r.reporting = false
+	r.mu.Unlock()
+}
+
+// call gives rep to OnReload; if OnReload panics, another goroutine may
+// deliver the reports left.
+func (r *Reloader) call(rep report) {
+	returned := false
+	defer func() {
+		if !returned {
+			r.mu.Lock()
+			r.reporting = false
+			r.mu.Unlock()
+		}
+	}()
+	r.onReload(rep.ok, rep.err, rep.at)
+	returned = true
 }
 
 // logFailure logs a failed reload once, with every problem the loader
@@ -276,72 +376,9 @@ type source interface {
 // the watch, reloads when it is back, and meanwhile reloads whenever the
 // tree's summary changes.
 func (r *Reloader) loop(ctx context.Context, src source) error {
-	var (
-		timer       *time.Timer
-		timerC      <-chan time.Time
-		burstStart  time.Time
-		maxDebounce = maxDebounceFactor * r.debounce
-		poll        *time.Ticker
-		pollC       <-chan time.Time
-		seen        string // the tree's summary at the last poll
-	)
-	stopTimer := func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		timerC = nil
-	}
-	defer stopTimer()
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-	schedule := func() {
-		now := time.Now()
-		if timerC == nil {
-			burstStart = now
-		}
-		wait := r.debounce
-		if remaining := burstStart.Add(maxDebounce).Sub(now); remaining < wait {
-			wait = max(remaining, 0)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		timerC = timer.C
-	}
-	// sync brings the watch list up to date and reports whether the watch
-	// is complete, marking it lost (and polling) or restored.
-	sync := func() bool {
-		err := src.sync()
-		if err == nil {
-			if r.watchLost.Swap(nil) != nil {
-				r.log.WithField("dir", r.watchDir).Info("descriptor watch restored")
-				poll.Stop()
-				pollC = nil
-			}
-			return true
-		}
-		lost := fmt.Errorf("config: descriptor watch lost, polling every %s: %w", r.pollInterval, err)
-		if r.watchLost.Swap(&lost) == nil {
-			r.log.WithError(err).WithField("dir", r.watchDir).Error("descriptor watch lost; polling until it is restored")
-			if r.onReload != nil {
-				r.onReload(false, lost, r.now())
-			}
-			if poll == nil {
-				poll = time.NewTicker(r.pollInterval)
-			} else {
-				poll.Reset(r.pollInterval)
-			}
-			pollC = poll.C
-			seen = src.summary()
-		}
-		return false
-	}
-	sync()
+	w := &watch{r: r, src: src}
+	defer w.stop()
+	w.sync()
 	for {
 		select {
 		case <-ctx.Done():
@@ -351,7 +388,7 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 				return errors.New("config: watcher closed unexpectedly")
 			}
 			if src.relevant(ev) {
-				schedule()
+				w.schedule()
 			}
 		case err, ok := <-src.errors():
 			if !ok {
@@ -359,26 +396,109 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 			}
 			// An overflow loses events; reloading is the only safe answer.
 			r.log.WithError(err).Warn("descriptor watcher error; reloading")
-			schedule()
-		case <-timerC:
-			timerC = nil
-			sync()
+			w.schedule()
+		case <-w.timerC:
+			w.timerC = nil
+			w.sync()
 			_ = r.reload("watch", true) // logged and reported inside
 		case <-r.trigger:
-			stopTimer()
-			sync()
+			w.stopTimer()
+			w.sync()
 			_ = r.reload("trigger", true) // logged and reported inside
-		case <-pollC:
-			if sync() {
-				stopTimer()
-				_ = r.reload("watch restored", true)
-				continue
-			}
-			if now := src.summary(); now != seen {
-				seen = now
-				_ = r.reload("poll", true)
-			}
+		case <-w.pollC:
+			w.polled()
 		}
+	}
+}
+
+// watch is the state of Run's loop: the debounce timer of a burst of
+// events and, while the watch is lost, the poll ticker. Only the loop's
+// goroutine uses it.
+type watch struct {
+	r          *Reloader
+	src        source
+	timer      *time.Timer
+	timerC     <-chan time.Time // nil when no reload is pending
+	burstStart time.Time
+	poll       *time.Ticker
+	pollC      <-chan time.Time // nil while the watch is complete
+	seen       string           // the tree's summary at the last poll
+}
+
+// stop stops the timer and the ticker.
+func (w *watch) stop() {
+	w.stopTimer()
+	if w.poll != nil {
+		w.poll.Stop()
+	}
+}
+
+func (w *watch) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.timerC = nil
+}
+
+// schedule starts or extends the debounce timer: Debounce after this
+// event, and no later than maxDebounceFactor×Debounce after the burst's
+// first.
+func (w *watch) schedule() {
+	now := time.Now()
+	if w.timerC == nil {
+		w.burstStart = now
+	}
+	wait := w.r.debounce
+	if remaining := w.burstStart.Add(maxDebounceFactor * w.r.debounce).Sub(now); remaining < wait {
+		wait = max(remaining, 0)
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(wait)
+	} else {
+		w.timer.Reset(wait)
+	}
+	w.timerC = w.timer.C
+}
+
+// sync brings the watch list up to date and reports whether the watch is
+// complete, marking it lost (and polling) or restored.
+func (w *watch) sync() bool {
+	r := w.r
+	err := w.src.sync()
+	if err == nil {
+		if r.watchLost.Swap(nil) != nil {
+			r.log.WithField("dir", r.watchDir).Info("descriptor watch restored")
+			w.poll.Stop()
+			w.pollC = nil
+		}
+		return true
+	}
+	lost := fmt.Errorf("config: descriptor watch lost, polling every %s: %w", r.pollInterval, err)
+	if r.watchLost.Swap(&lost) == nil {
+		r.log.WithError(err).WithField("dir", r.watchDir).Error("descriptor watch lost; polling until it is restored")
+		r.report(false, lost, r.now())
+		if w.poll == nil {
+			w.poll = time.NewTicker(r.pollInterval)
+		} else {
+			w.poll.Reset(r.pollInterval)
+		}
+		w.pollC = w.poll.C
+		w.seen = w.src.summary()
+	}
+	return false
+}
+
+// polled retries a lost watch, reloading when it is back, and meanwhile
+// reloads when the tree's summary changed since the last poll.
+func (w *watch) polled() {
+	if w.sync() {
+		w.stopTimer()
+		_ = w.r.reload("watch restored", true)
+		return
+	}
+	if now := w.src.summary(); now != w.seen {
+		w.seen = now
+		_ = w.r.reload("poll", true)
 	}
 }
 
