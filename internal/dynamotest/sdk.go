@@ -48,21 +48,45 @@ func call(ctx context.Context, api dynamo.API, op string, params any) (any, erro
 	return res[0].Interface(), err
 }
 
+// Answer is what Endpoint answers a request with: an HTTP status and a
+// JSON body.
+type Answer struct {
+	Status int
+	Body   string
+}
+
+// Answers DynamoDB gives, for Endpoint.
+var (
+	// TTLEnabled answers DescribeTimeToLive: TTL is on, on attribute TTL.
+	TTLEnabled = Answer{http.StatusOK, `{"TimeToLiveDescription":{"AttributeName":"TTL","TimeToLiveStatus":"ENABLED"}}`}
+	// ConditionFailed answers a conditional write whose condition failed.
+	ConditionFailed = ErrorAnswer("ConditionalCheckFailedException", "The conditional request failed")
+	// Throttled answers a call over the table's provisioned throughput.
+	Throttled = ErrorAnswer("ProvisionedThroughputExceededException", "slow down")
+)
+
+// ErrorAnswer is DynamoDB's answer of the error named name (its __type,
+// "com.amazonaws.dynamodb.v20120810#<name>").
+func ErrorAnswer(name, message string) Answer {
+	return Answer{http.StatusBadRequest, fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":%q}`, name, message)}
+}
+
 // Endpoint starts an HTTP server that answers DynamoDB's JSON protocol, for
-// a client built by dynamo.NewClient: each request is answered with the
-// status and JSON body answer returns for the request's operation (from
-// its X-Amz-Target header, "DynamoDB_20120810.<Operation>"). It returns the
-// server's URL; the server stops when t ends. A body for an error names it
-// in __type, as DynamoDB does:
-// {"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}.
-func Endpoint(t testing.TB, answer func(op string) (status int, body string)) string {
+// a client built by dynamo.NewClient: a request for an operation in answers
+// (by name, from its X-Amz-Target header "DynamoDB_20120810.<Operation>")
+// gets that answer, any other gets otherwise. It returns the server's URL;
+// the server stops when t ends.
+func Endpoint(t testing.TB, answers map[string]Answer, otherwise Answer) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
-		status, body := answer(op)
+		a, ok := answers[op]
+		if !ok {
+			a = otherwise
+		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
+		w.WriteHeader(a.Status)
+		_, _ = io.WriteString(w, a.Body)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

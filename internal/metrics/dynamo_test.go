@@ -277,17 +277,11 @@ ratelimit_dynamodb_givebacks_pending %d
 // the SDK's real serializing and HTTP path, and classifies the errors
 // DynamoDB answers.
 func TestDynamoDBEveryOperation(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t, func(op string) (int, string) {
-		switch op {
-		case "DescribeTimeToLive":
-			return http.StatusOK, `{"TimeToLiveDescription":{"AttributeName":"TTL","TimeToLiveStatus":"ENABLED"}}`
-		case "PutItem":
-			return http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`
-		case "Scan":
-			return http.StatusOK, `{"Count":0,"Items":[],"ScannedCount":0,"ConsumedCapacity":{"TableName":"t","CapacityUnits":2.5}}`
-		}
-		return http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}`
-	})
+	endpoint := dynamotest.Endpoint(t, map[string]dynamotest.Answer{
+		"DescribeTimeToLive": dynamotest.TTLEnabled,
+		"PutItem":            dynamotest.ConditionFailed,
+		"Scan":               {Status: http.StatusOK, Body: `{"Count":0,"Items":[],"ScannedCount":0,"ConsumedCapacity":{"TableName":"t","CapacityUnits":2.5}}`},
+	}, dynamotest.Throttled)
 	reg := prometheus.NewRegistry()
 	client, err := dynamo.NewClient(context.Background(), endpoint, "us-east-1", metrics.DynamoDB(reg))
 	if err != nil {

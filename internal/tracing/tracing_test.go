@@ -671,15 +671,10 @@ func TestNewRejects(t *testing.T) {
 // the SDK's real serializing and HTTP path; a failed condition is an
 // attribute and any other error fails the span.
 func TestDynamoDBEveryOperation(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t, func(op string) (int, string) {
-		switch op {
-		case "DescribeTimeToLive":
-			return http.StatusOK, `{"TimeToLiveDescription":{"AttributeName":"TTL","TimeToLiveStatus":"ENABLED"}}`
-		case "PutItem":
-			return http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`
-		}
-		return http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}`
-	})
+	endpoint := dynamotest.Endpoint(t, map[string]dynamotest.Answer{
+		"DescribeTimeToLive": dynamotest.TTLEnabled,
+		"PutItem":            dynamotest.ConditionFailed,
+	}, dynamotest.Throttled)
 	p, exp := newInMemory(t)
 	client, err := dynamo.NewClient(context.Background(), endpoint, "us-east-1", tracing.DynamoDB(p))
 	if err != nil {
