@@ -283,7 +283,7 @@ type binding struct {
 
 // bindings lists every variable in documentation order, each bound to its
 // field in s. FromEnv, RegisterFlags and Table all read this one list.
-func bindings(s *Settings) []binding {
+func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per setting
 	return []binding{
 		{"HOST", "HTTP listener address (/healthcheck, /json).", (*stringValue)(&s.Host)},
 		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
