@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -707,18 +708,21 @@ func TestDynamoDBEveryOperation(t *testing.T) {
 		}
 		s := ss[0]
 		op := strings.TrimPrefix(c.name, "DynamoDB.")
-		attrs := map[string]string{}
+		attrs := map[string]attribute.Value{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value
 		}
 		want := map[string]string{"rpc.system": "aws-api", "rpc.service": "DynamoDB", "rpc.method": op,
-			"db.system.name": "aws.dynamodb", "db.operation.name": op, "aws.dynamodb.table_names": `["t"]`}
+			"db.system.name": "aws.dynamodb", "db.operation.name": op}
 		for k, v := range want {
-			if attrs[k] != v {
-				t.Errorf("%s attribute %s = %q, want %q", c.name, k, attrs[k], v)
+			if got := attrs[k].AsString(); got != v {
+				t.Errorf("%s attribute %s = %q, want %q", c.name, k, got, v)
 			}
 		}
-		if got := attrs["aws.dynamodb.condition_failed"] == "true"; got != c.conditionFailed {
+		if got := attrs["aws.dynamodb.table_names"].AsStringSlice(); len(got) != 1 || got[0] != "t" {
+			t.Errorf("%s attribute aws.dynamodb.table_names = %q, want [t]", c.name, got)
+		}
+		if got := attrs["aws.dynamodb.condition_failed"].AsBool(); got != c.conditionFailed {
 			t.Errorf("%s aws.dynamodb.condition_failed = %v, want %v", c.name, got, c.conditionFailed)
 		}
 		if s.SpanKind != trace.SpanKindClient || s.Status.Code != c.status {
