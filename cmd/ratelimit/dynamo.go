@@ -18,13 +18,12 @@ import (
 // and warms it up (see warmDynamo), and decisions before then are answered
 // as DynamoDB not answering.
 func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
-	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
+	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDB(reg), tracing.DynamoDB(tp))
 	if err != nil {
 		return backend{}, fmt.Errorf("dynamodb client: %w", err)
 	}
-	api := tracing.DynamoDB(metrics.InstrumentDynamo(client, reg), tp)
 	open := func(ctx context.Context) (*dynamo.Store, error) {
-		return dynamo.NewStore(ctx, api, s.DynamoConfig(), dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
+		return dynamo.NewStore(ctx, client, s.DynamoConfig(), dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
 	}
 	w := &warming{wait: s.BackendTimeout}
 	metrics.RegisterDynamoCaches(reg, w.cacheStats)

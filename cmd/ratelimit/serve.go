@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -63,15 +62,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	if tp != nil {
-		defer func() {
-			flush, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-			defer cancel()
-			if err := tp.Shutdown(flush); err != nil {
-				entry("tracing").WithError(err).Warn("spans not flushed")
-			}
-		}()
-	}
+	defer closeTracing(tp, s.ShutdownTimeout, entry("tracing"))
 
 	src, err := openConfig(ctx, s, m, entry("config"))
 	if err != nil {
@@ -90,9 +81,65 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	}
 	defer b.close()
 
-	svc := service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
+	svc := newService(s, b, src, m, tp, entry("service"))
+	var certs *config.CertWatcher
+	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
+	if s.GRPCServerUseTLS {
+		if o.TLS, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(o)
+	if err != nil {
+		return err
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// Background work stops when the server has stopped serving.
+	bg := newTasks(entry)
+	bg.start("config", src.run)
+	bg.start("sighup", reloadOnHangup(hup, src.trigger, entry("config")))
+	if compat != nil {
+		bg.start("stats", compat.Run)
+	}
+	if s.HealthyWithAtLeastOneConfigLoaded {
+		bg.start("health", func(ctx context.Context) error {
+			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
+		})
+	}
+	startBackend(bg, b, srv, fail)
+	if certs != nil {
+		bg.start("tls", certs.Run)
+	}
+
+	err = srv.Run(ctx)
+	bg.stop()
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	return err
+}
+
+// closeTracing flushes the spans still batched, within timeout.
+func closeTracing(tp *tracing.Provider, timeout time.Duration, log *logrus.Entry) {
+	if tp == nil {
+		return
+	}
+	flush, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tp.Shutdown(flush); err != nil {
+		log.WithError(err).Warn("spans not flushed")
+	}
+}
+
+// newService is the rate-limit service over backend b and the live
+// configuration of src, as s configures it.
+func newService(s config.Settings, b backend, src configSource, m *metrics.Metrics, tp *tracing.Provider, log *logrus.Entry) *service.Service {
+	return service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
 		service.WithMetrics(m),
-		service.WithLogger(entry("service")),
+		service.WithLogger(log),
 		service.WithShadowMode(s.ShadowMode),
 		service.WithNearLimitRatio(s.NearLimitRatio),
 		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
@@ -107,21 +154,16 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 			EntryBytes:  s.RequestMaxEntryBytes,
 		}),
 	)
+}
 
+// serverOptions are the listeners and servers of svc as s configures them,
+// without TLS; health awaits the backend's warm-up when warms.
+func serverOptions(s config.Settings, svc *service.Service, src configSource, gatherer prometheus.Gatherer, compat *metrics.Compat, tp *tracing.Provider, warms bool, log *logrus.Entry) server.Options {
 	var await []string
-	if b.warmup != nil {
+	if warms {
 		await = append(await, warmupCondition)
 	}
-
-	var tlsConfig *tls.Config
-	var certs *config.CertWatcher
-	if s.GRPCServerUseTLS {
-		if tlsConfig, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
-			return err
-		}
-	}
-
-	srv, err := server.New(server.Options{
+	return server.Options{
 		GRPCAddr:          hostPort(s.GRPCHost, s.GRPCPort),
 		HTTPAddr:          hostPort(s.Host, s.Port),
 		DebugAddr:         hostPort(s.DebugHost, s.DebugPort),
@@ -136,7 +178,6 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		PrometheusPath:    s.PrometheusPath,
 		WaitReady:         s.HealthyWithAtLeastOneConfigLoaded,
 		Await:             await,
-		TLS:               tlsConfig,
 		UnaryInterceptors: append(interceptors(tp), compatInterceptors(compat)...),
 		Keepalive: keepalive.ServerParameters{
 			MaxConnectionIdle:     s.GRPCMaxConnectionIdle,
@@ -161,38 +202,47 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 		MaxConnections:    s.HTTPMaxConnections,
 		Drain:             s.ShutdownDrain,
 		Timeout:           s.ShutdownTimeout,
-		Logger:            entry("server"),
-	})
-	if err != nil {
-		return err
+		Logger:            log,
 	}
+}
 
-	// Background work stops when the server has stopped serving.
-	bg, stopBG := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	background := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(bg); err != nil && !errors.Is(err, context.Canceled) {
-				entry(name).WithError(err).Error("background task stopped")
-			}
-		}()
-	}
-	background("config", src.run)
-	if compat != nil {
-		background("stats", compat.Run)
-	}
-	if s.HealthyWithAtLeastOneConfigLoaded {
-		background("health", func(ctx context.Context) error {
-			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
-		})
-	}
+// tasks is run's background work: each task runs on its own goroutine
+// with a context that ends at stop, which waits for every task to return.
+// A task's error, other than its context's end, is logged under its name.
+type tasks struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    func(component string) *logrus.Entry
+}
+
+func newTasks(log func(component string) *logrus.Entry) *tasks {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tasks{ctx: ctx, cancel: cancel, log: log}
+}
+
+func (t *tasks) start(name string, f func(context.Context) error) {
+	t.wg.Go(func() {
+		if err := f(t.ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.log(name).WithError(err).Error("background task stopped")
+		}
+	})
+}
+
+func (t *tasks) stop() {
+	t.cancel()
+	t.wg.Wait()
+}
+
+// startBackend starts the backend's own work and its warm-up: a warm-up
+// that fails for good fails run (fail), one that succeeds meets health's
+// warm-up condition.
+func startBackend(bg *tasks, b backend, srv *server.Server, fail context.CancelCauseFunc) {
 	if b.run != nil {
-		background("store", b.run)
+		bg.start("store", b.run)
 	}
 	if b.warmup != nil {
-		background("store", func(ctx context.Context) error {
+		bg.start("store", func(ctx context.Context) error {
 			if err := b.warmup(ctx); err != nil {
 				fail(err) // returned by run; stops the server
 				return nil
@@ -201,31 +251,21 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 			return nil
 		})
 	}
-	if certs != nil {
-		background("tls", certs.Run)
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	background("sighup", func(ctx context.Context) error {
+}
+
+// reloadOnHangup is a task that calls trigger on each signal from hup.
+func reloadOnHangup(hup <-chan os.Signal, trigger func(), log *logrus.Entry) func(context.Context) error {
+	return func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-hup:
-				entry("config").Info("SIGHUP: reloading")
-				src.trigger()
+				log.Info("SIGHUP: reloading")
+				trigger()
 			}
 		}
-	})
-
-	err = srv.Run(ctx)
-	stopBG()
-	wg.Wait()
-	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause
 	}
-	return err
 }
 
 // interceptors returns the gRPC interceptors tracing asks for.

@@ -183,8 +183,8 @@ func (c capacityReporter) GetItem(ctx context.Context, in *dynamodb.GetItemInput
 func dynamoFamilies(t *testing.T) map[string]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	api := metrics.InstrumentDynamo(capacityReporter{dynamotest.NewFake()}, reg)
-	_, _ = api.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t")})
+	api := dynamotest.SDKClient(capacityReporter{dynamotest.NewFake()}, metrics.DynamoDB(reg))
+	_, _ = api.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "a"}}})
 	obs := metrics.DynamoObserver(reg)
 	obs.ShardDoubled()
 	obs.RejectionCacheHit()

@@ -27,6 +27,9 @@
 // says why (every reload meanwhile is reported to OnReload as failed). A
 // failed load keeps the old configuration, is logged once with every
 // problem, and is reported to OnReload; the live configuration is never nil.
+// Load and OnReload run outside the Reloader's lock: of loads that overlap,
+// the one that started last decides, and OnReload is called one outcome at
+// a time, in order, so it may call back into the Reloader.
 //
 // CertWatcher serves the newest valid certificate, key and client CA to
 // every new TLS handshake through GetConfigForClient; Run rereads the files

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +40,9 @@ type ReloaderOptions struct {
 	// (Settings.WatchDir); empty means Dir. It must contain Dir.
 	WatchDir string
 	// Load reads and compiles the descriptor directory (Settings.Loader).
-	// It must not return a nil config without an error.
+	// It must not return a nil config without an error. It may run more
+	// than once at a time (a Reload while Run reloads); of loads that
+	// overlap, the one that started last decides.
 	Load func(dir string) (*descriptors.Config, error)
 	// Debounce is the quiet time after a file event before reloading;
 	// zero means DefaultDebounce.
@@ -50,8 +50,12 @@ type ReloaderOptions struct {
 	// Logger receives one entry per reload; nil means the standard logger.
 	Logger *logrus.Entry
 	// OnReload, when set, is called after every load attempt, including the
-	// first one that NewReloader makes, with the outcome and Now's time. It
-	// runs on the reloading goroutine and must not call Reload.
+	// first one that NewReloader makes, with the outcome and Now's time (a
+	// load that a later one overtook is not reported). Calls are one at a
+	// time, in the order the outcomes were decided, and never under the
+	// Reloader's lock: OnReload may call the Reloader (Reload, Trigger,
+	// Current, WatchProblem). An outcome decided while another goroutine is
+	// reporting is reported by that goroutine, after the one under way.
 	OnReload func(ok bool, err error, at time.Time)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -93,7 +97,20 @@ type Reloader struct {
 	watchLost atomic.Pointer[error]
 	trigger   chan struct{}
 	running   atomic.Bool
-	mu        sync.Mutex // serialises loads
+
+	// mu guards the fields below; no caller's code runs while it is held.
+	mu        sync.Mutex
+	started   uint64   // loads begun
+	decided   uint64   // the load, by number, whose outcome is live
+	reports   []report // outcomes decided and not yet given to OnReload
+	reporting bool     // a goroutine is giving reports to OnReload
+}
+
+// report is one outcome for OnReload.
+type report struct {
+	ok  bool
+	err error
+	at  time.Time
 }
 
 // NewReloader validates o and loads the configuration once; a failed first
@@ -182,28 +199,66 @@ func (r *Reloader) Trigger() {
 func (r *Reloader) Reload() error { return r.reload("manual", false) }
 
 // reload loads and swaps on success, logs the outcome (a failure only when
-// logFailure; it is returned either way), then reports to OnReload.
+// logFailure; it is returned either way), then reports to OnReload. Load
+// runs outside the lock: the lock numbers the load when it starts and, when
+// it ends, decides whether its outcome is still the newest (no load started
+// later has been decided); only then is it made live, logged and reported.
 func (r *Reloader) reload(cause string, logFailure bool) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.started++
+	seq := r.started
+	r.mu.Unlock()
+
 	start := r.now()
 	cfg, err := r.load(r.dir)
 	if err == nil && cfg == nil {
 		err = errors.New("loader returned no configuration")
 	}
 	at := r.now()
-	fields := logrus.Fields{"dir": r.dir, "cause": cause, "duration_ms": at.Sub(start).Milliseconds()}
 	if err != nil {
 		err = fmt.Errorf("config: load %s: %w", r.dir, err)
+	}
+
+	r.mu.Lock()
+	newest := seq > r.decided
+	if newest {
+		r.decided = seq
+		if err == nil {
+			r.current.Store(cfg)
+		}
+		r.queue(r.outcome(err, at))
+	}
+	r.mu.Unlock()
+	if !newest {
+		return err
+	}
+	r.logOutcome(logrus.Fields{"dir": r.dir, "cause": cause, "duration_ms": at.Sub(start).Milliseconds()}, cfg, err, logFailure)
+	r.deliver()
+	return err
+}
+
+// outcome is the report of a load that ended with err at at: a
+// configuration that loaded while the watch is lost is reported as a
+// failure, since later changes may be missed.
+func (r *Reloader) outcome(err error, at time.Time) report {
+	if err != nil {
+		return report{false, err, at}
+	}
+	if lost := r.watchLost.Load(); lost != nil {
+		return report{false, *lost, at}
+	}
+	return report{true, nil, at}
+}
+
+// logOutcome logs a load that is live (cfg, or err when it failed; a
+// failure only when logFailure).
+func (r *Reloader) logOutcome(fields logrus.Fields, cfg *descriptors.Config, err error, logFailure bool) {
+	if err != nil {
 		if logFailure {
 			r.logFailure(fields, err)
 		}
-		if r.onReload != nil {
-			r.onReload(false, err, at)
-		}
-		return err
+		return
 	}
-	r.current.Store(cfg)
 	if warnings := cfg.Warnings(); len(warnings) > 0 {
 		ws := make([]string, len(warnings))
 		for i, w := range warnings {
@@ -212,15 +267,58 @@ func (r *Reloader) reload(cause string, logFailure bool) error {
 		r.log.WithFields(fields).WithField("warnings", ws).Warn("descriptor configuration has keys that are ignored")
 	}
 	r.log.WithFields(fields).Info("descriptor configuration loaded")
+}
+
+// queue adds rep to the reports for OnReload. r.mu must be held.
+func (r *Reloader) queue(rep report) {
 	if r.onReload != nil {
-		if lost := r.watchLost.Load(); lost != nil {
-			// Loaded, but later changes may be missed: say so.
-			r.onReload(false, *lost, at)
-		} else {
-			r.onReload(true, nil, at)
-		}
+		r.reports = append(r.reports, rep)
 	}
-	return nil
+}
+
+// report queues one outcome for OnReload and delivers it.
+func (r *Reloader) report(ok bool, err error, at time.Time) {
+	r.mu.Lock()
+	r.queue(report{ok, err, at})
+	r.mu.Unlock()
+	r.deliver()
+}
+
+// deliver gives the queued reports to OnReload, in order, one at a time and
+// outside the lock, unless a goroutine is doing so already (it delivers
+// them after the one under way; OnReload calling back into the Reloader is
+// such a case).
+func (r *Reloader) deliver() {
+	r.mu.Lock()
+	if r.reporting {
+		r.mu.Unlock()
+		return
+	}
+	r.reporting = true
+	for len(r.reports) > 0 {
+		rep := r.reports[0]
+		r.reports = r.reports[1:]
+		r.mu.Unlock()
+		r.call(rep)
+		r.mu.Lock()
+	}
+	r.reporting = false
+	r.mu.Unlock()
+}
+
+// call gives rep to OnReload; if OnReload panics, another goroutine may
+// deliver the reports left.
+func (r *Reloader) call(rep report) {
+	returned := false
+	defer func() {
+		if !returned {
+			r.mu.Lock()
+			r.reporting = false
+			r.mu.Unlock()
+		}
+	}()
+	r.onReload(rep.ok, rep.err, rep.at)
+	returned = true
 }
 
 // logFailure logs a failed reload once, with every problem the loader
@@ -257,18 +355,6 @@ func (r *Reloader) Run(ctx context.Context) error {
 	return r.loop(ctx, newFSSource(w, r.watchDir))
 }
 
-// source is what the debounce loop reads: file events and watcher errors,
-// a way to bring the watch list up to date with the tree (an error means
-// some directory is not watched), and a summary of the tree's files that
-// changes when they do, for polling while the watch is lost.
-type source interface {
-	events() <-chan fsnotify.Event
-	errors() <-chan error
-	relevant(ev fsnotify.Event) bool
-	sync() error
-	summary() string
-}
-
 // loop is Run's select loop. A relevant event starts or extends the
 // debounce timer; the timer reloads; a trigger reloads at once and cancels a
 // pending debounce, since the reload it does covers those events. Every
@@ -276,72 +362,9 @@ type source interface {
 // the watch, reloads when it is back, and meanwhile reloads whenever the
 // tree's summary changes.
 func (r *Reloader) loop(ctx context.Context, src source) error {
-	var (
-		timer       *time.Timer
-		timerC      <-chan time.Time
-		burstStart  time.Time
-		maxDebounce = maxDebounceFactor * r.debounce
-		poll        *time.Ticker
-		pollC       <-chan time.Time
-		seen        string // the tree's summary at the last poll
-	)
-	stopTimer := func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		timerC = nil
-	}
-	defer stopTimer()
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-	schedule := func() {
-		now := time.Now()
-		if timerC == nil {
-			burstStart = now
-		}
-		wait := r.debounce
-		if remaining := burstStart.Add(maxDebounce).Sub(now); remaining < wait {
-			wait = max(remaining, 0)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		timerC = timer.C
-	}
-	// sync brings the watch list up to date and reports whether the watch
-	// is complete, marking it lost (and polling) or restored.
-	sync := func() bool {
-		err := src.sync()
-		if err == nil {
-			if r.watchLost.Swap(nil) != nil {
-				r.log.WithField("dir", r.watchDir).Info("descriptor watch restored")
-				poll.Stop()
-				pollC = nil
-			}
-			return true
-		}
-		lost := fmt.Errorf("config: descriptor watch lost, polling every %s: %w", r.pollInterval, err)
-		if r.watchLost.Swap(&lost) == nil {
-			r.log.WithError(err).WithField("dir", r.watchDir).Error("descriptor watch lost; polling until it is restored")
-			if r.onReload != nil {
-				r.onReload(false, lost, r.now())
-			}
-			if poll == nil {
-				poll = time.NewTicker(r.pollInterval)
-			} else {
-				poll.Reset(r.pollInterval)
-			}
-			pollC = poll.C
-			seen = src.summary()
-		}
-		return false
-	}
-	sync()
+	w := &watch{r: r, src: src}
+	defer w.stop()
+	w.sync()
 	for {
 		select {
 		case <-ctx.Done():
@@ -351,7 +374,7 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 				return errors.New("config: watcher closed unexpectedly")
 			}
 			if src.relevant(ev) {
-				schedule()
+				w.schedule()
 			}
 		case err, ok := <-src.errors():
 			if !ok {
@@ -359,177 +382,108 @@ func (r *Reloader) loop(ctx context.Context, src source) error {
 			}
 			// An overflow loses events; reloading is the only safe answer.
 			r.log.WithError(err).Warn("descriptor watcher error; reloading")
-			schedule()
-		case <-timerC:
-			timerC = nil
-			sync()
+			w.schedule()
+		case <-w.timerC:
+			w.timerC = nil
+			w.sync()
 			_ = r.reload("watch", true) // logged and reported inside
 		case <-r.trigger:
-			stopTimer()
-			sync()
+			w.stopTimer()
+			w.sync()
 			_ = r.reload("trigger", true) // logged and reported inside
-		case <-pollC:
-			if sync() {
-				stopTimer()
-				_ = r.reload("watch restored", true)
-				continue
-			}
-			if now := src.summary(); now != seen {
-				seen = now
-				_ = r.reload("poll", true)
-			}
+		case <-w.pollC:
+			w.polled()
 		}
 	}
 }
 
-// fsSource watches a directory tree with fsnotify. fsnotify watches single
-// directories, so fsSource adds one watch per directory under root,
-// following symlinks to directories (Kubernetes' ..data), once per real
-// directory, and re-syncs after changes so that new directories, symlink
-// swaps and directories removed and recreated (a new directory under an old
-// name, whose watch went with the old one) are watched too. The nearest
-// existing ancestor of root is watched as well, for events on root's path
-// only, so that root's removal, recreation or link swap is seen even while
-// root itself cannot be watched.
-type fsSource struct {
-	w       *fsnotify.Watcher
-	root    string
-	anchor  string                 // watched for events on root's path; "" if none
-	watched map[string]os.FileInfo // path as added → the directory it was then
+// watch is the state of Run's loop: the debounce timer of a burst of
+// events and, while the watch is lost, the poll ticker. Only the loop's
+// goroutine uses it.
+type watch struct {
+	r          *Reloader
+	src        source
+	timer      *time.Timer
+	timerC     <-chan time.Time // nil when no reload is pending
+	burstStart time.Time
+	poll       *time.Ticker
+	pollC      <-chan time.Time // nil while the watch is complete
+	seen       string           // the tree's summary at the last poll
 }
 
-func newFSSource(w *fsnotify.Watcher, root string) *fsSource {
-	return &fsSource{w: w, root: filepath.Clean(root), watched: map[string]os.FileInfo{}}
+// stop stops the timer and the ticker.
+func (w *watch) stop() {
+	w.stopTimer()
+	if w.poll != nil {
+		w.poll.Stop()
+	}
 }
 
-func (s *fsSource) events() <-chan fsnotify.Event { return s.w.Events }
-func (s *fsSource) errors() <-chan error          { return s.w.Errors }
-
-// relevant drops events that cannot change what Load reads: attribute
-// changes alone, and events in root's anchor about names off root's path.
-func (s *fsSource) relevant(ev fsnotify.Event) bool {
-	if ev.Op&^fsnotify.Chmod == 0 {
-		return false
+func (w *watch) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
-	name := filepath.Clean(ev.Name)
-	if s.anchor != "" && filepath.Dir(name) == s.anchor {
-		return name == s.root || strings.HasPrefix(s.root, name+string(filepath.Separator))
-	}
-	return true
+	w.timerC = nil
 }
 
-// sync makes the watch list equal the directories now under root, plus
-// root's anchor, re-adding any path that now names another directory. It
-// returns an error when some directory is not watched (root missing, or a
-// watch that could not be added); everything else is watched regardless.
-func (s *fsSource) sync() error {
-	want := map[string]os.FileInfo{}
-	s.anchor = ""
-	for dir := filepath.Dir(s.root); dir != s.root; dir = filepath.Dir(dir) {
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			s.anchor = dir
-			want[dir] = fi
-			break
-		}
-		if dir == filepath.Dir(dir) {
-			break
-		}
+// schedule starts or extends the debounce timer: Debounce after this
+// event, and no later than maxDebounceFactor×Debounce after the burst's
+// first.
+func (w *watch) schedule() {
+	now := time.Now()
+	if w.timerC == nil {
+		w.burstStart = now
 	}
-	var errs []error
-	if err := collectDirs(s.root, 0, want, map[string]bool{}); err != nil {
-		errs = append(errs, fmt.Errorf("config: watch %s: %w", s.root, err))
+	wait := w.r.debounce
+	if remaining := w.burstStart.Add(maxDebounceFactor * w.r.debounce).Sub(now); remaining < wait {
+		wait = max(remaining, 0)
 	}
-	live := map[string]bool{}
-	for _, p := range s.w.WatchList() {
-		live[p] = true
+	if w.timer == nil {
+		w.timer = time.NewTimer(wait)
+	} else {
+		w.timer.Reset(wait)
 	}
-	for p, fi := range s.watched {
-		if now, ok := want[p]; !ok || !live[p] || !os.SameFile(fi, now) {
-			// The directory may be gone, and its watch with it (a directory
-			// recreated at once may even reuse the old inode, but not the
-			// old watch); either way this watch is stale.
-			_ = s.w.Remove(p)
-			delete(s.watched, p)
-		}
-	}
-	for p, fi := range want {
-		if _, ok := s.watched[p]; ok {
-			continue
-		}
-		if err := s.w.Add(p); err != nil {
-			errs = append(errs, fmt.Errorf("config: watch %s: %w", p, err))
-			continue
-		}
-		s.watched[p] = fi
-	}
-	return errors.Join(errs...)
+	w.timerC = w.timer.C
 }
 
-// summary describes every regular file under root (following symlinks to
-// directories, as the watch does) by path, size and modification time, or
-// why root cannot be read.
-func (s *fsSource) summary() string {
-	dirs := map[string]os.FileInfo{}
-	if err := collectDirs(s.root, 0, dirs, map[string]bool{}); err != nil {
-		return "unreadable: " + err.Error()
-	}
-	paths := make([]string, 0, len(dirs))
-	for p := range dirs {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	var b strings.Builder
-	for _, dir := range paths {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			fmt.Fprintf(&b, "%s: %v\n", dir, err)
-			continue
+// sync brings the watch list up to date and reports whether the watch is
+// complete, marking it lost (and polling) or restored.
+func (w *watch) sync() bool {
+	r := w.r
+	err := w.src.sync()
+	if err == nil {
+		if r.watchLost.Swap(nil) != nil {
+			r.log.WithField("dir", r.watchDir).Info("descriptor watch restored")
+			w.poll.Stop()
+			w.pollC = nil
 		}
-		for _, e := range entries {
-			fi, err := os.Stat(filepath.Join(dir, e.Name()))
-			if err != nil || fi.IsDir() {
-				continue
-			}
-			fmt.Fprintf(&b, "%s/%s %d %d\n", dir, e.Name(), fi.Size(), fi.ModTime().UnixNano())
-		}
+		return true
 	}
-	return b.String()
+	lost := fmt.Errorf("config: descriptor watch lost, polling every %s: %w", r.pollInterval, err)
+	if r.watchLost.Swap(&lost) == nil {
+		r.log.WithError(err).WithField("dir", r.watchDir).Error("descriptor watch lost; polling until it is restored")
+		r.report(false, lost, r.now())
+		if w.poll == nil {
+			w.poll = time.NewTicker(r.pollInterval)
+		} else {
+			w.poll.Reset(r.pollInterval)
+		}
+		w.pollC = w.poll.C
+		w.seen = w.src.summary()
+	}
+	return false
 }
 
-// collectDirs records dir and every directory beneath it (following
-// symlinks) in want, path → the directory it names, skipping directories
-// whose real path is already in seen.
-func collectDirs(dir string, depth int, want map[string]os.FileInfo, seen map[string]bool) error {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return err
+// polled retries a lost watch, reloading when it is back, and meanwhile
+// reloads when the tree's summary changed since the last poll.
+func (w *watch) polled() {
+	if w.sync() {
+		w.stopTimer()
+		_ = w.r.reload("watch restored", true)
+		return
 	}
-	if seen[real] || depth > maxWatchDepth {
-		return nil
+	if now := w.src.summary(); now != w.seen {
+		w.seen = now
+		_ = w.r.reload("poll", true)
 	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	seen[real] = true
-	want[dir] = fi
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		if e.Type()&os.ModeSymlink != 0 {
-			fi, err := os.Stat(p)
-			if err != nil || !fi.IsDir() {
-				continue // dangling, or a link to a file
-			}
-		} else if !e.IsDir() {
-			continue
-		}
-		// A subdirectory that vanishes mid-walk is not an error: its
-		// removal is an event, which re-syncs.
-		_ = collectDirs(p, depth+1, want, seen)
-	}
-	return nil
 }

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/server"
@@ -296,7 +293,7 @@ type binding struct {
 
 // bindings lists every variable in documentation order, each bound to its
 // field in s. FromEnv, RegisterFlags and Table all read this one list.
-func bindings(s *Settings) []binding {
+func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per setting
 	return []binding{
 		{"HOST", "HTTP listener address (/healthcheck, /json).", (*stringValue)(&s.Host)},
 		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
@@ -566,207 +563,4 @@ func (s Settings) Loader() func(dir string) (*descriptors.Config, error) {
 		}
 		return cfg, nil
 	}
-}
-
-// Validate reports every invalid value or combination at once: ports out of
-// range, unknown enumerated values, NEAR_LIMIT_RATIO outside (0,1],
-// non-positive durations and sizes, TLS enabled without a certificate and
-// key, client CA or SAN without TLS, a SAN without a client CA, and empty
-// names where the chosen backend needs them.
-func (s Settings) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: "+format, args...))
-	}
-
-	for _, p := range []struct {
-		name string
-		v    int
-	}{{"PORT", s.Port}, {"GRPC_PORT", s.GRPCPort}, {"DEBUG_PORT", s.DebugPort}, {"STATSD_PORT", s.StatsdPort}} {
-		if p.v < 0 || p.v > 65535 {
-			bad("%s=%d: want a port in [0,65535]", p.name, p.v)
-		}
-	}
-
-	if s.UsePrometheus {
-		if s.PrometheusAddr == "" {
-			bad("USE_PROMETHEUS is true but PROMETHEUS_ADDR is empty")
-		}
-		if !strings.HasPrefix(s.PrometheusPath, "/") {
-			bad("PROMETHEUS_PATH=%q: want a path starting with /", s.PrometheusPath)
-		}
-	}
-	if s.UseStatsd && s.StatsdHost == "" {
-		bad("USE_STATSD is true but STATSD_HOST is empty")
-	}
-
-	if s.ConfigDirOverride == "" && s.RuntimeRoot == "" {
-		bad("RUNTIME_ROOT is empty and CONFIG_DIR is unset: no descriptor directory")
-	}
-
-	if _, err := logrus.ParseLevel(s.LogLevel); err != nil {
-		bad("LOG_LEVEL=%q: want one of %s", s.LogLevel, strings.Join(logLevels, ", "))
-	}
-	checkEnum := func(name, v string, allowed ...string) {
-		for _, a := range allowed {
-			if v == a {
-				return
-			}
-		}
-		bad("%s=%q: want one of %s", name, v, strings.Join(allowed, ", "))
-	}
-	checkEnum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
-	checkEnum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
-	checkEnum("GRPC_TRANSPORT", s.GRPCTransport, server.TransportNative, server.TransportGRPCGo)
-	checkEnum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
-	checkEnum("STATSD_PROTOCOL", s.StatsdProtocol, StatsdTCP, StatsdUDP)
-	checkEnum("DESCRIPTOR_HITS_ADDEND", s.DescriptorHitsAddend, HitsAddendCharge, HitsAddendConsume)
-	checkEnum("RESPONSE_DYNAMIC_METADATA_FORMAT", s.ResponseMetadataFormat, MetadataRatelimit, MetadataExtended)
-
-	checkEnum("CONFIG_TYPE", s.ConfigType, ConfigTypeFile, ConfigTypeXDS)
-	checkEnum("TRACING_EXPORTER_PROTOCOL", s.TracingExporterProtocol, TracingHTTP, TracingGRPC)
-	if math.IsNaN(s.TracingSamplingRate) || s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
-		bad("TRACING_SAMPLING_RATE=%v: want a value in [0,1]", s.TracingSamplingRate)
-	}
-	if s.ConfigType == ConfigTypeXDS {
-		if s.XDSServerURL == "" {
-			bad("CONFIG_TYPE is GRPC_XDS_SOTW but CONFIG_GRPC_XDS_SERVER_URL is empty")
-		}
-		if _, err := s.XDSNodeMetadataMap(); err != nil {
-			bad("CONFIG_GRPC_XDS_NODE_METADATA=%q: %v", s.XDSNodeMetadata, err)
-		}
-		if (s.XDSClientTLSCert == "") != (s.XDSClientTLSKey == "") {
-			bad("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: set both or neither")
-		}
-		if math.IsNaN(s.XDSBackoffRandomFactor) || s.XDSBackoffRandomFactor <= 0 || s.XDSBackoffRandomFactor > 1 {
-			bad("XDS_CLIENT_BACKOFF_RANDOM_FACTOR=%v: want a value in (0,1]", s.XDSBackoffRandomFactor)
-		}
-		if s.XDSBackoffMax < s.XDSBackoffInitial {
-			bad("XDS_CLIENT_BACKOFF_MAX_INTERVAL=%s is below XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=%s", s.XDSBackoffMax, s.XDSBackoffInitial)
-		}
-		if s.XDSMaxMsgSize < 0 {
-			bad("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%d: want ≥ 0", s.XDSMaxMsgSize)
-		}
-	}
-	if math.IsNaN(s.NearLimitRatio) || s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
-		bad("NEAR_LIMIT_RATIO=%v: want a value in (0,1]", s.NearLimitRatio)
-	}
-
-	if s.LimitResponseHeadersEnabled {
-		for _, h := range []struct{ name, v string }{
-			{"LIMIT_LIMIT_HEADER", s.LimitLimitHeader},
-			{"LIMIT_REMAINING_HEADER", s.LimitRemainingHeader},
-			{"LIMIT_RESET_HEADER", s.LimitResetHeader},
-		} {
-			if !validHeaderName(h.v) {
-				bad("%s=%q: want a header name when LIMIT_RESPONSE_HEADERS_ENABLED is true", h.name, h.v)
-			}
-		}
-	}
-
-	if s.GRPCServerUseTLS {
-		if s.GRPCServerTLSCert == "" {
-			bad("GRPC_SERVER_USE_TLS is true but GRPC_SERVER_TLS_CERT is empty")
-		}
-		if s.GRPCServerTLSKey == "" {
-			bad("GRPC_SERVER_USE_TLS is true but GRPC_SERVER_TLS_KEY is empty")
-		}
-	} else {
-		if s.GRPCClientTLSCACert != "" {
-			bad("GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is false")
-		}
-	}
-	if s.GRPCClientTLSSAN != "" && s.GRPCClientTLSCACert == "" {
-		bad("GRPC_CLIENT_TLS_SAN is set but GRPC_CLIENT_TLS_CACERT is empty: client certificates are not requested")
-	}
-
-	for _, d := range []struct {
-		name   string
-		v      time.Duration
-		allow0 bool
-	}{
-		{"GRPC_MAX_CONNECTION_AGE", s.GRPCMaxConnectionAge, true},
-		{"GRPC_MAX_CONNECTION_AGE_GRACE", s.GRPCMaxConnectionAgeGrace, true},
-		{"GRPC_MAX_CONNECTION_IDLE", s.GRPCMaxConnectionIdle, true},
-		{"GRPC_KEEPALIVE_TIME", s.GRPCKeepaliveTime, false},
-		{"GRPC_KEEPALIVE_TIMEOUT", s.GRPCKeepaliveTimeout, false},
-		{"GRPC_KEEPALIVE_ENFORCEMENT_MIN_TIME", s.GRPCKeepaliveMinTime, false},
-		{"HTTP_READ_HEADER_TIMEOUT", s.HTTPReadHeaderTimeout, false},
-		{"HTTP_READ_TIMEOUT", s.HTTPReadTimeout, false},
-		{"HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout, false},
-		{"SHUTDOWN_DRAIN", s.ShutdownDrain, true},
-		{"SHUTDOWN_TIMEOUT", s.ShutdownTimeout, false},
-		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
-		{"STATS_FLUSH_INTERVAL", s.StatsFlushInterval, false},
-		{"BACKEND_TIMEOUT", s.BackendTimeout, false},
-		{"BACKEND_WARMUP_TIMEOUT", s.BackendWarmupTimeout, false},
-		{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", s.XDSConnectRetryInterval, false},
-		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", s.XDSBackoffInitial, false},
-		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
-	} {
-		switch {
-		case d.v < 0:
-			bad("%s=%s: want a duration ≥ 0", d.name, d.v)
-		case d.v == 0 && !d.allow0:
-			bad("%s=%s: want a duration > 0", d.name, d.v)
-		}
-	}
-
-	for _, n := range []struct {
-		name string
-		v    int
-	}{
-		{"REQUEST_MAX_DESCRIPTORS", s.RequestMaxDescriptors},
-		{"REQUEST_MAX_ENTRIES", s.RequestMaxEntries},
-		{"REQUEST_MAX_ENTRY_BYTES", s.RequestMaxEntryBytes},
-		{"GRPC_MAX_CONCURRENT_STREAMS", s.GRPCMaxConcurrentStreams},
-	} {
-		if n.v <= 0 {
-			bad("%s=%d: want > 0", n.name, n.v)
-		}
-	}
-	if s.GRPCMaxConcurrentStreams > math.MaxInt32 {
-		bad("GRPC_MAX_CONCURRENT_STREAMS=%d: want at most %d", s.GRPCMaxConcurrentStreams, math.MaxInt32)
-	}
-	if s.HTTPMaxConnections < 0 {
-		bad("HTTP_MAX_CONNECTIONS=%d: want ≥ 0 (0 derives it from the open-file limit)", s.HTTPMaxConnections)
-	}
-	if s.MemoryMaxBuckets <= 0 {
-		bad("MEMORY_MAX_BUCKETS=%d: want > 0", s.MemoryMaxBuckets)
-	}
-	if s.MemoryMaxBytes <= 0 {
-		bad("MEMORY_MAX_BYTES=%d: want > 0", s.MemoryMaxBytes)
-	}
-	if s.RejectionCacheSize < 0 {
-		bad("REJECTION_CACHE_SIZE=%d: want ≥ 0", s.RejectionCacheSize)
-	}
-	if !descriptors.ValidNamespace(s.Namespace) {
-		bad("NAMESPACE=%q: want %s, as a descriptor file's namespace: key", s.Namespace, descriptors.NamespaceRule)
-	}
-	if s.BackendType == BackendDynamoDB {
-		if s.DynamoDBTable == "" {
-			bad("BACKEND_TYPE is dynamodb but DYNAMODB_TABLE is empty")
-		}
-		if s.AWSRegion == "" {
-			bad("BACKEND_TYPE is dynamodb but AWS_REGION is empty")
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// validHeaderName reports whether h is a non-empty RFC 9110 token.
-func validHeaderName(h string) bool {
-	if h == "" {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -14,10 +14,10 @@ import (
 )
 
 // Client returns a DynamoDB client for the endpoint (built by
-// dynamo.NewClient).
-func (l *Local) Client(t testing.TB) *dynamodb.Client {
+// dynamo.NewClient, with optFns).
+func (l *Local) Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
-	c, err := dynamo.NewClient(context.Background(), l.Endpoint(), "us-east-1")
+	c, err := dynamo.NewClient(context.Background(), l.Endpoint(), "us-east-1", optFns...)
 	if err != nil {
 		t.Fatalf("dynamotest: client: %v", err)
 	}

@@ -225,12 +225,50 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		slot = make([]int, 0, n)
 		refs = make([]ref, 0, n)
 	}
+	slot, refs, err := s.distinct(p, slot, refs)
+	if err != nil {
+		return cascade.Decision{}, err
+	}
+	if len(refs) > inline {
+		levels = make([]tokenbucket.Level, 0, len(refs))
+		order = make([]int, 0, len(refs))
+	}
 
-	// Name the distinct bucket limits. Small plans compare with the buckets
-	// seen so far; large ones use a map.
+	for range maxRetries {
+		order = s.lockAll(p, refs, order[:0])
+		nowMs := s.now().UnixMilli()
+		levels = levels[:0]
+		for j := range refs {
+			levels = append(levels, refs[j].e.level(refs[j].limit, nowMs))
+		}
+		dec := cascade.Decide(p, slot, levels, nowMs)
+		if s.raced(refs) {
+			s.unlockAll(refs, order)
+			for j := range refs {
+				if refs[j].e.transient {
+					refs[j].e = nil
+				}
+			}
+			continue
+		}
+		s.keep(refs, levels, nowMs)
+		s.unlockAll(refs, order)
+		return dec, nil
+	}
+	// Contention, not an outage: refused with a short retry-after, never an
+	// error that ON_UNAVAILABLE=allow would admit.
+	return cascade.Busy(p.Debits, busyRetry), nil
+}
+
+// distinct names the distinct bucket limits of p: it appends one ref to
+// refs for each, and to slot, for each debit, the index in refs of its
+// bucket. Small plans compare with the buckets seen so far; large ones use
+// a map. A key larger than a shard's byte bound is an error (wrapping
+// cascade.ErrInvalid).
+func (s *Store) distinct(p *cascade.Plan, slot []int, refs []ref) ([]int, []ref, error) {
 	var seen map[bucketKey]int
-	if n > largePlan {
-		seen = make(map[bucketKey]int, n)
+	if len(p.Debits) > largePlan {
+		seen = make(map[bucketKey]int, len(p.Debits))
 	}
 	for i := range p.Debits {
 		d := &p.Debits[i]
@@ -252,7 +290,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		}
 		if j == len(refs) {
 			if size := entryBytes(&bucketKey{d.Key, d.Limit}); size > s.perShardBytes {
-				return cascade.Decision{}, fmt.Errorf("memstore: debit %d of %s: key of %d bytes, more than a shard holds (%d): %w", i, d.Limit, size, s.perShardBytes, cascade.ErrInvalid)
+				return nil, nil, fmt.Errorf("memstore: debit %d of %s: key of %d bytes, more than a shard holds (%d): %w", i, d.Limit, size, s.perShardBytes, cascade.ErrInvalid)
 			}
 			refs = append(refs, ref{hash: h, first: i})
 		}
@@ -260,66 +298,46 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		refs[j].lowers = refs[j].lowers || (d.Op == cascade.Consume || d.Op == cascade.Charge) && d.Amount > 0
 		slot = append(slot, j)
 	}
-	if len(refs) > inline {
-		levels = make([]tokenbucket.Level, 0, len(refs))
-		order = make([]int, 0, len(refs))
+	return slot, refs, nil
+}
+
+// raced reports whether a bucket its shard made no room for, and that was
+// decided on as new, was created by another plan meanwhile: the plan must
+// be decided again.
+func (s *Store) raced(refs []ref) bool {
+	for j := range refs {
+		if refs[j].e.transient && s.exists(&refs[j]) {
+			return true
+		}
 	}
+	return false
+}
 
-	for range maxRetries {
-		order = s.lockAll(p, refs, order[:0])
-		nowMs := s.now().UnixMilli()
-		levels = levels[:0]
-		for j := range refs {
-			levels = append(levels, refs[j].e.level(refs[j].limit, nowMs))
-		}
-		dec := cascade.Decide(p, slot, levels, nowMs)
-
-		// A bucket its shard made no room for was decided on as new;
-		// another plan may have created it meanwhile.
-		again := false
-		for j := range refs {
-			if refs[j].e.transient && s.exists(&refs[j]) {
-				again = true
-				break
-			}
-		}
-		if again {
-			s.unlockAll(refs, order)
-			for j := range refs {
-				if refs[j].e.transient {
-					refs[j].e = nil
-				}
+// keep stores the levels a decision left in the entries of refs, whose
+// locks the plan holds: an entry that changed, a stored one whose limit
+// changed, a new one left less than full; a transient entry (its shard made
+// no room) is forgotten at once, as an eviction when the plan lowered it.
+func (s *Store) keep(refs []ref, levels []tokenbucket.Level, nowMs int64) {
+	for j := range refs {
+		r := &refs[j]
+		v := &levels[j]
+		st := v.State()
+		if r.e.transient {
+			if !isFull(r.limit, st, nowMs) {
+				s.evicted(&r.e.key, r.limit, st, nowMs, true)
 			}
 			continue
 		}
-		for j := range refs {
-			r := &refs[j]
-			v := &levels[j]
-			st := v.State()
-			if r.e.transient {
-				// Forgotten as soon as decided: if the plan lowered it, an
-				// eviction of it.
-				if !isFull(r.limit, st, nowMs) {
-					s.evicted(&r.e.key, r.limit, st, nowMs, true)
-				}
-				continue
-			}
-			if r.e.stored && r.e.used < maxUsed {
-				r.e.used++
-			}
-			switch {
-			case !r.e.stored && isFull(r.limit, st, nowMs):
-				// Exactly a new bucket: nothing to remember (unlockAll drops it).
-			case !r.e.stored || v.Changed() || r.e.limit != r.limit:
-				r.e.state, r.e.limit, r.e.stored = st, r.limit, true
-			}
+		if r.e.stored && r.e.used < maxUsed {
+			r.e.used++
 		}
-		s.unlockAll(refs, order)
-		return dec, nil
+		switch {
+		case !r.e.stored && isFull(r.limit, st, nowMs):
+			// Exactly a new bucket: nothing to remember (unlockAll drops it).
+		case !r.e.stored || v.Changed() || r.e.limit != r.limit:
+			r.e.state, r.e.limit, r.e.stored = st, r.limit, true
+		}
 	}
-	// Contention, not an outage: refused with a short retry-after, never an
-	// error that ON_UNAVAILABLE=allow would admit.
-	return cascade.Busy(p.Debits, busyRetry), nil
 }
 
 // lockAll looks up (or creates) the entries of refs that have none, then

@@ -3,12 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -94,132 +96,59 @@ func dynamoOutcome(err error) string {
 	return dynamoError
 }
 
-func capacity(cc *types.ConsumedCapacity) float64 {
-	if cc == nil {
+// DynamoDB returns a DynamoDB client option that counts every call of the
+// client by operation and outcome, observes its latency, and adds up the
+// capacity DynamoDB reports consumed (ReturnConsumedCapacity). It hangs one
+// middleware at the front of the SDK's initialize step, so every operation
+// of the client is observed, those the store does not call included, and a
+// call's time covers all of it (validation, signing, the round trip). Pass
+// it to dynamo.NewClient or dynamodb.NewFromConfig, or to one call.
+// Collectors are registered with reg (nil: not registered); two options on
+// one registry share them.
+func DynamoDB(reg prometheus.Registerer) func(*dynamodb.Options) {
+	m := newDynamoMetrics(reg)
+	mw := middleware.InitializeMiddlewareFunc("ratelimit.metrics", m.handle)
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(mw, middleware.Before)
+		})
+	}
+}
+
+// handle runs one call and observes it.
+func (m *dynamoMetrics) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	start := time.Now()
+	out, md, err := next.HandleInitialize(ctx, in)
+	m.observe(middleware.GetOperationName(ctx), start, err, consumed(out.Result))
+	return out, md, err
+}
+
+// consumed returns the capacity units an operation's output reports in its
+// ConsumedCapacity field, one record or a list (0 for an output without
+// one). The field is read by name, so that every operation that reports
+// capacity is counted without a list of them here.
+func consumed(result any) float64 {
+	v := reflect.ValueOf(result)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return 0
 	}
-	return aws.ToFloat64(cc.CapacityUnits)
-}
-
-func capacities(ccs []types.ConsumedCapacity) float64 {
-	var n float64
-	for i := range ccs {
-		n += capacity(&ccs[i])
+	f := v.Elem().FieldByName("ConsumedCapacity")
+	if !f.IsValid() {
+		return 0
 	}
-	return n
-}
-
-// InstrumentDynamo wraps api so that every call is counted by operation and
-// outcome, its latency observed, and the capacity DynamoDB reports consumed
-// added up. Collectors are registered with reg (nil: not registered); two
-// wrappers on one registry share them.
-func InstrumentDynamo(api dynamo.API, reg prometheus.Registerer) dynamo.API {
-	return &instrumentedDynamo{api: api, m: newDynamoMetrics(reg)}
-}
-
-type instrumentedDynamo struct {
-	api dynamo.API
-	m   *dynamoMetrics
-}
-
-var _ dynamo.API = (*instrumentedDynamo)(nil)
-
-func (d *instrumentedDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	start := time.Now()
-	out, err := d.api.GetItem(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacity(out.ConsumedCapacity)
+	switch cc := f.Interface().(type) {
+	case *types.ConsumedCapacity:
+		if cc != nil {
+			return aws.ToFloat64(cc.CapacityUnits)
+		}
+	case []types.ConsumedCapacity:
+		var n float64
+		for i := range cc {
+			n += aws.ToFloat64(cc[i].CapacityUnits)
+		}
+		return n
 	}
-	d.m.observe("GetItem", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	start := time.Now()
-	out, err := d.api.PutItem(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacity(out.ConsumedCapacity)
-	}
-	d.m.observe("PutItem", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	start := time.Now()
-	out, err := d.api.UpdateItem(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacity(out.ConsumedCapacity)
-	}
-	d.m.observe("UpdateItem", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	start := time.Now()
-	out, err := d.api.DeleteItem(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacity(out.ConsumedCapacity)
-	}
-	d.m.observe("DeleteItem", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	start := time.Now()
-	out, err := d.api.BatchGetItem(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacities(out.ConsumedCapacity)
-	}
-	d.m.observe("BatchGetItem", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	start := time.Now()
-	out, err := d.api.TransactWriteItems(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacities(out.ConsumedCapacity)
-	}
-	d.m.observe("TransactWriteItems", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	start := time.Now()
-	out, err := d.api.Query(ctx, in, o...)
-	var u float64
-	if out != nil {
-		u = capacity(out.ConsumedCapacity)
-	}
-	d.m.observe("Query", start, err, u)
-	return out, err
-}
-
-func (d *instrumentedDynamo) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	start := time.Now()
-	out, err := d.api.CreateTable(ctx, in, o...)
-	d.m.observe("CreateTable", start, err, 0)
-	return out, err
-}
-
-func (d *instrumentedDynamo) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	start := time.Now()
-	out, err := d.api.DescribeTable(ctx, in, o...)
-	d.m.observe("DescribeTable", start, err, 0)
-	return out, err
-}
-
-func (d *instrumentedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	start := time.Now()
-	out, err := d.api.UpdateTimeToLive(ctx, in, o...)
-	d.m.observe("UpdateTimeToLive", start, err, 0)
-	return out, err
+	return 0
 }
 
 // DynamoObserver counts the DynamoDB store's own events: shard doublings,

@@ -2,14 +2,18 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"fmt"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -17,10 +21,10 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-func TestInstrumentDynamo(t *testing.T) {
+func TestDynamoDB(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fake := dynamotest.NewFake()
-	api := metrics.InstrumentDynamo(fake, reg)
+	api := dynamotest.SDKClient(fake, metrics.DynamoDB(reg))
 	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
@@ -265,5 +269,56 @@ ratelimit_dynamodb_givebacks_pending %d
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(pending(3)), "ratelimit_dynamodb_givebacks_pending"); err != nil {
 		t.Errorf("givebacks_pending: %v", err)
+	}
+}
+
+// TestDynamoDBEveryOperation: the option observes every operation of the
+// client, one the store never calls (DescribeTimeToLive) included, through
+// the SDK's real serializing and HTTP path, and classifies the errors
+// DynamoDB answers.
+func TestDynamoDBEveryOperation(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t, map[string]dynamotest.Answer{
+		"DescribeTimeToLive": dynamotest.TTLEnabled,
+		"PutItem":            dynamotest.ConditionFailed,
+		"Scan":               {Status: http.StatusOK, Body: `{"Count":0,"Items":[],"ScannedCount":0,"ConsumedCapacity":{"TableName":"t","CapacityUnits":2.5}}`},
+	}, dynamotest.Throttled)
+	reg := prometheus.NewRegistry()
+	client, err := dynamo.NewClient(context.Background(), endpoint, "us-east-1", metrics.DynamoDB(reg))
+	if err != nil {
+		t.Fatalf("NewClient() = %v", err)
+	}
+	ctx := context.Background()
+	table := aws.String("t")
+	if out, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: table}); err != nil || aws.ToString(out.TimeToLiveDescription.AttributeName) != "TTL" {
+		t.Fatalf("DescribeTimeToLive() = %+v, %v", out, err)
+	}
+	if _, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: table}); err != nil {
+		t.Fatalf("Scan() = %v", err)
+	}
+	item := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "a"}}
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: item}); err == nil {
+		t.Fatalf("PutItem() = nil, want a failed condition")
+	}
+	if _, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: item}); err == nil {
+		t.Fatalf("GetItem() = nil, want throttled")
+	}
+	cases := []struct {
+		op, outcome string
+	}{
+		{"DescribeTimeToLive", "ok"},
+		{"Scan", "ok"},
+		{"PutItem", "condition_failed"},
+		{"GetItem", "throttled"},
+	}
+	for _, c := range cases {
+		if n, err := gatherCount(reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome}); err != nil || n != 1 {
+			t.Errorf("calls_total{operation=%q,outcome=%q} = %v, %v, want 1", c.op, c.outcome, n, err)
+		}
+	}
+	if n, err := gatherCount(reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "Scan"}); err != nil || n != 2.5 {
+		t.Errorf("consumed_capacity_units_total{operation=Scan} = %v, %v, want 2.5", n, err)
+	}
+	if c := testutil.CollectAndCount(reg, "ratelimit_dynamodb_call_duration_seconds"); c != len(cases) {
+		t.Errorf("call_duration_seconds has %d series, want %d", c, len(cases))
 	}
 }

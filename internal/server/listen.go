@@ -3,6 +3,9 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"syscall"
 )
 
@@ -44,3 +47,36 @@ type bindError struct {
 
 func (e *bindError) Error() string { return e.msg }
 func (e *bindError) Unwrap() error { return e.err }
+
+// listenGRPC binds gRPC on the unix socket GRPCUDS when set, replacing a
+// stale socket file left by a process that did not remove it, else on TCP
+// GRPCAddr. A path holding anything but a socket is left alone and is an
+// error.
+func listenGRPC(o Options) (net.Listener, error) {
+	if o.GRPCUDS == "" {
+		l, err := net.Listen("tcp", o.GRPCAddr)
+		if err != nil {
+			return nil, listenError(grpcListener, o.GRPCAddr, err)
+		}
+		return l, nil
+	}
+	if fi, err := os.Lstat(o.GRPCUDS); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, fmt.Errorf("server: listen grpc unix %s: exists and is not a socket", o.GRPCUDS)
+		}
+		if c, err := net.Dial("unix", o.GRPCUDS); err == nil {
+			_ = c.Close()
+			return nil, listenError(udsListener, o.GRPCUDS, syscall.EADDRINUSE)
+		}
+		if err := os.Remove(o.GRPCUDS); err != nil {
+			return nil, fmt.Errorf("server: listen grpc unix %s: remove stale socket: %w", o.GRPCUDS, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("server: listen grpc unix %s: %w", o.GRPCUDS, err)
+	}
+	l, err := net.Listen("unix", o.GRPCUDS)
+	if err != nil {
+		return nil, listenError(udsListener, o.GRPCUDS, err)
+	}
+	return l, nil // the listener removes the socket file when closed
+}

@@ -343,3 +343,16 @@ func (s *Server) closeListeners() {
 		}
 	}
 }
+
+// units are the servers Run supervises.
+func (s *Server) units() []unit {
+	us := []unit{
+		{name: "grpc", serve: func() error { return s.grpc.Serve(s.grpcLis) }, stop: s.stopGRPC},
+		httpUnit("http", s.http, limitListener(s.httpLis, s.o.MaxConnections)),
+		httpUnit("debug", s.debug, limitListener(s.debugLis, s.o.MaxConnections)),
+	}
+	if s.prom != nil {
+		us = append(us, httpUnit("prometheus", s.prom, limitListener(s.promLis, s.o.MaxConnections)))
+	}
+	return us
+}

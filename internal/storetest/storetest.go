@@ -194,7 +194,7 @@ func refused(s ...cascade.Status) cascade.Decision {
 
 const ms = time.Millisecond
 
-func behaviours() []behaviour {
+func behaviours() []behaviour { //nolint:funlen // a table of cases
 	return []behaviour{
 		{"new_bucket_starts_full", []step{
 			{at: 0, plan: plan(check("a", l3)), want: admitted(ok(3000, 0))},

@@ -4,13 +4,15 @@
 // variables name, a parent-based sampler with a ratio for root spans, and a
 // resource carrying the service name, namespace and instance id.
 //
-// Spans come from wrappers, never from inside the decision or storage code:
+// Spans come from wrappers and client options, never from inside the
+// decision or storage code:
 //   - UnaryServerInterceptor starts one server span per gRPC call (the
 //     decision of a ShouldRateLimit call), continuing the W3C trace context
 //     (traceparent, tracestate, baggage) of the incoming gRPC metadata;
 //   - Store wraps the service's store: one span per Acquire;
-//   - DynamoDB wraps the DynamoDB client (dynamo.API): one client span per
-//     call, a child of whatever span its context carries.
+//   - DynamoDB is an option of the DynamoDB client: a middleware on the
+//     SDK's stack makes one client span per call of any operation, a child
+//     of whatever span its context carries.
 //
 // The DynamoDB store makes its bucket writes, cold reads and give-backs on
 // its own contexts, not a decision's: one conditional write carries every

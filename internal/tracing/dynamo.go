@@ -3,11 +3,15 @@ package tracing
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -15,26 +19,41 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-// DynamoDB wraps api so that every call is a client span named
-// "DynamoDB.<Operation>" with the OpenTelemetry attributes of AWS calls
-// (rpc.system aws-api, rpc.service DynamoDB, rpc.method, db.system.name
-// aws.dynamodb, aws.dynamodb.table_names). A failed conditional write is an
-// answer, not a failure: it is recorded as aws.dynamodb.condition_failed
-// and leaves the span's status unset; any other error marks the span
-// failed. A nil p returns api unchanged.
-func DynamoDB(api dynamo.API, p *Provider) dynamo.API {
+// DynamoDB returns a DynamoDB client option that makes every call of the
+// client a client span named "DynamoDB.<Operation>" with the OpenTelemetry
+// attributes of AWS calls (rpc.system aws-api, rpc.service DynamoDB,
+// rpc.method, db.system.name aws.dynamodb, aws.dynamodb.table_names). A
+// failed conditional write is an answer, not a failure: it is recorded as
+// aws.dynamodb.condition_failed and leaves the span's status unset; any
+// other error marks the span failed. It hangs one middleware at the front
+// of the SDK's initialize step, so every operation of the client is traced,
+// those the store does not call included. Pass it to dynamo.NewClient or
+// dynamodb.NewFromConfig, or to one call. A nil p adds nothing.
+func DynamoDB(p *Provider) func(*dynamodb.Options) {
 	if p == nil {
-		return api
+		return func(*dynamodb.Options) {}
 	}
-	return &tracedDynamo{api: api, tracer: p.tracer}
+	d := &tracedDynamo{tracer: p.tracer}
+	mw := middleware.InitializeMiddlewareFunc("ratelimit.tracing", d.handle)
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(mw, middleware.Before)
+		})
+	}
 }
 
+// tracedDynamo starts the spans of DynamoDB calls.
 type tracedDynamo struct {
-	api    dynamo.API
 	tracer trace.Tracer
 }
 
-var _ dynamo.API = (*tracedDynamo)(nil)
+// handle runs one call inside its span.
+func (d *tracedDynamo) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	ctx, span := d.start(ctx, middleware.GetOperationName(ctx), in.Parameters)
+	out, md, err := next.HandleInitialize(ctx, in)
+	end(span, err)
+	return out, md, err
+}
 
 // Attributes and events that tie a DynamoDB call to the decisions it
 // serves.
@@ -149,7 +168,7 @@ func sharedCall(decision context.Context, name string, call trace.SpanContext) {
 		attribute.String(attrCallSpanID, call.SpanID().String())))
 }
 
-func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (context.Context, trace.Span) {
+func (d *tracedDynamo) start(ctx context.Context, op string, params any) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	attrs := []attribute.KeyValue{
 		attribute.String("rpc.system", "aws-api"),
@@ -158,13 +177,52 @@ func (d *tracedDynamo) start(ctx context.Context, op string, tables ...string) (
 		attribute.String("db.system.name", "aws.dynamodb"),
 		attribute.String("db.operation.name", op),
 	}
-	if len(tables) > 0 {
-		attrs = append(attrs, attribute.StringSlice("aws.dynamodb.table_names", tables))
-	}
+	attrs = append(attrs, inputAttributes(params)...)
 	if sv, ok := ctx.Value(servedKey{}).(*served); ok {
 		return d.startServed(ctx, sv, "DynamoDB."+op, opts, attrs)
 	}
 	return d.tracer.Start(ctx, "DynamoDB."+op, append(opts, trace.WithAttributes(attrs...))...)
+}
+
+// inputAttributes returns what a call's input tells of where it goes: the
+// tables it names (aws.dynamodb.table_names), the index a query reads
+// (aws.dynamodb.index_name) and the items a transaction writes
+// (aws.dynamodb.transact_items). The few inputs that name their tables
+// other than by a TableName field are listed; every other input's
+// TableName is read by name, so that an operation added later is traced
+// with its table.
+func inputAttributes(params any) []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	switch in := params.(type) {
+	case *dynamodb.BatchGetItemInput:
+		return []attribute.KeyValue{attribute.StringSlice("aws.dynamodb.table_names", slices.Collect(maps.Keys(in.RequestItems)))}
+	case *dynamodb.BatchWriteItemInput:
+		return []attribute.KeyValue{attribute.StringSlice("aws.dynamodb.table_names", slices.Collect(maps.Keys(in.RequestItems)))}
+	case *dynamodb.TransactWriteItemsInput:
+		return []attribute.KeyValue{attribute.Int("aws.dynamodb.transact_items", len(in.TransactItems))}
+	case *dynamodb.QueryInput:
+		if in.IndexName != nil {
+			attrs = append(attrs, attribute.String("aws.dynamodb.index_name", aws.ToString(in.IndexName)))
+		}
+	}
+	if table, ok := tableName(params); ok {
+		attrs = append(attrs, attribute.StringSlice("aws.dynamodb.table_names", []string{table}))
+	}
+	return attrs
+}
+
+// tableName reads the TableName field of an operation's input.
+func tableName(params any) (string, bool) {
+	v := reflect.ValueOf(params)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return "", false
+	}
+	f := v.Elem().FieldByName("TableName")
+	if !f.IsValid() {
+		return "", false
+	}
+	name, ok := f.Interface().(*string)
+	return aws.ToString(name), ok
 }
 
 // end records err on span and ends it.
@@ -195,82 +253,4 @@ func conditionFailed(err error) bool {
 		}
 	}
 	return false
-}
-
-func (d *tracedDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	ctx, span := d.start(ctx, "GetItem", aws.ToString(in.TableName))
-	out, err := d.api.GetItem(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	ctx, span := d.start(ctx, "PutItem", aws.ToString(in.TableName))
-	out, err := d.api.PutItem(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	ctx, span := d.start(ctx, "UpdateItem", aws.ToString(in.TableName))
-	out, err := d.api.UpdateItem(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	ctx, span := d.start(ctx, "DeleteItem", aws.ToString(in.TableName))
-	out, err := d.api.DeleteItem(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	tables := make([]string, 0, len(in.RequestItems))
-	for t := range in.RequestItems {
-		tables = append(tables, t)
-	}
-	ctx, span := d.start(ctx, "BatchGetItem", tables...)
-	out, err := d.api.BatchGetItem(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	ctx, span := d.start(ctx, "TransactWriteItems")
-	span.SetAttributes(attribute.Int("aws.dynamodb.transact_items", len(in.TransactItems)))
-	out, err := d.api.TransactWriteItems(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	ctx, span := d.start(ctx, "Query", aws.ToString(in.TableName))
-	if in.IndexName != nil {
-		span.SetAttributes(attribute.String("aws.dynamodb.index_name", aws.ToString(in.IndexName)))
-	}
-	out, err := d.api.Query(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	ctx, span := d.start(ctx, "CreateTable", aws.ToString(in.TableName))
-	out, err := d.api.CreateTable(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	ctx, span := d.start(ctx, "DescribeTable", aws.ToString(in.TableName))
-	out, err := d.api.DescribeTable(ctx, in, o...)
-	end(span, err)
-	return out, err
-}
-
-func (d *tracedDynamo) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	ctx, span := d.start(ctx, "UpdateTimeToLive", aws.ToString(in.TableName))
-	out, err := d.api.UpdateTimeToLive(ctx, in, o...)
-	end(span, err)
-	return out, err
 }

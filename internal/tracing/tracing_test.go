@@ -13,8 +13,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -160,14 +163,15 @@ func TestDecisionSpans(t *testing.T) {
 	}
 }
 
-// backend is where a test's DynamoDB store keeps its table.
+// backend is where a test's DynamoDB store keeps its table: a client with
+// optFns, and the table's name.
 type backend struct {
 	name string
-	api  func(t *testing.T) (api dynamo.API, table string)
+	api  func(t *testing.T, optFns ...func(*dynamodb.Options)) (api dynamo.API, table string)
 }
 
 var backends = []backend{
-	{"fake", func(*testing.T) (dynamo.API, string) {
+	{"fake", func(_ *testing.T, optFns ...func(*dynamodb.Options)) (dynamo.API, string) {
 		fake := dynamotest.NewFake()
 		// Each write takes a few milliseconds, as DynamoDB's do, so that
 		// decisions queue behind it.
@@ -177,19 +181,19 @@ var backends = []backend{
 			}
 			return nil
 		})
-		return fake, "t"
+		return dynamotest.SDKClient(fake, optFns...), "t"
 	}},
-	{"local", func(t *testing.T) (dynamo.API, string) {
+	{"local", func(t *testing.T, optFns ...func(*dynamodb.Options)) (dynamo.API, string) {
 		l := dynamotest.Shared(t)
-		return l.Client(t), dynamotest.TableName(t)
+		return l.Client(t, optFns...), dynamotest.TableName(t)
 	}},
 }
 
-// dynamoStore is a DynamoDB store on table, traced by p and with its calls
-// tied to the decisions they serve (tracing.CallContext).
-func dynamoStore(t *testing.T, p *tracing.Provider, api dynamo.API, table string) *dynamo.Store {
+// dynamoStore is a DynamoDB store on table, its client traced (by
+// tracing.DynamoDB) and its calls tied to the decisions they serve
+// (tracing.CallContext).
+func dynamoStore(t *testing.T, api dynamo.API, table string) *dynamo.Store {
 	t.Helper()
-	api = tracing.DynamoDB(api, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := dynamo.CreateTable(ctx, api, table); err != nil {
@@ -212,8 +216,8 @@ func TestDynamoDBSpans(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			p, exp := newInMemory(t)
-			api, table := be.api(t)
-			st := dynamoStore(t, p, api, table)
+			api, table := be.api(t, tracing.DynamoDB(p))
+			st := dynamoStore(t, api, table)
 			exp.Reset()
 			decide(t, p, st)
 			spans := byName(exp.GetSpans())
@@ -310,8 +314,8 @@ func TestDynamoDBSpansHotItem(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			p, exp := newInMemory(t)
-			api, table := be.api(t)
-			traced := tracing.Store(dynamoStore(t, p, api, table), p)
+			api, table := be.api(t, tracing.DynamoDB(p))
+			traced := tracing.Store(dynamoStore(t, api, table), p)
 			plan := hotPlan(t)
 			exp.Reset()
 			var wg sync.WaitGroup
@@ -392,7 +396,7 @@ func TestDynamoDBSpansHotItem(t *testing.T) {
 func TestDynamoDBSpansJoinedRead(t *testing.T) {
 	p, exp := newInMemory(t)
 	fake := dynamotest.NewFake()
-	traced := tracing.Store(dynamoStore(t, p, fake, "t"), p)
+	traced := tracing.Store(dynamoStore(t, dynamotest.SDKClient(fake, tracing.DynamoDB(p)), "t"), p)
 	plan := hotPlan(t)
 	started, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -481,7 +485,7 @@ func TestCallContext(t *testing.T) {
 	if got, ok := ctx.Deadline(); !ok || !got.Equal(want) || ctx.Err() != nil {
 		t.Errorf("call context deadline %v (%v), err %v; want the call's %v and not done", got, ok, ctx.Err(), want)
 	}
-	api := tracing.DynamoDB(dynamotest.NewFake(), p)
+	api := dynamotest.SDKClient(dynamotest.NewFake(), tracing.DynamoDB(p))
 	_, _ = api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("t")})
 	decision.End()
 	spans := byName(exp.GetSpans())
@@ -513,7 +517,7 @@ func intAttr(s tracetest.SpanStub, key string) (int, bool) {
 // that span's child, with the table named.
 func TestDynamoDBChildSpans(t *testing.T) {
 	p, exp := newInMemory(t)
-	api := tracing.DynamoDB(dynamotest.NewFake(), p)
+	api := dynamotest.SDKClient(dynamotest.NewFake(), tracing.DynamoDB(p))
 	ctx, parent := p.Tracer().Start(context.Background(), "admin")
 	if err := dynamo.CreateTable(ctx, api, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
@@ -616,7 +620,7 @@ func exportOnce(t *testing.T, protocol string) {
 	}
 	// Sampling rate 0 samples no root span, but the caller's sampled
 	// trace is followed, DynamoDB calls included.
-	decide(t, p, dynamoStore(t, p, l.Client(t), dynamotest.TableName(t)))
+	decide(t, p, dynamoStore(t, l.Client(t, tracing.DynamoDB(p)), dynamotest.TableName(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Shutdown(ctx); err != nil {
@@ -659,6 +663,70 @@ func TestNewRejects(t *testing.T) {
 		if p, err := tracing.New(context.Background(), o); err == nil {
 			_ = p.Shutdown(context.Background())
 			t.Errorf("tracing.New(%+v) = nil error, want an error", o)
+		}
+	}
+}
+
+// TestDynamoDBEveryOperation: the option traces every operation of the
+// client, one the store never calls (DescribeTimeToLive) included, through
+// the SDK's real serializing and HTTP path; a failed condition is an
+// attribute and any other error fails the span.
+func TestDynamoDBEveryOperation(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t, map[string]dynamotest.Answer{
+		"DescribeTimeToLive": dynamotest.TTLEnabled,
+		"PutItem":            dynamotest.ConditionFailed,
+	}, dynamotest.Throttled)
+	p, exp := newInMemory(t)
+	client, err := dynamo.NewClient(context.Background(), endpoint, "us-east-1", tracing.DynamoDB(p))
+	if err != nil {
+		t.Fatalf("NewClient() = %v", err)
+	}
+	ctx := context.Background()
+	table := aws.String("t")
+	if _, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: table}); err != nil {
+		t.Fatalf("DescribeTimeToLive() = %v", err)
+	}
+	item := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "a"}}
+	_, _ = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: item})
+	_, _ = client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: item})
+
+	spans := byName(exp.GetSpans())
+	cases := []struct {
+		name            string
+		status          codes.Code
+		conditionFailed bool
+	}{
+		{"DynamoDB.DescribeTimeToLive", codes.Unset, false},
+		{"DynamoDB.PutItem", codes.Unset, true},
+		{"DynamoDB.GetItem", codes.Error, false},
+	}
+	for _, c := range cases {
+		ss := spans[c.name]
+		if len(ss) != 1 {
+			t.Errorf("%d %s spans, want 1 (spans %v)", len(ss), c.name, keys(spans))
+			continue
+		}
+		s := ss[0]
+		op := strings.TrimPrefix(c.name, "DynamoDB.")
+		attrs := map[string]attribute.Value{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value
+		}
+		want := map[string]string{"rpc.system": "aws-api", "rpc.service": "DynamoDB", "rpc.method": op,
+			"db.system.name": "aws.dynamodb", "db.operation.name": op}
+		for k, v := range want {
+			if got := attrs[k].AsString(); got != v {
+				t.Errorf("%s attribute %s = %q, want %q", c.name, k, got, v)
+			}
+		}
+		if got := attrs["aws.dynamodb.table_names"].AsStringSlice(); len(got) != 1 || got[0] != "t" {
+			t.Errorf("%s attribute aws.dynamodb.table_names = %q, want [t]", c.name, got)
+		}
+		if got := attrs["aws.dynamodb.condition_failed"].AsBool(); got != c.conditionFailed {
+			t.Errorf("%s aws.dynamodb.condition_failed = %v, want %v", c.name, got, c.conditionFailed)
+		}
+		if s.SpanKind != trace.SpanKindClient || s.Status.Code != c.status {
+			t.Errorf("%s kind %v status %v, want client and %v", c.name, s.SpanKind, s.Status.Code, c.status)
 		}
 	}
 }

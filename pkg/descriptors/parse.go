@@ -246,6 +246,9 @@ type descriptor struct {
 	shadow, quota, detailed        bool
 	valueToMetric, share           bool
 	entity, resource, cascade      bool
+
+	keyLine int            // the line of key (of the item when it has none)
+	lines   map[string]int // field name → the line it is on
 }
 
 // descriptors loads a list of descriptors under parent. parentKey is the
@@ -261,17 +264,59 @@ func (b *builder) descriptors(parent *node, parentKey string, path []Level, abov
 }
 
 // descriptor loads one descriptor under parent; path holds the levels above
-// it and above the rules of their nodes (nil where a node has none).
+// it and above the rules of their nodes (nil where a node has none). It
+// decodes the item, checks its level against the path, builds the rule of
+// its node, indexes the node under parent, and loads the descriptors
+// beneath it.
 func (b *builder) descriptor(parent *node, parentKey string, path []Level, above []*Rule, item *yaml.Node, depth int) {
-	var d descriptor
-	keyLine := item.Line
-	lines := map[string]int{}
+	d := b.decodeDescriptor(item)
+	if d.key == "" {
+		b.errorf(d.keyLine, "key", "descriptor has empty key")
+		return
+	}
+	finalKey := d.key
+	if d.value != "" {
+		finalKey += "_" + d.value
+	}
+	fullKey := parentKey + finalKey
+	lv := Level{
+		Key: d.key, Value: d.value,
+		Entity: d.entity, Resource: d.resource, Cascade: d.cascade,
+		Wildcard:       strings.Contains(d.value, "*"),
+		ShareThreshold: d.share,
+		ValueToMetric:  d.valueToMetric,
+	}
+	b.checkLevel(d, lv, path, finalKey)
+	levels := make([]Level, len(path)+1)
+	copy(levels, path)
+	levels[len(path)] = lv
+
+	n := &node{level: lv}
+	if lv.Wildcard {
+		n.pattern = d.value
+	}
+	n.rule = b.descriptorRule(d, levels, above, fullKey)
+	if !b.index(parent, n, d, fullKey) {
+		return
+	}
+	if d.descriptors != nil {
+		rules := make([]*Rule, len(above)+1)
+		copy(rules, above)
+		rules[len(above)] = n.rule
+		b.descriptors(n, fullKey+".", levels, rules, d.descriptors.v, "descriptors", depth+1)
+	}
+}
+
+// decodeDescriptor reads the fields of one descriptor item, reporting the
+// unknown ones.
+func (b *builder) decodeDescriptor(item *yaml.Node) descriptor {
+	d := descriptor{keyLine: item.Line, lines: map[string]int{}}
 	for _, p := range b.pairs(item) {
 		p := p
-		lines[p.name] = p.k.Line
+		d.lines[p.name] = p.k.Line
 		switch p.name {
 		case "key":
-			keyLine = p.k.Line
+			d.keyLine = p.k.Line
 			d.key, _ = b.str(p)
 		case "value":
 			d.value, _ = b.str(p)
@@ -307,30 +352,21 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, above
 			b.unknown(p, where)
 		}
 	}
-	if d.key == "" {
-		b.errorf(keyLine, "key", "descriptor has empty key")
-		return
-	}
-	finalKey := d.key
-	if d.value != "" {
-		finalKey += "_" + d.value
-	}
-	fullKey := parentKey + finalKey
-	lv := Level{
-		Key: d.key, Value: d.value,
-		Entity: d.entity, Resource: d.resource, Cascade: d.cascade,
-		Wildcard:       strings.Contains(d.value, "*"),
-		ShareThreshold: d.share,
-		ValueToMetric:  d.valueToMetric,
-	}
+	return d
+}
+
+// checkLevel reports the flags of level lv (descriptor d's) that do not go
+// together, or that the levels of path above it rule out: a chain of more
+// than MaxChain entities, a second resource.
+func (b *builder) checkLevel(d descriptor, lv Level, path []Level, finalKey string) {
 	if d.share && !lv.Wildcard {
-		b.errorf(lines["share_threshold"], "share_threshold", "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
+		b.errorf(d.lines["share_threshold"], "share_threshold", "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
 	}
 	if d.cascade && !d.entity {
-		b.errorf(lines["cascade"], "cascade", "cascade needs entity: true on the same descriptor")
+		b.errorf(d.lines["cascade"], "cascade", "cascade needs entity: true on the same descriptor")
 	}
 	if d.entity && d.resource {
-		b.errorf(lines["resource"], "resource", "a level names either an entity or the resource, not both")
+		b.errorf(d.lines["resource"], "resource", "a level names either an entity or the resource, not both")
 	}
 	if d.entity {
 		n := 1
@@ -340,67 +376,74 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, above
 			}
 		}
 		if n > MaxChain {
-			b.errorf(lines["entity"], "entity", "a chain holds at most %d entity levels; this is level %d of this path", MaxChain, n)
+			b.errorf(d.lines["entity"], "entity", "a chain holds at most %d entity levels; this is level %d of this path", MaxChain, n)
 		}
 	}
 	if d.resource {
 		for _, l := range path {
 			if l.Resource {
-				b.errorf(lines["resource"], "resource", "at most one resource level per path: '%s' is already the resource", l.Key)
+				b.errorf(d.lines["resource"], "resource", "at most one resource level per path: '%s' is already the resource", l.Key)
 				break
 			}
 		}
 	}
-	levels := make([]Level, len(path)+1)
-	copy(levels, path)
-	levels[len(path)] = lv
+}
 
-	n := &node{level: lv}
-	if lv.Wildcard {
-		n.pattern = d.value
-	}
+// descriptorRule builds the rule of descriptor d, nil when it has none,
+// and adds it to the builder's rules. levels ends with d's own; above are
+// the rules of the nodes above it.
+func (b *builder) descriptorRule(d descriptor, levels []Level, above []*Rule, fullKey string) *Rule {
 	var md map[string]any
 	if d.metadata != nil {
 		if m := b.mapping(*d.metadata); m != nil {
 			md, _ = b.metadataValue(m, 0).(map[string]any)
 		}
 	}
+	var r *Rule
 	switch {
 	case d.rateLimit != nil && d.limits != nil:
 		b.errorf(d.limits.k.Line, "limits", "a descriptor has either rate_limit or limits, not both")
 	case d.rateLimit != nil:
 		if m := b.mapping(*d.rateLimit); m != nil {
-			n.rule = b.rateLimit(*d.rateLimit, m)
+			r = b.rateLimit(*d.rateLimit, m)
 		}
 	case d.limits != nil:
-		n.rule = b.limitList(*d.limits)
+		r = b.limitList(*d.limits)
 	}
-	if r := n.rule; r != nil {
-		r.Domain, r.Namespace, r.FullKey = b.domain, b.ns, fullKey
-		r.ShadowMode, r.QuotaMode, r.DetailedMetric = d.shadow, d.quota, d.detailed
-		r.Levels = levels
-		r.File, r.Line = b.fileName, keyLine
-		r.chain(above)
-		if md != nil {
-			r.MetadataTree = md
-			r.Metadata = map[string]string{}
-			flatten(r.Metadata, "", md)
-		}
-		r.dynamic = r.DetailedMetric
-		for _, l := range levels {
-			r.shared = r.shared || l.ShareThreshold
-			r.ValueToMetric = r.ValueToMetric || l.ValueToMetric
-			if l.ValueToMetric && !l.ShareThreshold && (l.Value == "" || l.Wildcard) {
-				r.dynamic = true
-			}
-		}
-		b.rules = append(b.rules, r)
+	if r == nil {
+		return nil
 	}
+	r.Domain, r.Namespace, r.FullKey = b.domain, b.ns, fullKey
+	r.ShadowMode, r.QuotaMode, r.DetailedMetric = d.shadow, d.quota, d.detailed
+	r.Levels = levels
+	r.File, r.Line = b.fileName, d.keyLine
+	r.chain(above)
+	if md != nil {
+		r.MetadataTree = md
+		r.Metadata = map[string]string{}
+		flatten(r.Metadata, "", md)
+	}
+	r.dynamic = r.DetailedMetric
+	for _, l := range levels {
+		r.shared = r.shared || l.ShareThreshold
+		r.ValueToMetric = r.ValueToMetric || l.ValueToMetric
+		if l.ValueToMetric && !l.ShareThreshold && (l.Value == "" || l.Wildcard) {
+			r.dynamic = true
+		}
+	}
+	b.rules = append(b.rules, r)
+	return r
+}
 
+// index makes n, descriptor d's node, a child of parent: by key alone when
+// d has no value, else by key and value (and among the wildcards when the
+// value has a '*'). It reports a composite key parent already has, and
+// returns false then.
+func (b *builder) index(parent, n *node, d descriptor, fullKey string) bool {
 	if d.value == "" {
 		if parent.keyOnly[d.key] != nil {
-			b.errorf(keyLine, "key", "duplicate descriptor composite key '%s'", fullKey)
-			return
+			b.errorf(d.keyLine, "key", "duplicate descriptor composite key '%s'", fullKey)
+			return false
 		}
 		if parent.keyOnly == nil {
 			parent.keyOnly = map[string]*node{}
@@ -409,24 +452,19 @@ func (b *builder) descriptor(parent *node, parentKey string, path []Level, above
 	} else {
 		pk := pairKey{d.key, d.value}
 		if parent.exact[pk] != nil {
-			b.errorf(keyLine, "key", "duplicate descriptor composite key '%s'", fullKey)
-			return
+			b.errorf(d.keyLine, "key", "duplicate descriptor composite key '%s'", fullKey)
+			return false
 		}
 		if parent.exact == nil {
 			parent.exact = map[pairKey]*node{}
 		}
 		parent.exact[pk] = n
-		if lv.Wildcard {
+		if n.level.Wildcard {
 			parent.wildcards = append(parent.wildcards, n)
 		}
 	}
 	parent.children++
-	if d.descriptors != nil {
-		rules := make([]*Rule, len(above)+1)
-		copy(rules, above)
-		rules[len(above)] = n.rule
-		b.descriptors(n, fullKey+".", levels, rules, d.descriptors.v, "descriptors", depth+1)
-	}
+	return true
 }
 
 // flatten writes a metadata tree as dotted string keys.

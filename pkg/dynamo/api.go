@@ -20,7 +20,9 @@ import (
 )
 
 // API is the subset of *dynamodb.Client that the store uses. A hand-written
-// fake or an instrumenting wrapper can stand in for the client.
+// fake can stand in for the client. Instrumentation is not a wrapper of API:
+// it is a client option that hangs middleware on the SDK's stack (see
+// NewClient), so that it observes every operation of the client.
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -124,8 +126,10 @@ func classify(op string, err error) error {
 // endpoint). The client makes one attempt per call (the store's deadlines
 // bound every call, and a retry is the store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
 // it uses fixed local credentials and skips response-checksum validation:
-// DynamoDB Local's error responses carry no x-amz-crc32.
-func NewClient(ctx context.Context, endpoint, region string) (*dynamodb.Client, error) {
+// DynamoDB Local's error responses carry no x-amz-crc32. optFns are applied
+// after these (metrics.DynamoDB and tracing.DynamoDB instrument the client
+// this way).
+func NewClient(ctx context.Context, endpoint, region string, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
 	if region == "" {
 		region = DefaultRegion
 	}
@@ -147,14 +151,14 @@ func NewClient(ctx context.Context, endpoint, region string) (*dynamodb.Client, 
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: load aws config: %w", err)
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 		if local {
 			o.DisableValidateResponseChecksum = true
 		}
-	}), nil
+	}}, optFns...)...), nil
 }
 
 func isLocalEndpoint(endpoint string) bool {
