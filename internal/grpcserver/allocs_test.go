@@ -84,8 +84,9 @@ func TestAllocationsPerCall(t *testing.T) {
 		// before the goroutine starts, so that a reset cancels it; being a
 		// child of the connection's own, it needs no goroutine to follow
 		// its parent, as it did when it wrapped the deadline) and its
-		// deadline, the request's copy.
-		{"goroutine with deadline", Options{}, "20m", 7},
+		// deadline, the call's own context (grpc.SetHeader finds the call
+		// in it), the request's copy.
+		{"goroutine with deadline", Options{}, "20m", 8},
 	}
 	req := []byte("a request of some thirty bytes.")
 	for _, c := range cases {

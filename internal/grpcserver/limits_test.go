@@ -1,8 +1,12 @@
 package grpcserver
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestBudgetsSpareBusyClients holds the budgets to what they are for: a
@@ -47,6 +51,46 @@ func TestBudget(t *testing.T) {
 	for i, s := range steps {
 		if got := b.take(t0.Add(s.at), 3, 10); got != s.want {
 			t.Errorf("step %d: take(t0%+v) = %v, want %v", i, s.at, got, s.want)
+		}
+	}
+}
+
+// TestDerivedContextsOutliveTheCall: a handler on a goroutine may derive a
+// context from its call's and keep it past its return (the DynamoDB store
+// does, for its backend timeout); the runtime then follows the call's
+// context on a goroutine of its own. The call's context stays whole: no
+// crash, no race, and the derived context ends when the call does.
+func TestDerivedContextsOutliveTheCall(t *testing.T) {
+	var mu sync.Mutex
+	var kept []context.Context
+	var cancels []context.CancelFunc
+	fx := start(t, Options{}, func(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+		child, cancel := context.WithCancel(ctx)
+		mu.Lock()
+		kept, cancels = append(kept, child), append(cancels, cancel)
+		mu.Unlock()
+		return in, nil
+	})
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	cc := dial(t, fx.addr)
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadline: the call's context is not the runtime's own type
+		if _, err := echo(cc, ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, child := range kept {
+		select {
+		case <-child.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the context derived in call %d is not done 10 s after its call ended", i)
 		}
 	}
 }

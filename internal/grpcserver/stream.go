@@ -550,15 +550,23 @@ func (c *conn) runUnary(st *stream, ctx context.Context, msg []byte, buf *[]byte
 		}
 		ctx = dctx
 	}
-	st.call.Context, st.call.st = ctx, st
-	ctx = &st.call
+	// An inline call's context lives in its stream object, recycled once
+	// the call has ended (an inline handler starts nothing that outlives
+	// it). A call on a goroutine may leave contexts derived from its own
+	// behind it (context.WithTimeout follows a parent of another type on
+	// a goroutine): its context is its own, never changed once made.
+	cc := &st.call
+	if !c.s.o.Inline {
+		cc = new(callCtx)
+	}
+	cc.Context, cc.st = ctx, st
+	ctx = cc
 	if st.md != nil {
 		ctx = metadata.NewIncomingContext(ctx, st.md)
 	}
 	st.req = msg
 	resp, err := st.m.unary(st.m.impl, ctx, st.dec, c.s.o.UnaryInterceptor)
 	st.req = nil
-	st.call.Context = nil
 	if dctx != nil {
 		dctx.release()
 	}
