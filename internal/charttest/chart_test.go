@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 const chartDir = "charts/dynalimit"
@@ -23,10 +23,7 @@ const chartDir = "charts/dynalimit"
 // repo returns the repository root.
 func repo(t *testing.T) string {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	return root
 }
 

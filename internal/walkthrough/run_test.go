@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Bounds of the harness (see the package documentation).
@@ -143,7 +143,7 @@ func indent(s string) string {
 type group struct {
 	line   int
 	cmd    *exec.Cmd
-	out    *envoytest.Capped
+	out    *testutil.LockedBuffer
 	exited chan struct{}
 }
 
@@ -151,7 +151,7 @@ type group struct {
 func (r *runner) background(b block) error {
 	cmd := exec.Command("bash", "-c", b.text)
 	cmd.Dir = r.root
-	g := &group{line: b.line, cmd: cmd, out: envoytest.NewCapped(1 << 20), exited: make(chan struct{})}
+	g := &group{line: b.line, cmd: cmd, out: testutil.NewLockedBuffer(1 << 20), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = g.out, g.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
