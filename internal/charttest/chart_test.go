@@ -20,13 +20,6 @@ import (
 
 const chartDir = "charts/dynalimit"
 
-// repo returns the repository root.
-func repo(t *testing.T) string {
-	t.Helper()
-	root := testutil.RepoRoot(t)
-	return root
-}
-
 // helm runs the pinned helm in the repository root, building it first when
 // it is missing; it skips t under -short.
 func helm(t *testing.T, args ...string) ([]byte, error) {
@@ -34,7 +27,7 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 	if testing.Short() {
 		t.Skip("charttest: builds and runs helm, which -short does not")
 	}
-	root := repo(t)
+	root := testutil.RepoRoot(t)
 	start := time.Now()
 	bin, err := Helm(root)
 	if err != nil {
@@ -257,7 +250,7 @@ func TestTemplate(t *testing.T) {
 			if dash == nil {
 				t.Fatal("no ConfigMap labelled grafana_dashboard: \"1\"")
 			}
-			shipped, err := os.ReadFile(filepath.Join(repo(t), chartDir, "dashboards", "dynalimit.json"))
+			shipped, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), chartDir, "dashboards", "dynalimit.json"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,10 +7,11 @@
 // test binary (Build, Binary), and the ratelimit binary serving on ports of
 // its own (StartServer, NewServer).
 //
-// The helpers that take a testing.TB fail it with the reason; each has a
-// Find or New form returning an error for code that runs outside a test
-// (a recorder, a TestMain). Build and Binary skip the test under -short:
-// the fast loop builds no binary. Nothing else here skips.
+// The helpers that take a testing.TB fail it with the reason; for code
+// that runs outside a test (a recorder, a TestMain), FindFreePort,
+// FindRepoRoot, Launch and NewServer return the error instead. Build and
+// Binary (and so StartServer without a Bin) skip the test under -short: the
+// fast loop builds no binary. Nothing else here skips.
 //
 // Every process started here dies with the test binary (Pdeathsig). A
 // Process, a Server and a LockedBuffer are safe for concurrent use.
