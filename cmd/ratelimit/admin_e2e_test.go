@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // TestAdminCommandsIdempotent runs every admin command through the built
@@ -22,7 +23,7 @@ import (
 // README's own block is run as written by internal/walkthrough.)
 func TestAdminCommandsIdempotent(t *testing.T) {
 	local := dynamotest.Shared(t)
-	bin := buildBinary(t)
+	bin := testutil.Binary(t)
 	env := []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -111,7 +112,7 @@ func TestServeMissingTable(t *testing.T) {
 // The binary runs with an environment of its own: the SDK reads the
 // process's.
 func TestAdminWithoutCredentials(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testutil.Binary(t)
 	home := t.TempDir()
 	cmd := exec.Command(bin, "namespace", "list")
 	cmd.Env = []string{"HOME=" + home, "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}

@@ -60,7 +60,7 @@ func TestTwoBinariesShareDynamoDB(t *testing.T) {
 	replicas := []*proc{startBinary(t, dir, env...), startBinary(t, dir, env...)}
 	clients := make([]pb.RateLimitServiceClient, len(replicas))
 	for i, p := range replicas {
-		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}

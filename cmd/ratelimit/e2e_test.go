@@ -5,13 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,74 +18,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
-
-// binary is built once per test run by buildBinary.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// buildBinary builds the binary once per test run and returns its path. It
-// skips t under -short (the fast loop builds no binary).
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the built ratelimit binary, which -short does not build")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ratelimit-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ratelimit")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building the binary: %v", buildErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // proc is a running binary.
-type proc struct {
-	cmd               *exec.Cmd
-	grpc, http, debug string
-	out               *lockedBuffer
-	exited            chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type proc = testutil.Server
 
 // startBinary runs `ratelimit serve` on free loopback ports with env added.
 func startBinary(t *testing.T, configDir string, env ...string) *proc {
@@ -100,7 +35,7 @@ func startBinary(t *testing.T, configDir string, env ...string) *proc {
 // added, and waits until /healthcheck answers 200.
 func startBinaryArgs(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
-	return launch(t, args, func(code int) bool { return code == 200 }, env...)
+	return launch(t, args, nil, env...)
 }
 
 // startBinaryUnready runs `ratelimit serve` like startBinary, but waits only
@@ -111,56 +46,15 @@ func startBinaryUnready(t *testing.T, configDir string, env ...string) *proc {
 }
 
 // launch runs the binary with args on free loopback ports with env added,
-// and waits until /healthcheck answers a code that done accepts.
-func launch(t *testing.T, args []string, done func(code int) bool, env ...string) *proc {
+// and waits until /healthcheck answers a code that ready accepts (nil: 200).
+// The cleanup kills it.
+func launch(t *testing.T, args []string, ready func(code int) bool, env ...string) *proc {
 	t.Helper()
-	bin := buildBinary(t)
-	g, h, d := freePort(t), freePort(t), freePort(t)
-	p := &proc{
-		grpc:   fmt.Sprintf("127.0.0.1:%d", g),
-		http:   fmt.Sprintf("127.0.0.1:%d", h),
-		debug:  fmt.Sprintf("127.0.0.1:%d", d),
-		out:    &lockedBuffer{},
-		exited: make(chan error, 1),
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(),
-		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", g),
-		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", h),
-		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", d),
-		"SHUTDOWN_DRAIN=100ms", "LOG_LEVEL=info",
-	)
-	p.cmd.Env = append(p.cmd.Env, env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start binary: %v", err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		err := <-p.exited
-		if t.Failed() {
-			t.Logf("binary exit: %v; output:\n%s", err, p.out.String())
-		}
+	return testutil.StartServer(t, testutil.ServerOptions{
+		Args:  args,
+		Env:   append([]string{"SHUTDOWN_DRAIN=100ms", "LOG_LEVEL=info"}, env...),
+		Ready: ready,
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + p.http + "/healthcheck")
-		if err == nil {
-			resp.Body.Close()
-			if done(resp.StatusCode) {
-				return p
-			}
-		}
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			t.Fatalf("binary exited early: %v\n%s", err, p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("binary not healthy within 15s:\n%s", p.out.String())
-	return nil
 }
 
 func writeConfig(t *testing.T, dir, name, yaml string) {
@@ -193,7 +87,7 @@ func TestBinaryServesEnvoy(t *testing.T) {
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinary(t, dir)
 
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +129,7 @@ func TestBinaryServesEnvoy(t *testing.T) {
 
 	// /json answers 429 once exhausted.
 	body := `{"domain":"e2e","descriptors":[{"entries":[{"key":"generic_key","value":"three"}]}]}`
-	jr, err := http.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
+	jr, err := http.Post("http://"+p.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +140,7 @@ func TestBinaryServesEnvoy(t *testing.T) {
 	}
 
 	// Metrics on the debug port.
-	mr, err := http.Get("http://" + p.debug + "/metrics")
+	mr, err := http.Get("http://" + p.DebugAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,13 +170,12 @@ func TestBinaryServesEnvoy(t *testing.T) {
 	}
 
 	// SIGTERM: exits 0 after draining.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Process().Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.exited:
-		p.exited <- err
-		if err != nil {
+	case <-p.Process().Exited():
+		if err := p.Process().Err(); err != nil {
 			t.Errorf("exit after SIGTERM = %v, want 0", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -294,7 +187,7 @@ func TestBinaryReloadsConfig(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinary(t, dir)
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +219,7 @@ func TestBinaryReloadsConfig(t *testing.T) {
 	// A bad file keeps the old config serving and is reported in metrics.
 	writeConfig(t, dir, "new.yaml", "domain: added\ndescriptors:\n  - key: k\n    rate_limt: {unit: hour, requests_per_unit: 1}\n")
 	waitFor("the failed reload metric", func() bool {
-		resp, err := http.Get("http://" + p.debug + "/metrics")
+		resp, err := http.Get("http://" + p.DebugAddr() + "/metrics")
 		if err != nil {
 			return false
 		}
@@ -337,13 +230,13 @@ func TestBinaryReloadsConfig(t *testing.T) {
 	if ask("added").GetStatuses()[0].GetCurrentLimit() == nil {
 		t.Error("a bad reload replaced the serving config")
 	}
-	if !strings.Contains(p.out.String(), "rate_limt") {
-		t.Errorf("the log does not name the bad key rate_limt:\n%s", p.out.String())
+	if !strings.Contains(p.Output(), "rate_limt") {
+		t.Errorf("the log does not name the bad key rate_limt:\n%s", p.Output())
 	}
 
 	// SIGHUP reloads too (after fixing the file without relying on the watcher).
 	writeConfig(t, dir, "new.yaml", "domain: added\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Process().Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the fixed config", func() bool {

@@ -64,7 +64,7 @@ func startFleetWith(t *testing.T, config string, replicas int, env ...string) *f
 	f := &fleet{}
 	for range replicas {
 		p := startBinary(t, dir, env...)
-		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func (f *fleet) metric(t *testing.T, name string, match ...string) float64 {
 	t.Helper()
 	var sum float64
 	for _, p := range f.procs {
-		sum += scrape(t, "http://"+p.debug+"/metrics", name, match...)
+		sum += scrape(t, "http://"+p.DebugAddr()+"/metrics", name, match...)
 	}
 	return sum
 }

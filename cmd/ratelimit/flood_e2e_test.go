@@ -48,7 +48,7 @@ func TestBinaryFloodKeepsLimiting(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "flood.yaml", floodConfig)
 	p := startBinary(t, dir, "BACKEND_TYPE=memory", fmt.Sprintf("MEMORY_MAX_BYTES=%d", maxBytes), "ON_UNAVAILABLE=allow", "GOGC=10")
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestBinaryFloodKeepsLimiting(t *testing.T) {
 		resp, err := client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "flood", Descriptors: []*rlv3.RateLimitDescriptor{descriptor(key, value)}})
 		return resp.GetOverallCode(), err
 	}
-	metrics := "http://" + p.debug + "/metrics"
+	metrics := "http://" + p.DebugAddr() + "/metrics"
 
 	// The tenants are hot before the flood: 10 calls each.
 	var admitted [tenants]atomic.Int64

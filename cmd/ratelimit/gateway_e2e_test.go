@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/dynalimit/dynalimit/internal/testpki"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
 
@@ -34,7 +34,7 @@ func TestBinaryAsEnvoyGatewayRunsIt(t *testing.T) {
 	const node = "envoy-ratelimit"
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	xds := xdstest.Start(t, snap, "127.0.0.1:0", nil)
-	prom := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // Envoy Gateway: :19001
+	prom := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) // Envoy Gateway: :19001
 	p := startBinaryArgs(t, []string{"--quotaRateLimitServiceAddr=x:1"},
 		"REDIS_SOCKET_TYPE=tcp",
 		"REDIS_URL=redis.envoy-gateway-system.svc.cluster.local:6379",
@@ -48,12 +48,12 @@ func TestBinaryAsEnvoyGatewayRunsIt(t *testing.T) {
 		"CONFIG_GRPC_XDS_SERVER_URL="+xds.Addr(),
 	)
 	for _, ignored := range []string{"REDIS_URL", "--quotaRateLimitServiceAddr=x:1"} {
-		if !strings.Contains(p.out.String(), ignored) {
-			t.Errorf("start-up log does not name the ignored %s:\n%s", ignored, p.out.String())
+		if !strings.Contains(p.Output(), ignored) {
+			t.Errorf("start-up log does not name the ignored %s:\n%s", ignored, p.Output())
 		}
 	}
 
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestBinaryAsEnvoyGatewayRunsIt(t *testing.T) {
 	// A probe of its own bucket shows when the pushed limit applies.
 	for deadline := time.Now().Add(15 * time.Second); ask("probe").GetStatuses()[0].GetCurrentLimit() == nil; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pushed config did not apply within 15s:\n%s", p.out.String())
+			t.Fatalf("the pushed config did not apply within 15s:\n%s", p.Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -136,7 +136,7 @@ const egMapping = `mappings:
 // changed config after the xDS server restarts.
 func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 	const node = "envoy-ratelimit"
-	pki := testpki.New(t)
+	pki := testutil.NewPKI(t)
 	table := dynamoEnv(t, "BACKEND_TIMEOUT=400ms")
 
 	serverCert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
@@ -154,7 +154,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 	if err := os.WriteFile(mapper, []byte(egMapping), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prom := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // Envoy Gateway: :19001
+	prom := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) // Envoy Gateway: :19001
 	env := append([]string{
 		"REDIS_SOCKET_TYPE=tcp",
 		"REDIS_URL=redis.envoy-gateway-system.svc.cluster.local:6379",
@@ -184,7 +184,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 	p := startBinaryArgs(t, []string{"--quotaRateLimitServiceAddr=envoy-ratelimit.envoy-gateway-system.svc.cluster.local:8081"}, env...)
 
 	dial := func(cfg *tls.Config) pb.RateLimitServiceClient {
-		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 		t.Helper()
 		resp, err := ask(rls, key, value)
 		if err != nil {
-			t.Fatalf("ShouldRateLimit(%s=%s) over mTLS = %v\n%s", key, value, err, p.out.String())
+			t.Fatalf("ShouldRateLimit(%s=%s) over mTLS = %v\n%s", key, value, err, p.Output())
 		}
 		return resp
 	}
@@ -211,7 +211,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 		t.Helper()
 		for deadline := time.Now().Add(within); must(key, "probe").GetStatuses()[0].GetCurrentLimit() == nil; {
 			if time.Now().After(deadline) {
-				t.Fatalf("the pushed limit on %s did not apply within %v (NACKs %v):\n%s", key, within, xds.NACKs(), p.out.String())
+				t.Fatalf("the pushed limit on %s did not apply within %v (NACKs %v):\n%s", key, within, xds.NACKs(), p.Output())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -236,7 +236,7 @@ func TestBinaryAsEnvoyGatewayRunsItWithMTLSAndDynamoDB(t *testing.T) {
 			t.Errorf("call %d after the push = %v, want %v", i, got, w)
 		}
 	}
-	if got := scrape(t, "http://"+p.debug+"/metrics", "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`); got < 1 {
+	if got := scrape(t, "http://"+p.DebugAddr()+"/metrics", "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`); got < 1 {
 		t.Errorf("ratelimit_dynamodb_calls_total{operation=UpdateItem} = %v, want the decisions made on DynamoDB", got)
 	}
 

@@ -106,7 +106,7 @@ func TestFleetHierarchy(t *testing.T) {
 	}
 	if t.Failed() || ok > bound {
 		for i, p := range f.procs {
-			out := p.out.String()
+			out := p.Output()
 			t.Logf("replica %d output (last 3000 bytes):\n%s", i, out[max(0, len(out)-3000):])
 		}
 	}

@@ -20,13 +20,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // adminRun runs the binary's admin command args as a subprocess with env
 // added, and returns its output and whether it exited 0.
 func adminRun(t *testing.T, env []string, args ...string) (string, bool) {
 	t.Helper()
-	cmd := exec.Command(buildBinary(t), args...)
+	cmd := exec.Command(testutil.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -76,7 +77,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 	procs := map[string]*proc{"team-a": startBinary(t, dir, teamA...), "team-b": startBinary(t, dir, teamB...)}
 	clients := map[string]pb.RateLimitServiceClient{}
 	for ns, p := range procs {
-		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestNamespacesIsolateOnOneTable(t *testing.T) {
 
 	// /rlconfig shows the namespace each rule really uses.
 	for ns, p := range procs {
-		resp, err := http.Get("http://" + p.debug + "/rlconfig")
+		resp, err := http.Get("http://" + p.DebugAddr() + "/rlconfig")
 		if err != nil {
 			t.Fatalf("%s: GET /rlconfig: %v", ns, err)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // TestBinaryExitsZeroOnSignal: SIGINT (Ctrl-C) and SIGTERM each stop the
@@ -18,21 +19,20 @@ import (
 func TestBinaryExitsZeroOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			p := startBinary(t, filepath.Join("..", "..", "examples", "config"))
-			if err := p.cmd.Process.Signal(sig); err != nil {
+			p := startBinary(t, filepath.Join("..", "..", "examples", "config")).Process()
+			if err := p.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			select {
-			case err := <-p.exited:
-				p.exited <- err
-				if err != nil {
-					t.Errorf("exit after %v = %v, want 0; output:\n%s", sig, err, p.out.String())
+			case <-p.Exited():
+				if err := p.Err(); err != nil {
+					t.Errorf("exit after %v = %v, want 0; output:\n%s", sig, err, p.Output())
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatalf("binary did not exit within 10s of %v", sig)
 			}
-			if !strings.Contains(p.out.String(), `"msg":"stopped"`) {
-				t.Errorf("after %v the binary did not log that it stopped:\n%s", sig, p.out.String())
+			if !strings.Contains(p.Output(), `"msg":"stopped"`) {
+				t.Errorf("after %v the binary did not log that it stopped:\n%s", sig, p.Output())
 			}
 		})
 	}
@@ -48,7 +48,7 @@ func TestMakeRunInterrupted(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make run: no make command on this machine: %v", err)
 	}
-	g, h, d := freePort(t), freePort(t), freePort(t)
+	g, h, d := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	cmd := exec.Command("make", "-C", filepath.Join("..", ".."), "--no-print-directory", "run", "BIN="+t.TempDir())
 	cmd.Env = append(os.Environ(),
 		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", g),
@@ -56,7 +56,7 @@ func TestMakeRunInterrupted(t *testing.T) {
 		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", d),
 		"SHUTDOWN_DRAIN=100ms",
 	)
-	out := &lockedBuffer{}
+	out := testutil.NewLockedBuffer(1 << 20)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -67,7 +67,22 @@ func TestMakeRunInterrupted(t *testing.T) {
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	})
-	waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/healthcheck", h), exited, out)
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthcheck", h)
+	healthy := testutil.Answers200(url)
+	var early error
+	gone := false
+	up := testutil.Eventually(2*time.Minute, func() bool { // a first build is in that time
+		select {
+		case early = <-exited:
+			gone = true
+			return true
+		default:
+			return healthy()
+		}
+	})
+	if gone || !up {
+		t.Fatalf("make run: %s did not answer 200 (exited: %v, %v):\n%s", url, gone, early, out.String())
+	}
 
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -87,25 +102,4 @@ func TestMakeRunInterrupted(t *testing.T) {
 	if strings.Contains(out.String(), "make: ***") || !strings.Contains(out.String(), `"msg":"stopped"`) {
 		t.Errorf("make run after SIGINT printed:\n%s\nwant the service's \"stopped\" and no make error", out.String())
 	}
-}
-
-// waitHealthy waits up to 2 minutes (a first build is in that time) until
-// url answers 200; it fails t if exited reports first.
-func waitHealthy(t *testing.T, url string, exited chan error, out *lockedBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("exited before %s answered: %v\n%s", url, err, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s not healthy within 2m:\n%s", url, out.String())
 }

@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/testpki"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // TestBinaryServesMutualTLS: with GRPC_SERVER_USE_TLS and a client CA, a
 // client with a certificate is answered and one without is refused.
 func TestBinaryServesMutualTLS(t *testing.T) {
-	pki := testpki.New(t)
+	pki := testutil.NewPKI(t)
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinary(t, dir,
@@ -26,7 +27,7 @@ func TestBinaryServesMutualTLS(t *testing.T) {
 		"GRPC_CLIENT_TLS_CACERT="+pki.CAFile,
 	)
 	call := func(cfg *tls.Config) error {
-		cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
 			return err
 		}

@@ -77,7 +77,7 @@ func TestBinaryTracesDecisionsOnDynamoDB(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)...)
 
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,8 @@ func TestBinaryServesUnixSocket(t *testing.T) {
 			t.Fatalf("call %d over %s = %v, %v, want %v", i, sock, resp.GetOverallCode(), err, w)
 		}
 	}
-	if c, err := net.DialTimeout("tcp", p.grpc, time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", p.GRPCAddr(), time.Second); err == nil {
 		c.Close()
-		t.Errorf("gRPC also listens on %s, want the socket only", p.grpc)
+		t.Errorf("gRPC also listens on %s, want the socket only", p.GRPCAddr())
 	}
 }

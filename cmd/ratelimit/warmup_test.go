@@ -22,6 +22,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -177,7 +178,7 @@ func noExplain(err error) error { return err }
 func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	local := dynamotest.Shared(t)
 	env := dynamoEnv(t, "BACKEND_TIMEOUT=400ms", "ON_UNAVAILABLE=block", "BACKEND_WARMUP_TIMEOUT=2s")
-	late := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	late := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	for i, kv := range env {
 		if strings.HasPrefix(kv, "DYNAMODB_ENDPOINT=") {
 			env[i] = "DYNAMODB_ENDPOINT=http://" + late
@@ -187,7 +188,7 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinaryUnready(t, dir, env...)
 
-	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 		if err != nil {
 			t.Fatalf("gRPC health check: %v", err)
 		}
-		resp, err := http.Get("http://" + p.http + "/healthcheck")
+		resp, err := http.Get("http://" + p.HTTPAddr() + "/healthcheck")
 		if err != nil {
 			t.Fatalf("GET /healthcheck: %v", err)
 		}
@@ -212,7 +213,7 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	if st, code, body := health(); st != healthpb.HealthCheckResponse_NOT_SERVING || code != 503 || !strings.Contains(body, "dynamodb warm-up") {
 		t.Errorf("health while DynamoDB is away = %v, %d %q, want NOT_SERVING, 503 naming the dynamodb warm-up", st, code, body)
 	}
-	if out := p.out.String(); !strings.Contains(out, "check DYNAMODB_ENDPOINT") || !strings.Contains(out, "BACKEND_WARMUP_TIMEOUT") {
+	if out := p.Output(); !strings.Contains(out, "check DYNAMODB_ENDPOINT") || !strings.Contains(out, "BACKEND_WARMUP_TIMEOUT") {
 		t.Errorf("log while DynamoDB is away does not say to check DYNAMODB_ENDPOINT and that the warm-up timed out:\n%s", out)
 	}
 
@@ -224,12 +225,12 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("health 20 s after DynamoDB answered = %v, %d, want SERVING, 200\n%s", st, code, p.out.String())
+			t.Fatalf("health 20 s after DynamoDB answered = %v, %d, want SERVING, 200\n%s", st, code, p.Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(p.out.String(), "dynamodb store ready") {
-		t.Errorf("no 'dynamodb store ready' line logged:\n%s", p.out.String())
+	if !strings.Contains(p.Output(), "dynamodb store ready") {
+		t.Errorf("no 'dynamodb store ready' line logged:\n%s", p.Output())
 	}
 }
 

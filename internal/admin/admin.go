@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // ErrUsage is wrapped by every error about the command line itself: an

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/pyvenv"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
@@ -31,27 +32,9 @@ const (
 	fakeRegion  = "us-east-1"
 )
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("cfntest: no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 func readTemplate(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), templatePath))
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), templatePath))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +45,7 @@ func readTemplate(t testing.TB) []byte {
 // or informational finding but those of the rules the template's Metadata
 // ignores, each with its reason.
 func TestCfnLint(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.RepoRoot(t)
 	bin, err := pyvenv.Install(filepath.Join(root, ".cache", "cfn-lint", "venv"), filepath.Join(root, "internal", "cfntest", "requirements.txt"))
 	if err != nil {
 		t.Fatalf("cfn-lint is needed and could not be installed: %v", err)

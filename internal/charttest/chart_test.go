@@ -15,20 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 const chartDir = "charts/dynalimit"
-
-// repo returns the repository root.
-func repo(t *testing.T) string {
-	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // helm runs the pinned helm in the repository root, building it first when
 // it is missing; it skips t under -short.
@@ -37,7 +27,7 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 	if testing.Short() {
 		t.Skip("charttest: builds and runs helm, which -short does not")
 	}
-	root := repo(t)
+	root := testutil.RepoRoot(t)
 	start := time.Now()
 	bin, err := Helm(root)
 	if err != nil {
@@ -260,7 +250,7 @@ func TestTemplate(t *testing.T) {
 			if dash == nil {
 				t.Fatal("no ConfigMap labelled grafana_dashboard: \"1\"")
 			}
-			shipped, err := os.ReadFile(filepath.Join(repo(t), chartDir, "dashboards", "dynalimit.json"))
+			shipped, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), chartDir, "dashboards", "dynalimit.json"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
@@ -115,7 +116,7 @@ func binaryFamilies(t *testing.T) map[string]string {
 	var values struct {
 		Descriptors map[string]string `yaml:"descriptors"`
 	}
-	src, err := os.ReadFile(filepath.Join(repo(t), chartDir, "values.yaml"))
+	src, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestDashboardMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("charttest: starts the built binary, which -short does not build")
 	}
-	src, err := os.ReadFile(filepath.Join(repo(t), chartDir, "dashboards", "dynalimit.json"))
+	src, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), chartDir, "dashboards", "dynalimit.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,8 @@ package config
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -26,101 +20,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
-// authority is a test CA generated at test time.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newAuthority(t *testing.T, name string) *authority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (a *authority) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(a.cert)
-	return p
-}
-
-// leaf is an issued certificate with its PEM files' contents.
-type leaf struct {
-	certPEM, keyPEM []byte
-	tls             tls.Certificate
-}
-
-// issue signs a leaf: a server certificate for localhost/127.0.0.1 when
-// client is false, else a client certificate with the given SANs.
-func (a *authority) issue(t *testing.T, serial int64, client bool, dns []string, uris ...string) leaf {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "leaf"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		DNSNames:     dns,
-	}
-	for _, u := range uris {
-		pu, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, pu)
-	}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = append(tmpl.DNSNames, "localhost")
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := leaf{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-	}
-	l.tls, err = tls.X509KeyPair(l.certPEM, l.keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
+// serialOf returns the serial number a handshake identifies l by.
+func serialOf(l testutil.Leaf) int64 { return l.TLS.Leaf.SerialNumber.Int64() }
 
 // replaceFile writes data beside path and renames it over path, as a
 // rotation tool does.
@@ -138,15 +43,15 @@ func replaceFile(t *testing.T, path string, data []byte) {
 // tlsFiles lays out cert, key and (optionally) client CA files.
 type tlsFiles struct{ cert, key, ca string }
 
-func writeTLSFiles(t *testing.T, server leaf, clientCA *authority) tlsFiles {
+func writeTLSFiles(t *testing.T, server testutil.Leaf, clientCA *testutil.Authority) tlsFiles {
 	t.Helper()
 	dir := t.TempDir()
 	f := tlsFiles{cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
-	replaceFile(t, f.cert, server.certPEM)
-	replaceFile(t, f.key, server.keyPEM)
+	replaceFile(t, f.cert, server.CertPEM)
+	replaceFile(t, f.key, server.KeyPEM)
 	if clientCA != nil {
 		f.ca = filepath.Join(dir, "ca.crt")
-		replaceFile(t, f.ca, clientCA.pem)
+		replaceFile(t, f.ca, clientCA.PEM)
 	}
 	return f
 }
@@ -206,9 +111,9 @@ func serveTLS(t *testing.T, cfg *tls.Config) *tlsServer {
 // nil, and returns the server certificate's serial, the client's error
 // (which, under TLS 1.3, shows a rejection only on the first read) and the
 // server's handshake error.
-func (s *tlsServer) dial(t *testing.T, serverCA *authority, cert *tls.Certificate) (serial int64, clientErr, serverErr error) {
+func (s *tlsServer) dial(t *testing.T, serverCA *testutil.Authority, cert *tls.Certificate) (serial int64, clientErr, serverErr error) {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: serverCA.pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}
 	if cert != nil {
 		// Always present cert, even when the server's acceptable-CA list
 		// does not name its issuer, so that the server is the one to judge.
@@ -242,12 +147,12 @@ func TestServerTLSDisabled(t *testing.T) {
 }
 
 func TestServerTLSErrors(t *testing.T) {
-	ca := newAuthority(t, "server-ca")
-	other := ca.issue(t, 9, false, nil)
-	good := writeTLSFiles(t, ca.issue(t, 1, false, nil), nil)
+	ca := testutil.NewAuthority(t, "server-ca")
+	other := ca.IssueServer(t)
+	good := writeTLSFiles(t, ca.IssueServer(t), nil)
 	dir := t.TempDir()
 	mismatchedKey := filepath.Join(dir, "other.key")
-	replaceFile(t, mismatchedKey, other.keyPEM)
+	replaceFile(t, mismatchedKey, other.KeyPEM)
 	noPEM := filepath.Join(dir, "empty.crt")
 	replaceFile(t, noPEM, []byte("not a certificate\n"))
 
@@ -275,8 +180,9 @@ func TestServerTLSErrors(t *testing.T) {
 }
 
 func TestServerTLSRotation(t *testing.T) {
-	ca := newAuthority(t, "server-ca")
-	files := writeTLSFiles(t, ca.issue(t, 1, false, nil), nil)
+	ca := testutil.NewAuthority(t, "server-ca")
+	first := ca.IssueServer(t)
+	files := writeTLSFiles(t, first, nil)
 	cfg, w, err := ServerTLS(files.settings(""), nullLogger())
 	if err != nil {
 		t.Fatalf("ServerTLS() error = %v", err)
@@ -285,25 +191,25 @@ func TestServerTLSRotation(t *testing.T) {
 		t.Errorf("ClientAuth = %v, want NoClientCert without a client CA", cfg.ClientAuth)
 	}
 	srv := serveTLS(t, cfg)
-	if serial, cerr, serr := srv.dial(t, ca, nil); cerr != nil || serr != nil || serial != 1 {
-		t.Fatalf("handshake = serial %d, client %v, server %v, want serial 1 and no errors", serial, cerr, serr)
+	if serial, cerr, serr := srv.dial(t, ca, nil); cerr != nil || serr != nil || serial != serialOf(first) {
+		t.Fatalf("handshake = serial %d, client %v, server %v, want serial %d and no errors", serial, cerr, serr, serialOf(first))
 	}
 
 	// A rotation: new pair written, then checked.
-	next := ca.issue(t, 2, false, nil)
-	replaceFile(t, files.key, next.keyPEM)
+	next := ca.IssueServer(t)
+	replaceFile(t, files.key, next.KeyPEM)
 	if err := w.Check(); err == nil {
 		t.Errorf("Check() with the new key and the old certificate = nil, want a mismatch error")
 	}
-	if serial, _, _ := srv.dial(t, ca, nil); serial != 1 {
-		t.Errorf("serial during a half-written rotation = %d, want the old 1", serial)
+	if serial, _, _ := srv.dial(t, ca, nil); serial != serialOf(first) {
+		t.Errorf("serial during a half-written rotation = %d, want the old %d", serial, serialOf(first))
 	}
-	replaceFile(t, files.cert, next.certPEM)
+	replaceFile(t, files.cert, next.CertPEM)
 	if err := w.Check(); err != nil {
 		t.Fatalf("Check() after rotation = %v, want nil", err)
 	}
-	if serial, cerr, serr := srv.dial(t, ca, nil); cerr != nil || serr != nil || serial != 2 {
-		t.Errorf("handshake after rotation = serial %d, client %v, server %v, want serial 2", serial, cerr, serr)
+	if serial, cerr, serr := srv.dial(t, ca, nil); cerr != nil || serr != nil || serial != serialOf(next) {
+		t.Errorf("handshake after rotation = serial %d, client %v, server %v, want serial %d", serial, cerr, serr, serialOf(next))
 	}
 	if err := w.Check(); err != nil {
 		t.Errorf("Check() with unchanged files = %v, want nil", err)
@@ -314,14 +220,14 @@ func TestServerTLSRotation(t *testing.T) {
 	if err := w.Check(); err == nil {
 		t.Errorf("Check() of a garbage certificate = nil, want an error")
 	}
-	if serial, cerr, _ := srv.dial(t, ca, nil); cerr != nil || serial != 2 {
-		t.Errorf("handshake after a bad update = serial %d, %v, want serial 2", serial, cerr)
+	if serial, cerr, _ := srv.dial(t, ca, nil); cerr != nil || serial != serialOf(next) {
+		t.Errorf("handshake after a bad update = serial %d, %v, want serial %d", serial, cerr, serialOf(next))
 	}
 }
 
 func TestCertWatcherRun(t *testing.T) {
-	ca := newAuthority(t, "server-ca")
-	files := writeTLSFiles(t, ca.issue(t, 1, false, nil), nil)
+	ca := testutil.NewAuthority(t, "server-ca")
+	files := writeTLSFiles(t, ca.IssueServer(t), nil)
 	logger, hook := logtest.NewNullLogger()
 	w, err := NewCertWatcher(CertWatcherOptions{CertFile: files.cert, KeyFile: files.key, Interval: 10 * time.Millisecond, Logger: logrus.NewEntry(logger)})
 	if err != nil {
@@ -352,35 +258,35 @@ func TestCertWatcherRun(t *testing.T) {
 	}
 
 	// Then a good rotation is picked up by the ticker.
-	next := ca.issue(t, 3, false, nil)
-	replaceFile(t, files.key, next.keyPEM)
-	replaceFile(t, files.cert, next.certPEM)
+	next := ca.IssueServer(t)
+	replaceFile(t, files.key, next.KeyPEM)
+	replaceFile(t, files.cert, next.CertPEM)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		serial, cerr, serr := srv.dial(t, ca, nil)
 		if cerr != nil || serr != nil {
 			t.Fatalf("handshake = client %v, server %v, want none", cerr, serr)
 		}
-		if serial == 3 {
+		if serial == serialOf(next) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serial = %d 5s after rotation, want 3", serial)
+			t.Fatalf("serial = %d 5s after rotation, want %d", serial, serialOf(next))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 func TestMTLS(t *testing.T) {
-	serverCA := newAuthority(t, "server-ca")
-	clientCA := newAuthority(t, "client-ca")
-	rogueCA := newAuthority(t, "rogue-ca")
+	serverCA := testutil.NewAuthority(t, "server-ca")
+	clientCA := testutil.NewAuthority(t, "client-ca")
+	rogueCA := testutil.NewAuthority(t, "rogue-ca")
 	const san = "spiffe://cluster.local/ns/envoy/sa/gateway"
-	good := clientCA.issue(t, 10, true, nil, san)
-	wrongSAN := clientCA.issue(t, 11, true, []string{"someone-else"})
-	rogue := rogueCA.issue(t, 12, true, nil, san)
+	good := clientCA.IssueClient(t, nil, san)
+	wrongSAN := clientCA.IssueClient(t, []string{"someone-else"})
+	rogue := rogueCA.IssueClient(t, nil, san)
 
-	files := writeTLSFiles(t, serverCA.issue(t, 1, false, nil), clientCA)
+	files := writeTLSFiles(t, serverCA.IssueServer(t), clientCA)
 	cfg, w, err := ServerTLS(files.settings(san), nullLogger())
 	if err != nil {
 		t.Fatalf("ServerTLS() error = %v", err)
@@ -396,9 +302,9 @@ func TestMTLS(t *testing.T) {
 		wantErr string // substring of the server's handshake error; "" accepts
 	}{
 		{"no client certificate", nil, "certificate"},
-		{"certificate from another CA", &rogue.tls, "unknown authority"},
-		{"certificate without the SAN", &wrongSAN.tls, "lacks SAN"},
-		{"good certificate", &good.tls, ""},
+		{"certificate from another CA", &rogue.TLS, "unknown authority"},
+		{"certificate without the SAN", &wrongSAN.TLS, "lacks SAN"},
+		{"good certificate", &good.TLS, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -419,14 +325,14 @@ func TestMTLS(t *testing.T) {
 	}
 
 	// Rotating the client CA: the rogue CA becomes the trusted one.
-	replaceFile(t, files.ca, rogueCA.pem)
+	replaceFile(t, files.ca, rogueCA.PEM)
 	if err := w.Check(); err != nil {
 		t.Fatalf("Check() after CA rotation = %v", err)
 	}
-	if _, cerr, serr := srv.dial(t, serverCA, &rogue.tls); cerr != nil || serr != nil {
+	if _, cerr, serr := srv.dial(t, serverCA, &rogue.TLS); cerr != nil || serr != nil {
 		t.Errorf("handshake with the newly trusted CA = client %v, server %v, want accepted", cerr, serr)
 	}
-	if _, _, serr := srv.dial(t, serverCA, &good.tls); serr == nil || !strings.Contains(serr.Error(), "unknown authority") {
+	if _, _, serr := srv.dial(t, serverCA, &good.TLS); serr == nil || !strings.Contains(serr.Error(), "unknown authority") {
 		t.Errorf("handshake with the retired CA: server error %v, want unknown authority", serr)
 	}
 }
@@ -434,10 +340,10 @@ func TestMTLS(t *testing.T) {
 // TestGRPCOverReloadableTLS checks the config works as gRPC credentials
 // (ALPN h2 through GetConfigForClient) with mTLS, end to end on loopback.
 func TestGRPCOverReloadableTLS(t *testing.T) {
-	serverCA := newAuthority(t, "server-ca")
-	clientCA := newAuthority(t, "client-ca")
-	client := clientCA.issue(t, 10, true, []string{"envoy"})
-	files := writeTLSFiles(t, serverCA.issue(t, 1, false, nil), clientCA)
+	serverCA := testutil.NewAuthority(t, "server-ca")
+	clientCA := testutil.NewAuthority(t, "client-ca")
+	client := clientCA.IssueClient(t, []string{"envoy"})
+	files := writeTLSFiles(t, serverCA.IssueServer(t), clientCA)
 	cfg, _, err := ServerTLS(files.settings("envoy"), nullLogger())
 	if err != nil {
 		t.Fatalf("ServerTLS() error = %v", err)
@@ -458,9 +364,9 @@ func TestGRPCOverReloadableTLS(t *testing.T) {
 	}()
 
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		RootCAs:      serverCA.pool(),
+		RootCAs:      serverCA.Pool(),
 		ServerName:   "localhost",
-		Certificates: []tls.Certificate{client.tls},
+		Certificates: []tls.Certificate{client.TLS},
 	})))
 	if err != nil {
 		t.Fatalf("grpc.NewClient() error = %v", err)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // instruction is one Dockerfile instruction, its continuation lines joined.
@@ -490,10 +490,7 @@ func checkDockerfile(root, text, ignore string) (*dockerfile, []error) {
 // readRepoFile returns a file of the repository.
 func readRepoFile(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	b, err := os.ReadFile(filepath.Join(root, rel))
 	if err != nil {
 		t.Fatal(err)
@@ -504,10 +501,7 @@ func readRepoFile(t *testing.T, rel string) string {
 // TestDockerfile checks the repository's Dockerfile, then copies of it
 // broken on purpose, each of which the checks must refuse.
 func TestDockerfile(t *testing.T) {
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	text := readRepoFile(t, "Dockerfile")
 	ignore := readRepoFile(t, ".dockerignore")
 	if _, errs := checkDockerfile(root, text, ignore); len(errs) > 0 {

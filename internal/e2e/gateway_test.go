@@ -10,6 +10,7 @@ import (
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
 
@@ -87,7 +88,7 @@ func gatewayUsage(t *testing.T, env []string) {
 		}
 		return resp.Status, headerInt(t, resp, "x-ratelimit-remaining")
 	}
-	if !envoytest.Eventually(10*time.Second, func() bool { _, n := remaining(); return n == budget }) {
+	if !testutil.Eventually(10*time.Second, func() bool { _, n := remaining(); return n == budget }) {
 		st, n := remaining()
 		t.Fatalf("the pushed config did not apply within 10s: status %d, x-ratelimit-remaining %d, want %d (NACKs %v)", st, n, budget, xds.NACKs())
 	}
@@ -106,14 +107,14 @@ func gatewayUsage(t *testing.T, env []string) {
 		if after < 0 {
 			break
 		}
-		if !envoytest.Eventually(10*time.Second, func() bool { _, n := remaining(); return n == after }) {
+		if !testutil.Eventually(10*time.Second, func() bool { _, n := remaining(); return n == after }) {
 			_, n := remaining()
 			t.Fatalf("after request %d: x-ratelimit-remaining = %d, want %d once its charge of %d landed", i+1, n, after, cost)
 		}
 	}
 	// The third charge overshoots (1 left, 10 charged): it lands, and the
 	// budget is refused until refill repays the debt (9 units at 21 an hour).
-	if !envoytest.Eventually(10*time.Second, func() bool { st, _ := remaining(); return st == http.StatusTooManyRequests }) {
+	if !testutil.Eventually(10*time.Second, func() bool { st, _ := remaining(); return st == http.StatusTooManyRequests }) {
 		st, n := remaining()
 		t.Fatalf("after the overshooting charge: status %d, x-ratelimit-remaining %d; want 429", st, n)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // TestMutualTLS runs examples/envoy/envoy-mtls.yaml: Envoy reaches the
@@ -13,14 +14,14 @@ import (
 // Envoy applies the example's failure mode (deny: 500).
 func TestMutualTLS(t *testing.T) {
 	envoytest.Scenario(t, "7 mTLS from Envoy to the service; a wrong client certificate is refused")
-	pki := envoytest.NewPKI(t)
+	pki := testutil.NewPKI(t)
 	env := []string{
 		"LIMIT_RESPONSE_HEADERS_ENABLED=true",
 		"GRPC_SERVER_USE_TLS=true",
 		"GRPC_SERVER_TLS_CERT=" + pki.ServerCert,
 		"GRPC_SERVER_TLS_KEY=" + pki.ServerKey,
-		"GRPC_CLIENT_TLS_CACERT=" + pki.CA,
-		"GRPC_CLIENT_TLS_SAN=" + envoytest.ClientSAN,
+		"GRPC_CLIENT_TLS_CACERT=" + pki.CAFile,
+		"GRPC_CLIENT_TLS_SAN=" + testutil.ClientSAN,
 	}
 
 	t.Run("right certificate", func(t *testing.T) {

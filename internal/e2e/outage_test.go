@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // TestServiceOutage: with the service stopped, Envoy answers as
@@ -54,7 +55,7 @@ func TestServiceOutage(t *testing.T) {
 			// Restarted on the same port: Envoy reconnects and the service
 			// decides again (a fresh embedded store: a full login bucket).
 			r.Service.Start()
-			if !envoytest.Eventually(10*time.Second, func() bool {
+			if !testutil.Eventually(10*time.Second, func() bool {
 				before := r.Envoy.RateLimitStats(t, appCluster)
 				resp, err := r.DoErr(c, http.MethodGet, "/")
 				return err == nil && resp.Status == http.StatusOK && r.Envoy.RateLimitStats(t, appCluster).OK == before.OK+1

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // exampleCerts are the certificate paths the TLS example names; validation
 // replaces them with files that exist.
-func exampleCerts(p envoytest.PKI) map[string]string {
+func exampleCerts(p testutil.PKI) map[string]string {
 	return map[string]string{
-		"/etc/dynalimit/tls/ca.pem":        p.CA,
+		"/etc/dynalimit/tls/ca.pem":        p.CAFile,
 		"/etc/dynalimit/tls/envoy.pem":     p.ClientCert,
 		"/etc/dynalimit/tls/envoy-key.pem": p.ClientKey,
 	}
@@ -23,15 +24,12 @@ func exampleCerts(p envoytest.PKI) map[string]string {
 // examples/envoy (certificate paths pointed at test files, nothing else
 // changed), and checks that validation does catch a broken one.
 func TestExamplesValidate(t *testing.T) {
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	files, err := filepath.Glob(filepath.Join(root, "examples", "envoy", "*.yaml"))
 	if err != nil || len(files) < 2 {
 		t.Fatalf("bootstraps in examples/envoy: %v (%v), want the plain and the mTLS one at least", files, err)
 	}
-	pki := envoytest.NewPKI(t)
+	pki := testutil.NewPKI(t)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			cfg, err := envoytest.Render(f, envoytest.Substitutions{Strings: exampleCerts(pki)})

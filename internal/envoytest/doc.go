@@ -20,14 +20,13 @@
 // RemoveFilter, MoveFilterLast, SetRateLimits) change single settings for
 // the tests that flip or break one on purpose, or ask for other descriptors.
 //
-// StartProcess runs any other program a test needs (a peer rate-limit
-// service, a Redis) under the same rules as the helpers' own processes, and
-// Build builds a main package of the repository once per test binary.
+// Processes, ports, builds, the repository root and the certificates of the
+// mTLS example come from internal/testutil, which every test shares; Service
+// is its Server running `ratelimit serve`.
 //
 // DelayProxy stands between a client and a TCP service and delays what the
-// client sends: a slow DynamoDB in front of DynamoDB Local. PKI issues the
-// certificates of the mTLS example, and a client certificate from another
-// CA. Scenario and Report count the scenarios a test binary ran.
+// client sends: a slow DynamoDB in front of DynamoDB Local. Scenario and
+// Report count the scenarios a test binary ran.
 //
 // Every process a helper starts belongs to the test that started it and is
 // stopped at its cleanup; on failure the cleanup logs the process output and

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/pyvenv"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Version is the Envoy release the tests run, pinned with its sha256 in
@@ -55,7 +56,7 @@ func Path(t testing.TB) string {
 // only when its pins changed), then locates the binary and checks its
 // version.
 func install() (string, error) {
-	root, err := RepoRoot()
+	root, err := testutil.FindRepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -103,7 +104,7 @@ func ValidateErr(t testing.TB, file string) error {
 type Envoy struct {
 	// Admin is the admin interface's base URL, e.g. http://127.0.0.1:34567.
 	Admin string
-	proc  *process
+	proc  *testutil.Process
 }
 
 // StartEnvoy writes the rendered bootstrap to a temporary file, starts Envoy
@@ -128,7 +129,7 @@ func startEnvoy(t testing.TB, bootstrap []byte, adminPort int) (*Envoy, error) {
 	}
 	cmd := exec.Command(bin, "-c", file, "--concurrency", "1", "--disable-hot-restart",
 		"--log-level", "warn", "--drain-time-s", "1")
-	p, err := startProcess("envoy", cmd)
+	p, err := testutil.Launch("envoy", cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -139,15 +140,15 @@ func startEnvoy(t testing.TB, bootstrap []byte, adminPort int) (*Envoy, error) {
 				t.Logf("envoy stats (ratelimit, http, cluster traffic):\n%s", filterStats(stats))
 			}
 		}
-		if err := p.stop(syscall.SIGTERM, 5*time.Second); err != nil {
+		if err := p.Stop(syscall.SIGTERM, 5*time.Second); err != nil {
 			t.Error(err)
 		}
 		if t.Failed() {
-			t.Logf("envoy output:\n%s", p.out.String())
+			t.Logf("envoy output:\n%s", p.Output())
 		}
 	})
 	if err := e.waitReady(); err != nil {
-		return nil, fmt.Errorf("envoytest: envoy: %w\nbootstrap:\n%s\noutput:\n%s", err, bootstrap, p.out.String())
+		return nil, fmt.Errorf("envoytest: envoy: %w\nbootstrap:\n%s\noutput:\n%s", err, bootstrap, p.Output())
 	}
 	return e, nil
 }
@@ -156,8 +157,8 @@ func (e *Envoy) waitReady() error {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(readyTimeout)
 	for time.Now().Before(deadline) {
-		if !e.proc.running() {
-			return e.proc.exitError()
+		if !e.proc.Running() {
+			return e.proc.ExitError()
 		}
 		resp, err := client.Get(e.Admin + "/ready")
 		if err == nil {
@@ -173,10 +174,10 @@ func (e *Envoy) waitReady() error {
 }
 
 // Pid returns Envoy's process id.
-func (e *Envoy) Pid() int { return e.proc.cmd.Process.Pid }
+func (e *Envoy) Pid() int { return e.proc.Pid() }
 
 // Output returns what Envoy logged so far (its last megabyte).
-func (e *Envoy) Output() string { return e.proc.out.String() }
+func (e *Envoy) Output() string { return e.proc.Output() }
 
 func (e *Envoy) statsText() (string, error) {
 	resp, err := http.Get(e.Admin + "/stats")

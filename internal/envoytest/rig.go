@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Options describe one example to run.
@@ -51,8 +53,8 @@ type Rig struct {
 // loopback ports, and waits until Envoy is ready.
 func Start(t testing.TB, o Options) *Rig {
 	t.Helper()
-	root := repoRoot(t)
-	r := &Rig{App: StartUpstream(t, 0), ListenerPort: FreePort(t)}
+	root := testutil.RepoRoot(t)
+	r := &Rig{App: StartUpstream(t, 0), ListenerPort: testutil.FreePort(t)}
 	servicePort := 0
 	if o.ServiceAddr != "" {
 		_, p, err := net.SplitHostPort(o.ServiceAddr)
@@ -70,7 +72,7 @@ func Start(t testing.TB, o Options) *Rig {
 		r.Service = StartService(t, r.ConfigDir, o.Env...)
 		servicePort = r.Service.GRPCPort
 	}
-	admin := FreePort(t)
+	admin := testutil.FreePort(t)
 	cfg, err := Render(filepath.Join(root, o.Bootstrap), Substitutions{
 		Ports: map[int]int{
 			ExampleListenerPort: r.ListenerPort,
@@ -155,7 +157,7 @@ func (r *Rig) DoErr(c *http.Client, method, path string, header ...string) (Resp
 // commands such as `table create`) and fails t when it exits non-zero.
 func RunBinary(t testing.TB, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
+	cmd := exec.Command(testutil.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Upstream is the application behind Envoy in the tests: an HTTP/1.1 server
@@ -115,6 +117,6 @@ func (u *Upstream) Requests(path string) int {
 // output when t failed. It skips t under -short, as Binary does.
 func StartDemoApp(t testing.TB, port int, args ...string) {
 	t.Helper()
-	bin := Build(t, "./examples/upstream")
-	StartProcess(t, "examples/upstream", exec.Command(bin, args...), Accepting(fmt.Sprintf("127.0.0.1:%d", port)))
+	bin := testutil.Build(t, "./examples/upstream")
+	testutil.StartProcess(t, "examples/upstream", exec.Command(bin, args...), testutil.Accepting(fmt.Sprintf("127.0.0.1:%d", port)))
 }

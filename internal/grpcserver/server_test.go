@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/dynalimit/dynalimit/internal/testpki"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // echo is a unary service over wrapperspb.BytesValue: it answers the
@@ -376,7 +376,7 @@ func TestMaxConnectionAgeMovesClientsWithoutErrors(t *testing.T) {
 }
 
 func TestTLS(t *testing.T) {
-	pki := testpki.New(t)
+	pki := testutil.NewPKI(t)
 	fx := start(t, Options{Inline: true, TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}}}, reverse)
 	cc := dial(t, fx.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pki.CA, ServerName: "127.0.0.1"})))
 	if out, err := echo(cc, context.Background(), []byte("ab")); err != nil || string(out) != "ba" {
@@ -387,7 +387,7 @@ func TestTLS(t *testing.T) {
 // TestStopClosesAHandshakeInProgress: a client that connects and never
 // speaks TLS does not hold Stop for the handshake's two minutes.
 func TestStopClosesAHandshakeInProgress(t *testing.T) {
-	pki := testpki.New(t)
+	pki := testutil.NewPKI(t)
 	fx := start(t, Options{TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}}}, reverse)
 	nc, err := net.Dial("tcp", fx.addr)
 	if err != nil {

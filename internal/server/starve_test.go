@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // The helper process: when DYNALIMIT_STARVE_HELPER is set, this test binary
@@ -83,7 +84,7 @@ func TestHalfSentRequestsCannotStarveGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr testutil.LockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start helper: %v", err)
@@ -183,23 +184,4 @@ func TestHalfSentRequestsCannotStarveGRPC(t *testing.T) {
 			t.Errorf("helper log line is not JSON: %q", l)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe to write from exec's copying goroutine
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,34 +1,27 @@
 package sidebyside
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"sync"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Proc is a rate-limit binary running on free loopback ports.
 type Proc struct {
-	cmd *exec.Cmd
-	out *lockedBuffer
-	// GRPCAddr, HTTPAddr and PromAddr are its listeners (PromAddr is
-	// PROMETHEUS_ADDR, whether or not it serves there).
-	GRPCAddr, HTTPAddr, PromAddr string
-	exited                       chan error
+	*testutil.Server
+	// PromAddr is its PROMETHEUS_ADDR, whether or not it serves there.
+	PromAddr string
 }
 
 // Runtime returns the absolute RUNTIME_ROOT holding the scenarios' rules.
@@ -40,87 +33,39 @@ func Runtime() (string, error) {
 	return filepath.Join(filepath.Dir(file), "testdata", "runtime"), nil
 }
 
-// CommonEnv is the environment every scenario runs with: the rules under
-// Runtime, no statsd, loopback listeners on the given ports.
-func CommonEnv(root string, grpcPort, httpPort, debugPort, promPort int) []string {
+// CommonEnv is the environment every scenario runs with besides the
+// listeners: the rules under Runtime, no statsd, Prometheus on promAddr.
+func CommonEnv(root, promAddr string) []string {
 	return []string{
 		"RUNTIME_ROOT=" + root,
 		"RUNTIME_SUBDIRECTORY=ratelimit",
 		"RUNTIME_WATCH_ROOT=false",
 		"USE_STATSD=false",
 		"LOG_LEVEL=warn",
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(grpcPort),
-		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(httpPort),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(debugPort),
-		"PROMETHEUS_ADDR=127.0.0.1:" + strconv.Itoa(promPort),
+		"PROMETHEUS_ADDR=" + promAddr,
 	}
 }
 
-// FreePort returns a loopback TCP port nothing listens on.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Start runs bin with args, CommonEnv on free ports and env added (later
-// entries win), and waits until its /healthcheck answers 200.
+// Start runs bin with args on free loopback ports, CommonEnv and env added
+// (later entries win), and waits until its /healthcheck answers 200.
+// Stop kills it.
 func Start(bin string, args, env []string) (*Proc, error) {
 	root, err := Runtime()
 	if err != nil {
 		return nil, err
 	}
-	var ports [4]int
-	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
-			return nil, err
-		}
+	prom, err := testutil.FindFreePort()
+	if err != nil {
+		return nil, err
 	}
-	p := &Proc{
-		out:      &lockedBuffer{},
-		GRPCAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		HTTPAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		PromAddr: fmt.Sprintf("127.0.0.1:%d", ports[3]),
-		exited:   make(chan error, 1),
+	p := &Proc{PromAddr: fmt.Sprintf("127.0.0.1:%d", prom)}
+	p.Server, err = testutil.NewServer(testutil.ServerOptions{
+		Bin: bin, Args: args, Env: append(CommonEnv(root, p.PromAddr), env...),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sidebyside: %w", err)
 	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(append(os.Environ(), CommonEnv(root, ports[0], ports[1], ports[2], ports[3])...), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sidebyside: start %s: %w", bin, err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + p.HTTPAddr + "/healthcheck")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			return nil, fmt.Errorf("sidebyside: %s exited early: %w\n%s", bin, err, p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	p.Stop()
-	return nil, fmt.Errorf("sidebyside: %s not healthy within 20s:\n%s", bin, p.out.String())
-}
-
-// Output is what the binary printed so far.
-func (p *Proc) Output() string { return p.out.String() }
-
-// Stop kills the binary and waits for it.
-func (p *Proc) Stop() {
-	_ = p.cmd.Process.Kill()
-	err := <-p.exited
-	p.exited <- err
+	return p, nil
 }
 
 // Client dials target ("127.0.0.1:port" or "unix:///path") in plaintext.
@@ -156,8 +101,8 @@ func RunScenario(ctx context.Context, bin string, args []string, sc Scenario, ex
 	if err != nil {
 		return nil, nil, "", err
 	}
-	defer p.Stop()
-	c, closeFn, err := Client(p.GRPCAddr)
+	defer func() { _ = p.Stop() }()
+	c, closeFn, err := Client(p.GRPCAddr())
 	if err != nil {
 		return nil, nil, p.Output(), err
 	}
@@ -191,7 +136,7 @@ func ProbeUDS(ctx context.Context, bin string, args []string, dir string, extra 
 	if err != nil {
 		return UDS{}, "", err
 	}
-	defer p.Stop()
+	defer func() { _ = p.Stop() }()
 	ask := func(target string) bool {
 		c, closeFn, err := Client(target)
 		if err != nil {
@@ -209,24 +154,6 @@ func ProbeUDS(ctx context.Context, bin string, args []string, dir string, extra 
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	u.ListensOnGRPCPort = ask(p.GRPCAddr)
+	u.ListensOnGRPCPort = ask(p.GRPCAddr())
 	return u, p.Output(), nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -3,53 +3,14 @@ package sidebyside
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
-
-// binary builds ./cmd/ratelimit once per test run. It skips t under
-// -short (the fast loop builds no binary).
-func binary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("sidebyside: needs the built ratelimit binary, which -short does not build")
-	}
-	buildOnce.Do(func() {
-		root, err := Runtime()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		repo := filepath.Join(root, "..", "..", "..", "..")
-		dir, err := os.MkdirTemp("", "sidebyside-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ratelimit")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/ratelimit")
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/ratelimit: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 func recorded(t *testing.T) Recording {
 	t.Helper()
@@ -74,7 +35,7 @@ func recorded(t *testing.T) Recording {
 // with the answer this service gives by design.
 func TestAgainstEnvoyproxyRatelimit(t *testing.T) {
 	rec := recorded(t)
-	bin := binary(t)
+	bin := testutil.Binary(t)
 	for _, sc := range Scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			want, ok := rec.Answers[sc.Name]
@@ -109,7 +70,7 @@ func TestAgainstEnvoyproxyRatelimit(t *testing.T) {
 // socket and neither on GRPC_PORT.
 func TestGRPCUDSAsEnvoyproxyRatelimit(t *testing.T) {
 	rec := recorded(t)
-	got, out, err := ProbeUDS(context.Background(), binary(t), []string{"serve"}, t.TempDir())
+	got, out, err := ProbeUDS(context.Background(), testutil.Binary(t), []string{"serve"}, t.TempDir())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

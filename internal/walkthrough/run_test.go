@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Bounds of the harness (see the package documentation).
@@ -153,7 +153,7 @@ type group struct {
 	line   int
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // the shell's input; closed but for a block a stop block ends
-	out    *envoytest.Capped
+	out    *testutil.LockedBuffer
 	exited chan struct{}
 }
 
@@ -177,7 +177,7 @@ func stoppedLater(rest []block) bool {
 func (r *runner) background(b block, keepOpen bool) error {
 	cmd := exec.Command("bash", "-s")
 	cmd.Dir = r.root
-	g := &group{line: b.line, cmd: cmd, out: envoytest.NewCapped(1 << 20), exited: make(chan struct{})}
+	g := &group{line: b.line, cmd: cmd, out: testutil.NewLockedBuffer(1 << 20), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = g.out, g.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // want are the walkthroughs the README must have, in order: removing a
@@ -22,10 +22,7 @@ func TestWalkthroughs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("walkthrough: runs DynamoDB Local, Envoy and the binary, which -short does not")
 	}
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/xdsconfig"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
@@ -153,12 +153,12 @@ func TestReconnectAfterRestart(t *testing.T) {
 }
 
 func TestMTLS(t *testing.T) {
-	pki := envoytest.NewPKI(t)
+	pki := testutil.NewPKI(t)
 	cert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(pki.CA)
+	caPEM, err := os.ReadFile(pki.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestMTLS(t *testing.T) {
 
 	// As Envoy Gateway mounts them: client cert and key, the CA, and the
 	// server's name (the URL's host is an IP here).
-	clientTLS, err := xdsconfig.ClientTLS(pki.ClientCert, pki.ClientKey, pki.CA, "ratelimit")
+	clientTLS, err := xdsconfig.ClientTLS(pki.ClientCert, pki.ClientKey, pki.CAFile, "ratelimit")
 	if err != nil {
 		t.Fatalf("ClientTLS() = %v", err)
 	}
@@ -181,7 +181,7 @@ func TestMTLS(t *testing.T) {
 	eventually(t, "the config over mTLS", func() bool { return limitOf(c, "api") == 10 })
 
 	// Without a client certificate the server refuses: nothing arrives.
-	noCert, err := xdsconfig.ClientTLS("", "", pki.CA, "ratelimit")
+	noCert, err := xdsconfig.ClientTLS("", "", pki.CAFile, "ratelimit")
 	if err != nil {
 		t.Fatalf("ClientTLS() = %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/bench/benchenv"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 const (
@@ -219,9 +220,9 @@ func run(target string, conns int, d time.Duration) ([]time.Duration, int, float
 // startTrivial builds and runs internal/bench/trivialrls on a free port.
 func startTrivial(t *testing.T) (string, int) {
 	t.Helper()
-	bin := envoytest.Build(t, "./internal/bench/trivialrls")
-	addr := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
-	p := envoytest.StartProcess(t, "trivialrls", exec.Command(bin, "-addr", addr), envoytest.Accepting(addr))
+	bin := testutil.Build(t, "./internal/bench/trivialrls")
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	p := testutil.StartProcess(t, "trivialrls", exec.Command(bin, "-addr", addr), testutil.Accepting(addr))
 	return addr, p.Pid()
 }
 

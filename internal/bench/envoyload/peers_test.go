@@ -25,6 +25,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/bench/benchenv"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // The descriptor every server is asked about: domain bench, one entry
@@ -177,7 +178,7 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 	case "limitador":
 		limits := filepath.Join(dir, "limits.yaml")
 		write(limits, r.limitadorYAML())
-		grpcAddr, httpPort := addr(envoytest.FreePort(t)), envoytest.FreePort(t)
+		grpcAddr, httpPort := addr(testutil.FreePort(t)), testutil.FreePort(t)
 		// DRAFT_VERSION_03: Limitador sends the X-RateLimit-* headers
 		// itself; the others send the counts Envoy makes them from
 		// (enable_x_ratelimit_headers), so every 200 carries them.
@@ -186,16 +187,16 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 			"--http-ip", "127.0.0.1", "--http-port", strconv.Itoa(httpPort),
 			"--rate-limit-headers", "DRAFT_VERSION_03",
 			limits, "memory")
-		p := envoytest.StartProcess(t, "limitador", cmd, both(envoytest.Accepting(grpcAddr),
-			envoytest.Answers200(fmt.Sprintf("http://127.0.0.1:%d/status", httpPort))))
+		p := testutil.StartProcess(t, "limitador", cmd, both(testutil.Accepting(grpcAddr),
+			testutil.Answers200(fmt.Sprintf("http://127.0.0.1:%d/status", httpPort))))
 		return rls{name: name, addr: grpcAddr, pid: p.Pid()}
 	case "envoyratelimit":
-		redisPort := envoytest.FreePort(t)
-		redis := envoytest.StartProcess(t, "redis-server", exec.Command(peers.found["redis-server"],
+		redisPort := testutil.FreePort(t)
+		redis := testutil.StartProcess(t, "redis-server", exec.Command(peers.found["redis-server"],
 			"--bind", "127.0.0.1", "--port", strconv.Itoa(redisPort), "--save", "", "--appendonly", "no"),
-			envoytest.Accepting(addr(redisPort)))
+			testutil.Accepting(addr(redisPort)))
 		write(filepath.Join(dir, "ratelimit", "config", "bench.yaml"), r.descriptorYAML())
-		grpcPort, httpPort, debugPort := envoytest.FreePort(t), envoytest.FreePort(t), envoytest.FreePort(t)
+		grpcPort, httpPort, debugPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 		cmd := exec.Command(peers.found[name])
 		cmd.Env = append(os.Environ(),
 			"RUNTIME_ROOT="+dir, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
@@ -205,8 +206,8 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(httpPort),
 			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(debugPort),
 		)
-		p := envoytest.StartProcess(t, "envoyratelimit", cmd, both(envoytest.Accepting(addr(grpcPort)),
-			envoytest.Answers200(fmt.Sprintf("http://127.0.0.1:%d/healthcheck", httpPort))))
+		p := testutil.StartProcess(t, "envoyratelimit", cmd, both(testutil.Accepting(addr(grpcPort)),
+			testutil.Answers200(fmt.Sprintf("http://127.0.0.1:%d/healthcheck", httpPort))))
 		return rls{name: name, addr: addr(grpcPort), pid: p.Pid(), helper: "redis", helperPid: redis.Pid()}
 	}
 	t.Fatalf("unknown server %q (%s)", name, strings.Join(allServers, ", "))
@@ -335,10 +336,7 @@ func TestPeers(t *testing.T) {
 	}
 	conns := benchenv.Ints(t, "CONNS", "16,64")
 	rounds := benchenv.Ints(t, "ROUNDS", "3")[0]
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testutil.RepoRoot(t)
 	out := os.Getenv("BENCH_OUT")
 	if out != "" {
 		if err := os.MkdirAll(filepath.Join(out, "wrk"), 0o755); err != nil {
