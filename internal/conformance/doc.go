@@ -15,9 +15,12 @@
 // the test, each with its reason.
 //
 // grpc-go's interop client (google.golang.org/grpc/interop, at the grpc
-// version of go.mod) runs every case that needs no Google credentials
-// against interop.NewTestServer registered on a grpcserver.Server (with
-// handlers inline and on goroutines) and on a grpc.Server. Every case passes
+// version of go.mod) runs every case of its interop/client that needs no
+// Google credentials, xDS fleet or ORCA load-balancing policy (the others
+// are listed, with the reason, and the test checks the two lists cover the
+// client's cases) against interop.NewTestServer registered on a
+// grpcserver.Server (with handlers inline and on goroutines) and on a
+// grpc.Server, and gzip variants of the calls that carry payloads. Every case passes
 // on each, or is listed as unsupported with its reason (compression on the
 // native transport, which answers a compressed request Unimplemented).
 //

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/grpcserver"
 )
 
@@ -312,3 +315,41 @@ func (l *fatalLogger) Error(...any)                      {}
 func (l *fatalLogger) Errorln(...any)                    {}
 func (l *fatalLogger) Errorf(string, ...any)             {}
 func (l *fatalLogger) V(int) bool                        { return false }
+
+// TestInteropCoversClient checks that every test case of grpc-go's
+// interop/client (its -test_case values, read from its source in the
+// module cache) is in interopCases or in interopNotRun, so that a grpc
+// upgrade that adds a case fails here until the case runs or is listed.
+func TestInteropCoversClient(t *testing.T) {
+	root, err := envoytest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := goCommand(root, "list", "-m", "-f", "{{.Dir}}", "google.golang.org/grpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "interop", "client", "client.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{}
+	for _, c := range interopCases {
+		ours[c.name] = true
+	}
+	for name := range interopNotRun {
+		if ours[name] {
+			t.Errorf("interop case %s is both run and listed in interopNotRun", name)
+		}
+		ours[name] = true
+	}
+	cases := regexp.MustCompile(`(?m)^\s*case "([a-z_]+)":`).FindAllStringSubmatch(string(src), -1)
+	if len(cases) < 20 {
+		t.Fatalf("interop/client/client.go lists %d test cases, want at least 20: has its switch moved?", len(cases))
+	}
+	for _, m := range cases {
+		if !ours[m[1]] {
+			t.Errorf("interop/client's test case %s is neither in interopCases nor in interopNotRun", m[1])
+		}
+	}
+}
