@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -110,8 +111,11 @@ func downloadModule(root, mod, sum string) (string, error) {
 	if jerr := json.Unmarshal(out, &info); jerr != nil && err == nil {
 		err = jerr
 	}
-	if err != nil || info.Error != "" {
-		return "", fmt.Errorf("conformance: go mod download %s: %v %s", mod, err, info.Error)
+	if err == nil && info.Error != "" {
+		err = errors.New(info.Error)
+	}
+	if err != nil {
+		return "", fmt.Errorf("conformance: go mod download %s: %w", mod, err)
 	}
 	if info.Sum != sum {
 		return "", fmt.Errorf("conformance: %s has checksum %s, want %s", mod, info.Sum, sum)

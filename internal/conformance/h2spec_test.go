@@ -123,14 +123,14 @@ func runH2spec(h2spec string, port int) (h2specReport, error) {
 	out, err := cmd.CombinedOutput() // non-zero when a case fails
 	b, rerr := os.ReadFile(report)
 	if rerr != nil {
-		return h2specReport{}, fmt.Errorf("h2spec wrote no report (%v): %w\n%s", err, rerr, out)
+		return h2specReport{}, fmt.Errorf("conformance: h2spec wrote no report: %w\n%s", errors.Join(rerr, err), out)
 	}
 	rep, perr := parseH2specReport(b)
 	if perr == nil && len(rep.ids) == 0 {
 		perr = errors.New("no cases")
 	}
 	if perr != nil {
-		return h2specReport{}, fmt.Errorf("h2spec's report: %w (h2spec: %v)\n%s", perr, err, out)
+		return h2specReport{}, fmt.Errorf("conformance: h2spec's report: %w\n%s", errors.Join(perr, err), out)
 	}
 	return rep, nil
 }

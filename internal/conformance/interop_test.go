@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/dynalimit/dynalimit/internal/envoytest"
@@ -165,13 +164,16 @@ var interopNativeUnsupported = map[string]string{
 // answerUnimplementedToGzip checks that a gzip-compressed unary call is
 // answered Unimplemented, as the native transport documents.
 func answerUnimplementedToGzip(ctx context.Context, cc *grpc.ClientConn) error {
-	_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{
-		ResponseType: testpb.PayloadType_COMPRESSABLE,
+	_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{
+		ResponseType: testgrpc.PayloadType_COMPRESSABLE,
 		ResponseSize: 1,
-		Payload:      interop.ClientNewPayload(testpb.PayloadType_COMPRESSABLE, 1),
+		Payload:      interop.ClientNewPayload(testgrpc.PayloadType_COMPRESSABLE, 1),
 	}, gz)
+	if err == nil {
+		return errors.New("conformance: a gzip-compressed UnaryCall succeeded, want code Unimplemented")
+	}
 	if status.Code(err) != codes.Unimplemented {
-		return fmt.Errorf("a gzip-compressed UnaryCall = %v, want code Unimplemented", err)
+		return fmt.Errorf("conformance: a gzip-compressed UnaryCall = %w, want code Unimplemented", err)
 	}
 	return nil
 }
