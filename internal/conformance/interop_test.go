@@ -118,9 +118,7 @@ var gz = grpc.UseCompressor(gzip.Name)
 // credentials, no xDS and no ORCA load-balancing policy (see
 // interopNotRun), and the gzip variants of the calls that carry payloads.
 var interopCases = []interopCase{
-	{"empty_unary", withTestService(func(ctx context.Context, tc testgrpc.TestServiceClient, o ...grpc.CallOption) {
-		interop.DoEmptyUnaryCall(ctx, tc, o...)
-	})},
+	{"empty_unary", withTestService(interop.DoEmptyUnaryCall)},
 	{"large_unary", withTestService(interop.DoLargeUnaryCall)},
 	{"client_streaming", withTestService(interop.DoClientStreaming)},
 	{"server_streaming", withTestService(interop.DoServerStreaming)},
