@@ -12,7 +12,9 @@
 // .cache/h2spec/ at the repository root with the go.mod and go.sum pinned in
 // testdata/ and that one patch to its request headers. No case may fail on
 // native that passes on grpc-go; the cases that fail on both are listed in
-// the test, each with its reason.
+// the test, each with its reason, beside the few whose expectation does not
+// hold for the native transport's settings and those whose outcome depends
+// on timing.
 //
 // grpc-go's interop client (google.golang.org/grpc/interop, at the grpc
 // version of go.mod) runs every case of its interop/client that needs no

@@ -23,8 +23,9 @@ import (
 const rlsMethod = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 // knownH2specFailures are the h2spec cases that fail on both transports,
-// each with its reason. A case fails on native only if it is listed here,
-// and a listed case must still fail on both: when one passes, take it off.
+// each with its reason. A case may fail on native only if it is listed here
+// (or in h2specNotForNative or h2specRacy), and a listed case must still
+// fail on both: when one passes, take it off.
 var knownH2specFailures = map[string]string{
 	"generic/2/2": "h2spec waits for a DATA frame in the response; a gRPC call without a request message " +
 		"is answered trailers-only (one HEADERS frame with grpc-status and END_STREAM), as the gRPC wire spec allows",
@@ -33,9 +34,28 @@ var knownH2specFailures = map[string]string{
 		"rather than answer STREAM_CLOSED (grpc-go's choice; a reset may cross frames already in flight)",
 	"http2/5.1/11": "DATA on a stream closed by END_STREAM both ways: discarded as a frame for a stream the server " +
 		"has closed, as grpc-go does, rather than answered STREAM_CLOSED",
+}
+
+// h2specRacy are the cases whose outcome depends on timing, on either
+// transport, with the reason: the test logs them and asserts nothing.
+var h2specRacy = map[string]string{
 	"http2/5.1.2/1": "h2spec sets INITIAL_WINDOW_SIZE to 0 to keep its streams open, waiting to send DATA; but a gRPC " +
-		"call without a message is answered trailers-only (HEADERS, which flow control does not hold), so each " +
-		"stream ends at once and SETTINGS_MAX_CONCURRENT_STREAMS is never exceeded",
+		"call without a message is answered trailers-only (HEADERS, which flow control does not hold), so a " +
+		"stream ends as soon as its handler returns, and SETTINGS_MAX_CONCURRENT_STREAMS is exceeded (and the " +
+		"extra stream refused, as h2spec wants) only when handlers on goroutines lag behind h2spec's writes",
+}
+
+// h2specNotForNative are the cases whose expectation does not hold for the
+// native transport's settings, each with the reason and what native must
+// answer instead (a substring of h2spec's account of what it saw).
+var h2specNotForNative = map[string]struct{ reason, answer string }{
+	"http2/4.2/3": {
+		reason: "h2spec sends a HEADERS frame of about 20 KB and expects FRAME_SIZE_ERROR from a server that keeps " +
+			"the default SETTINGS_MAX_FRAME_SIZE of 16 KiB, without reading the server's SETTINGS; the native " +
+			"transport advertises 1 MiB, as Go's HTTP/2 server does, so the frame is within its limit " +
+			"(RFC 9113 §4.2) and the call is answered",
+		answer: "HEADERS Frame",
+	},
 }
 
 // h2specStores are the stores the binary serves h2spec's calls on: the
@@ -148,7 +168,16 @@ func compareH2spec(t *testing.T, native, grpcgo h2specReport) {
 			continue
 		}
 		reason, known := knownH2specFailures[id]
+		nf, notForNative := h2specNotForNative[id]
 		switch {
+		case h2specRacy[id] != "":
+			remainder = append(remainder, fmt.Sprintf("%s %q: %s on native, %s on grpc-go (racy: %s)", id, n.name, n.outcome, g.outcome, h2specRacy[id]))
+		case notForNative && n.outcome != failed:
+			stale = append(stale, fmt.Sprintf("%s %q: %s on native (listed in h2specNotForNative: %s)", id, n.name, n.outcome, nf.reason))
+		case notForNative && !strings.HasPrefix(n.seen, nf.answer):
+			regressions = append(regressions, fmt.Sprintf("%s %q: on native: %s, not the %s h2specNotForNative expects (%s)", id, n.name, n.detail, nf.answer, nf.reason))
+		case notForNative:
+			remainder = append(remainder, fmt.Sprintf("%s %q: on native, by design: %s", id, n.name, nf.reason))
 		case known && n.outcome != failed:
 			stale = append(stale, fmt.Sprintf("%s %q: %s on native (listed: %s)", id, n.name, n.outcome, reason))
 		case known && g.outcome != failed:
@@ -161,13 +190,15 @@ func compareH2spec(t *testing.T, native, grpcgo h2specReport) {
 			better = append(better, fmt.Sprintf("%s %q", id, n.name))
 		}
 	}
-	for id := range knownH2specFailures {
-		if _, ok := native.cases[id]; !ok {
-			stale = append(stale, id+": no such case in h2spec's report")
+	for _, ids := range []map[string]string{knownH2specFailures, notForNativeReasons(), h2specRacy} {
+		for id := range ids {
+			if _, ok := native.cases[id]; !ok {
+				stale = append(stale, id+": no such case in h2spec's report")
+			}
 		}
 	}
 	t.Logf("native: %s; grpc-go: %s", native.summary(), grpcgo.summary())
-	t.Logf("%d cases fail on both, as knownH2specFailures says:\n  %s", len(remainder), strings.Join(remainder, "\n  "))
+	t.Logf("%d cases listed in knownH2specFailures, h2specNotForNative and h2specRacy:\n  %s", len(remainder), strings.Join(remainder, "\n  "))
 	if len(better) > 0 {
 		t.Logf("%d cases pass on native and fail on grpc-go:\n  %s", len(better), strings.Join(better, "\n  "))
 	}
@@ -176,9 +207,18 @@ func compareH2spec(t *testing.T, native, grpcgo h2specReport) {
 			len(regressions), strings.Join(regressions, "\n  "))
 	}
 	if len(stale) > 0 {
-		t.Errorf("%d cases of knownH2specFailures no longer fail on both transports: take them off the list:\n  %s",
+		t.Errorf("%d listed cases no longer fail as listed: take them off knownH2specFailures or h2specNotForNative:\n  %s",
 			len(stale), strings.Join(stale, "\n  "))
 	}
+}
+
+// notForNativeReasons returns h2specNotForNative's reasons by case id.
+func notForNativeReasons() map[string]string {
+	m := map[string]string{}
+	for id, nf := range h2specNotForNative {
+		m[id] = nf.reason
+	}
+	return m
 }
 
 // outcome is how an h2spec case ended.
@@ -194,7 +234,8 @@ const (
 type h2specCase struct {
 	name    string // h2spec's description
 	outcome outcome
-	detail  string // what h2spec expected and saw, when it failed
+	seen    string // what h2spec saw, when it failed
+	detail  string // what h2spec saw and expected, when it failed
 }
 
 // h2specReport is h2spec's JUnit report, by case id ("http2/5.1/4": the
@@ -245,7 +286,7 @@ func parseH2specReport(b []byte) (h2specReport, error) {
 			case c.Skipped != nil:
 				hc.outcome = skipped
 			}
-			hc.detail = failureDetail(hc.detail)
+			hc.seen, hc.detail = failureDetail(hc.detail)
 			r.ids = append(r.ids, id)
 			r.cases[id] = hc
 		}
@@ -253,17 +294,22 @@ func parseH2specReport(b []byte) (h2specReport, error) {
 	return r, nil
 }
 
-// failureDetail renders h2spec's failure text, the frames it would have
-// accepted a line each and then what it saw, on one line.
-func failureDetail(text string) string {
+// failureDetail reads h2spec's failure text, the frames it would have
+// accepted a line each and then what it saw, and returns what it saw and
+// the whole on one line.
+func failureDetail(text string) (seen, detail string) {
 	var lines []string
 	for _, l := range strings.Split(text, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) < 2 {
-		return strings.Join(lines, " ")
+	if len(lines) == 0 {
+		return "", ""
 	}
-	return fmt.Sprintf("%s, want %s", lines[len(lines)-1], strings.Join(lines[:len(lines)-1], " or "))
+	seen = lines[len(lines)-1]
+	if len(lines) == 1 {
+		return seen, seen
+	}
+	return seen, fmt.Sprintf("%s, want %s", seen, strings.Join(lines[:len(lines)-1], " or "))
 }
