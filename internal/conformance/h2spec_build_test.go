@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // h2spec's module, pinned by version and by the checksum the module proxy
@@ -66,7 +66,7 @@ func h2specBinary() (string, error) {
 // .cache/h2spec/src at the repository root, gives it the pinned go.mod and
 // go.sum, patches its requests and builds .cache/h2spec/h2spec.
 func buildH2spec() (string, error) {
-	root, err := envoytest.RepoRoot()
+	root, err := testutil.FindRepoRoot()
 	if err != nil {
 		return "", fmt.Errorf("conformance: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/server"
@@ -73,7 +74,7 @@ func TestH2spec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := envoytest.RepoRoot()
+	root, err := testutil.FindRepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/grpcserver"
 )
 
@@ -321,7 +321,7 @@ func (l *fatalLogger) V(int) bool                        { return false }
 // module cache) is in interopCases or in interopNotRun, so that a grpc
 // upgrade that adds a case fails here until the case runs or is listed.
 func TestInteropCoversClient(t *testing.T) {
-	root, err := envoytest.RepoRoot()
+	root, err := testutil.FindRepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
