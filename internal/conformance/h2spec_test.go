@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 	"github.com/dynalimit/dynalimit/internal/server"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // rlsMethod is the path of h2spec's requests: the rate-limit call.
@@ -31,10 +31,6 @@ var knownH2specFailures = map[string]string{
 	"generic/2/2": "h2spec waits for a DATA frame in the response; a gRPC call without a request message " +
 		"is answered trailers-only (one HEADERS frame with grpc-status and END_STREAM), as the gRPC wire spec allows",
 	"generic/2/3": "as generic/2/2: the answer is trailers-only, with no DATA frame for h2spec to wait for",
-	"http2/5.1/8": "DATA on a stream the client reset: both servers discard frames for a stream they have closed " +
-		"rather than answer STREAM_CLOSED (grpc-go's choice; a reset may cross frames already in flight)",
-	"http2/5.1/11": "DATA on a stream closed by END_STREAM both ways: discarded as a frame for a stream the server " +
-		"has closed, as grpc-go does, rather than answered STREAM_CLOSED",
 }
 
 // h2specRacy are the cases whose outcome depends on timing, on either

@@ -24,8 +24,8 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/grpcserver"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // interopServer is a server the interop cases run against.
