@@ -62,7 +62,8 @@ type conn struct {
 	hdrEnd      bool    // its HEADERS carried END_STREAM
 	hdrTrailers bool    // the block ends a stream already open
 	blk         block
-	recvWin     int64 // the connection's receive window left
+	batchAt     time.Time // when the batch being read arrived
+	recvWin     int64     // the connection's receive window left
 	recvUnacked uint32
 	junk        budget
 	scratch     []byte // inline answers are encoded here
@@ -151,9 +152,15 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	c.flush()
 
+	fresh := true
 	for {
 		f, err := c.readFrame()
 		if err == nil {
+			if fresh {
+				// One clock reading a batch: the frames of a batch arrived
+				// together.
+				c.batchAt, fresh = time.Now(), false
+			}
 			c.activity.Store(true)
 			err = c.onFrame(f)
 		}
@@ -163,6 +170,7 @@ func (c *conn) serve() {
 		}
 		if c.br.Buffered() == c.frame.consumed {
 			c.flushBatch() // nothing more to read without waiting
+			fresh = true
 		}
 	}
 }
@@ -370,6 +378,9 @@ func (c *conn) onReset(f *frame) error {
 	defer c.mu.Unlock()
 	st.reset = true
 	c.endStreamLocked(st)
+	if c.batchAt.Sub(st.opened) >= rapidResetAge {
+		return nil // a cancellation (Envoy's timeout): it could as well have let the call end
+	}
 	return c.spendResetLocked()
 }
 

@@ -31,14 +31,18 @@ const (
 	// pass it fails its call with ResourceExhausted.
 	maxConnBuffered = 16 << 20
 
-	// Stream resets, by the client (RST_STREAM of a call not yet answered)
-	// or caused by it (a stream error this side answers with RST_STREAM,
-	// or a call refused because reset calls' handlers still hold every
-	// slot): beyond resetBurst at once, refilled at resetRate a second,
-	// the connection ends with ENHANCE_YOUR_CALM. Rapid reset
-	// (CVE-2023-44487) and MadeYouReset (CVE-2025-8671).
-	resetBurst = 1000
-	resetRate  = 1000
+	// Stream resets, by the client (RST_STREAM of a call not yet answered,
+	// within rapidResetAge of its HEADERS) or caused by it (a stream error
+	// this side answers with RST_STREAM, or a call refused because the
+	// slots are full): beyond resetBurst at once, refilled at resetRate a
+	// second, the connection ends with ENHANCE_YOUR_CALM. Rapid reset
+	// (CVE-2023-44487) and MadeYouReset (CVE-2025-8671). A reset later
+	// than rapidResetAge is a cancellation (Envoy's timeout when the store
+	// is slow): the client could as well have let the call end, and it
+	// costs nothing more than a call.
+	resetBurst    = 1000
+	resetRate     = 1000
+	rapidResetAge = 10 * time.Millisecond
 
 	// Frames that ask for work and carry no call: SETTINGS, PRIORITY,
 	// RST_STREAM of a stream already closed, empty DATA, HEADERS or

@@ -2,10 +2,16 @@ package grpcserver
 
 import (
 	"context"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -92,5 +98,42 @@ func TestDerivedContextsOutliveTheCall(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the context derived in call %d is not done 10 s after its call ended", i)
 		}
+	}
+}
+
+// TestCancellationsAreNotAttacks: a client whose calls time out against a
+// slow store (Envoy's timeout, well under BACKEND_TIMEOUT) resets each one
+// after rapidResetAge; however many it resets, that is not rapid reset,
+// and its connection stays open.
+func TestCancellationsAreNotAttacks(t *testing.T) {
+	fx := start(t, Options{}, func(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+		<-ctx.Done() // a store that does not answer in time
+		return nil, ctx.Err()
+	})
+	var dials atomic.Int32
+	cc := dial(t, fx.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}))
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 3 * resetBurst / 50 {
+				// Cancelled by the client alone (no grpc-timeout the server
+				// would act on first): it sends RST_STREAM.
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(2*rapidResetAge, cancel)
+				_, err := echo(cc, ctx, []byte("x"))
+				if status.Code(err) != codes.Canceled {
+					t.Errorf("a call its client cancelled = %v, want Canceled", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the client dialed %d times, want 1: the server closed a connection whose calls only timed out", n)
 	}
 }

@@ -32,8 +32,9 @@ type stream struct {
 	encoding    string
 	md          metadata.MD
 	tooLarge    bool
-	contentLen  int64 // -1: no content-length
-	received    int64 // DATA payload bytes, to check content-length
+	opened      time.Time // the batch its HEADERS came in
+	contentLen  int64     // -1: no content-length
+	received    int64     // DATA payload bytes, to check content-length
 
 	// Request bytes (gRPC length-prefixed messages) not yet taken; the
 	// reader's.
@@ -142,7 +143,7 @@ func (c *conn) onHeaders(f *frame) error {
 	}
 	st := streamPool.Get().(*stream)
 	st.c, st.id, st.sendWin, st.slot = c, id, c.peerInitWin, true
-	st.recvWin, st.contentLen = streamRecvWindow, -1
+	st.recvWin, st.contentLen, st.opened = streamRecvWindow, -1, c.batchAt
 	c.slots++
 	c.streams[id] = st
 	c.mu.Unlock()
