@@ -73,6 +73,24 @@ var (
 	checkRule = rule{1, "minute"}
 )
 
+// releaseServer is ours as another build of it runs (RELEASE_BIN, say the
+// last release's), run only when SERVERS names it: the same run measures
+// this tree against it.
+const releaseServer = "ours-release"
+
+// releaseBin is RELEASE_BIN, which SERVERS=...,ours-release needs.
+func releaseBin(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("RELEASE_BIN")
+	if bin == "" {
+		t.Fatalf("SERVERS names %s: set RELEASE_BIN to a ratelimit binary (git worktree add /tmp/rel TAG && go build -C /tmp/rel -o /tmp/ratelimit-release ./cmd/ratelimit)", releaseServer)
+	}
+	if st, err := os.Stat(bin); err != nil || st.IsDir() {
+		t.Fatalf("RELEASE_BIN=%s is not a file: %v", bin, err)
+	}
+	return bin
+}
+
 // descriptorYAML is the rule in the descriptor format that ours and
 // envoyproxy/ratelimit read.
 func (r rule) descriptorYAML() string {
@@ -169,6 +187,18 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 	if env, ok := oursVariants[name]; ok || name == "ours" {
 		write(filepath.Join(dir, "bench.yaml"), r.descriptorYAML())
 		s := envoytest.StartService(t, dir, env...)
+		return rls{name: name, addr: s.GRPCAddr(), pid: s.Pid()}
+	}
+	if name == releaseServer {
+		// Another build of ours (the last release), as StartService runs
+		// this tree's.
+		write(filepath.Join(dir, "bench.yaml"), r.descriptorYAML())
+		s := testutil.StartServer(t, testutil.ServerOptions{
+			Bin:       releaseBin(t),
+			Args:      []string{"serve", "-config_dir", dir},
+			Env:       []string{"SHUTDOWN_DRAIN=0s", "LOG_FORMAT=text", "LOG_LEVEL=warn"},
+			StopGrace: 10 * time.Second,
+		})
 		return rls{name: name, addr: s.GRPCAddr(), pid: s.Pid()}
 	}
 	switch name {
@@ -412,6 +442,8 @@ func TestPeers(t *testing.T) {
 			fmt.Fprintf(&b, "- ours: go build ./cmd/ratelimit of this tree, %s\n", treeCommit(root))
 		case oursVariants[name] != nil:
 			fmt.Fprintf(&b, "- %s: ours with %s\n", name, strings.Join(oursVariants[name], " "))
+		case name == releaseServer:
+			fmt.Fprintf(&b, "- %s: %s\n", name, os.Getenv("RELEASE_BIN"))
 		case name == "noop":
 			b.WriteString("- noop: go build ./internal/bench/trivialrls of this tree\n")
 		default:
@@ -445,8 +477,8 @@ func chooseServers(t *testing.T, peers peerSet) ([]string, []string) {
 	}
 	for _, name := range names {
 		name = strings.TrimSpace(name)
-		if !slices.Contains(allServers, name) && oursVariants[name] == nil {
-			t.Fatalf("SERVERS: unknown server %q (%s, ours-grpcgo, ours-gogc400, ours-nostats)", name, strings.Join(allServers, ", "))
+		if !slices.Contains(allServers, name) && oursVariants[name] == nil && name != releaseServer {
+			t.Fatalf("SERVERS: unknown server %q (%s, ours-grpcgo, ours-gogc400, ours-nostats, %s)", name, strings.Join(allServers, ", "), releaseServer)
 		}
 		if why, ok := peers.missing[name]; ok {
 			if asked != "" {
