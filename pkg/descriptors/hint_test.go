@@ -42,7 +42,7 @@ func TestUnknownKeyHint(t *testing.T) {
 		{"in a descriptor", "rate_limt", "config error, unknown key 'rate_limt'; did you mean 'rate_limit'?"},
 		{"in a descriptor", "valeu", "config error, unknown key 'valeu'; did you mean 'value'?"},
 		{"in rate_limit", "requestsperunit", "config error, unknown key 'requestsperunit'; did you mean 'requests_per_unit'?"},
-		{"in a replaces entry", "nmae", "config error, unknown key 'nmae'; did you mean 'name'?"},
+		{"in a replaces entry", "nme", "config error, unknown key 'nme'; did you mean 'name'?"},
 		{"in limits entry", "brust", "config error, unknown key 'brust' in limits entry; did you mean 'burst'?"},
 		{"in a descriptor", "zzzzzz", "config error, unknown key 'zzzzzz'\n"},
 	}
