@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ const (
 	defaultWindow    = 65535 // before SETTINGS
 	maxWindow        = 1<<31 - 1
 	readBufferSize   = 64 << 10
+	// busyBatch is a batch of frames large enough that its connection
+	// yields its core before reading the next (runtime.Gosched).
+	busyBatch = 64
 	// closeGrace is how long a connection that sent its last frame waits
 	// for the client to close before it closes itself.
 	closeGrace = time.Second
@@ -152,7 +156,7 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	c.flush()
 
-	fresh := true
+	fresh, frames := true, 0
 	for {
 		f, err := c.readFrame()
 		if err == nil {
@@ -161,6 +165,7 @@ func (c *conn) serve() {
 				// together.
 				c.batchAt, fresh = time.Now(), false
 			}
+			frames++
 			c.activity.Store(true)
 			err = c.onFrame(f)
 		}
@@ -170,7 +175,13 @@ func (c *conn) serve() {
 		}
 		if c.br.Buffered() == c.frame.consumed {
 			c.flushBatch() // nothing more to read without waiting
-			fresh = true
+			if frames >= busyBatch {
+				// A connection that always has more to read would keep its
+				// core until the scheduler preempts it (10 ms): let the
+				// other connections' readers have their turn first.
+				runtime.Gosched()
+			}
+			fresh, frames = true, 0
 		}
 	}
 }

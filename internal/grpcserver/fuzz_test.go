@@ -91,7 +91,7 @@ const (
 func attackBytes(at attack) []byte {
 	var out bytes.Buffer
 	a := &attacker{}
-	a.bw = bufio.NewWriterSize(countWriter{&limitWriter{w: &out, n: 32 << 10}, &a.n}, 4<<10)
+	a.bw = bufio.NewWriterSize(countWriter{&limitWriter{w: &out, n: 32 << 10}, &a.n, 0}, 4<<10)
 	a.fr = http2.NewFramer(a.bw, nil)
 	a.fr.AllowIllegalWrites = true
 	a.enc = hpack.NewEncoder(&a.hb)
