@@ -330,8 +330,8 @@ func runAttack(t *testing.T, kind string, at attack) {
 
 	st := child.stats(t, cc)
 	got := p99(lat)
-	t.Logf("%s: sent %d bytes (%v); closed: %v; victim p99 %v (unattacked %v); RSS +%d KiB; most handlers at once %d",
-		kind, a.n, aerr, closed, got, base, (peak.Load()-rss0)>>10, st.MaxHandlers)
+	t.Logf("%s, %s: sent %d bytes (%v); closed: %v; victim p99 %v (unattacked %v); RSS +%d KiB; most handlers at once %d",
+		kind, at.name, a.n, aerr, closed, got, base, (peak.Load()-rss0)>>10, st.MaxHandlers)
 	switch {
 	case got <= 2*base+latencySlack:
 	case kind == "grpc-go" && at.grpcGo != "":
