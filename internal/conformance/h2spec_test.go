@@ -75,7 +75,7 @@ func TestH2spec(t *testing.T) {
 		t.Fatal(err)
 	}
 	configDir := filepath.Join(root, "examples", "config")
-	env := map[string][]string{"embedded": nil, "dynamodb": dynamoEnv(t)}
+	env := map[string][]string{"embedded": nil, "dynamodb": envoytest.DynamoDBTable(t, dynamotest.Start(t))}
 
 	// The four runs go at once: h2spec mostly waits out its 2 s timeouts.
 	type run struct {
@@ -108,21 +108,6 @@ func TestH2spec(t *testing.T) {
 			compareH2spec(t, reports[store+"/"+server.TransportNative], reports[store+"/"+server.TransportGRPCGo])
 		})
 	}
-}
-
-// dynamoEnv starts DynamoDB Local and returns the binary's settings for a
-// table of its own there, created with `ratelimit table create`.
-func dynamoEnv(t *testing.T) []string {
-	t.Helper()
-	local := dynamotest.Start(t)
-	env := []string{
-		"BACKEND_TYPE=dynamodb",
-		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
-		"AWS_REGION=us-east-1",
-	}
-	envoytest.RunBinary(t, env, "table", "create")
-	return env
 }
 
 // runH2spec runs every h2spec case against 127.0.0.1:port and returns its

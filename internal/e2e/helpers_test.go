@@ -53,14 +53,7 @@ func metric(t *testing.T, r *envoytest.Rig, series string) float64 {
 func onBothStores(t *testing.T, run func(t *testing.T, env []string)) {
 	t.Run("memory", func(t *testing.T) { run(t, nil) })
 	t.Run("dynamodb", func(t *testing.T) {
-		local := dynamotest.Start(t)
-		env := []string{
-			"BACKEND_TYPE=dynamodb",
-			"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-			"DYNAMODB_TABLE=" + dynamotest.TableName(t),
-			"AWS_REGION=us-east-1",
-		}
-		envoytest.RunBinary(t, env, "table", "create")
+		env := envoytest.DynamoDBTable(t, dynamotest.Start(t))
 		run(t, append(env, "BACKEND_TIMEOUT=400ms"))
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
@@ -151,6 +152,20 @@ func (r *Rig) DoErr(c *http.Client, method, path string, header ...string) (Resp
 		return Response{}, err
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Trailer: resp.Trailer, Body: string(b)}, nil
+}
+
+// DynamoDBTable returns the binary's settings for a fresh table on local,
+// created with `ratelimit table create` as a user would.
+func DynamoDBTable(t testing.TB, local *dynamotest.Local) []string {
+	t.Helper()
+	env := []string{
+		"BACKEND_TYPE=dynamodb",
+		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
+		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
+		"AWS_REGION=us-east-1",
+	}
+	RunBinary(t, env, "table", "create")
+	return env
 }
 
 // RunBinary runs the ratelimit binary with args and env added (for admin
