@@ -161,12 +161,12 @@ func (c *conn) serve() {
 		f, err := c.readFrame()
 		if err == nil {
 			if fresh {
-				// One clock reading a batch: the frames of a batch arrived
-				// together.
+				// One clock reading a batch (the frames of a batch arrived
+				// together), and one sign of life for the keepalive.
 				c.batchAt, fresh = time.Now(), false
+				c.activity.Store(true)
 			}
 			frames++
-			c.activity.Store(true)
 			err = c.onFrame(f)
 		}
 		if err != nil {
