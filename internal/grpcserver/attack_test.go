@@ -69,10 +69,13 @@ func (c countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// request is the header block of a gRPC call of method.
-func (a *attacker) request(method string) []byte {
+// request is the header block of a gRPC call of test.Attack's method.
+func (a *attacker) request(method string) []byte { return a.requestPath("/test.Attack/" + method) }
+
+// requestPath is the header block of a gRPC call of path.
+func (a *attacker) requestPath(path string) []byte {
 	a.hb.Reset()
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/test.Attack/" + method}, {":authority", "x"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		_ = a.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}
 	return slices.Clone(a.hb.Bytes())
