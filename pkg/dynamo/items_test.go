@@ -203,3 +203,41 @@ func TestUnreadableItemRefuses(t *testing.T) {
 		t.Errorf("Contended() not called for an unreadable item")
 	}
 }
+
+// TestItemTTLCoversUntouchedLimits: a write that touches one limit of an
+// item keeps the item's TTL at or past the moment every other limit it
+// holds is full again, so that DynamoDB never expires a bucket in use. The
+// slow limit refills over 30 days, past the least TTL a write sets (a week).
+func TestItemTTLCoversUntouchedLimits(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	s := newStore(t, f, "t", c)
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	const month = 30 * 24 * time.Hour
+	slow, second := mustLimit(t, 1, month, 0), mustLimit(t, 10, time.Second, 0)
+	both := &cascade.Plan{Debits: []cascade.Debit{
+		{Key: key, Limit: "per_month", Bucket: slow, Amount: tokenbucket.PerToken},
+		{Key: key, Limit: "per_second", Bucket: second, Amount: tokenbucket.PerToken},
+	}}
+	if dec, err := s.Acquire(context.Background(), both); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(both limits) = %+v, %v, want admitted", dec, err)
+	}
+	slowFullS := c.Now().Add(month).Unix() // per_month is full again a month on
+	c.Advance(time.Second)
+	one := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "per_second", Bucket: second, Amount: tokenbucket.PerToken}}}
+	if dec, err := s.Acquire(context.Background(), one); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(per_second only) = %+v, %v, want admitted", dec, err)
+	}
+	items := bucketItems(f)
+	if len(items) != 1 {
+		t.Fatalf("bucket items = %d, want 1", len(items))
+	}
+	n, ok := items[0]["ttl"].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("item ttl = %#v, want a number", items[0]["ttl"])
+	}
+	ttl, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || ttl < slowFullS {
+		t.Errorf("item ttl after a write of per_second only = %s (%v), want at least %d (per_month full again)", n.Value, err, slowFullS)
+	}
+}
