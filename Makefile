@@ -103,7 +103,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	done
 
 # Mutation testing with gremlins (pinned, built into .cache/gremlins/), one
-# package after another; MUTATION_PKGS=pkg/cascade make mutation runs one.
+# package after another; MUTATION_PKGS=pkg/cascade make mutation runs one,
+# and MUTATION_FILES="keys.go codec.go" with one package only those files
+# (internal/mutants/files.sh: gremlins has no file filter of its own).
 # Not part of `make test`: each mutant runs its package's tests again (see
 # docs/development.md for the figures and how long each package takes).
 # pkg/dynamo runs under -short: its tests on the fake DynamoDB, not those on
@@ -123,10 +125,14 @@ $(GREMLINS):
 mutation: $(GREMLINS) ## mutation testing (gremlins) of tokenbucket, cascade, memstore and dynamo; not part of test
 	@mkdir -p .cache/mutation
 	@fail=0; for p in $(MUTATION_PKGS); do \
-	  r=.cache/mutation/$$(echo $$p | tr / -).json; short=; \
+	  r=.cache/mutation/$$(echo $$p $(MUTATION_FILES) | tr ' /' '--').json; short=; \
 	  case $$p in pkg/dynamo) short=-short;; esac; \
-	  echo "== $$p: GOFLAGS=$$short $(GREMLINS) unleash --workers $(MUTATION_WORKERS) -o $$r ./$$p"; \
-	  GOFLAGS="$$GOFLAGS $$short" $(GREMLINS) unleash --workers $(MUTATION_WORKERS) -o $$r ./$$p || fail=1; \
+	  echo "== $$p $(MUTATION_FILES) (GOFLAGS=$$short, report $$r)"; \
+	  if [ -n "$(MUTATION_FILES)" ]; then \
+	    GOFLAGS="$$GOFLAGS $$short" internal/mutants/files.sh $(GREMLINS) $$p $$r $(MUTATION_FILES) -- --workers $(MUTATION_WORKERS) || fail=1; \
+	  else \
+	    GOFLAGS="$$GOFLAGS $$short" $(GREMLINS) unleash --workers $(MUTATION_WORKERS) -o $$r ./$$p || fail=1; \
+	  fi; \
 	  $(GO) run ./internal/mutants -dir $$p -min $(MUTATION_MIN) $$r || fail=1; \
 	done; exit $$fail
 
