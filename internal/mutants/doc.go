@@ -4,9 +4,10 @@
 // killed, lived, equivalent, not covered and timed-out mutants, test
 // efficacy as gremlins counts it (killed over killed plus lived) and with
 // the equivalent mutants set aside, and mutant coverage. It fails when a
-// living mutant has no note, when a note matches no living mutant (the
-// code moved on, or the mutant was not equivalent after all), or when the
-// efficacy without the equivalent mutants is below -min.
+// living mutant has no note, when a note matches no living mutant of a
+// file the run mutated (the code moved on, or the mutant was not equivalent
+// after all), or when the efficacy without the equivalent mutants is below
+// -min.
 //
 // Run it from the repository root after gremlins (make mutation does both):
 //

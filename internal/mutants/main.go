@@ -86,6 +86,7 @@ const (
 	NotCovered = "NOT COVERED"
 	TimedOut   = "TIMED OUT"
 	NotViable  = "NOT VIABLE"
+	Skipped    = "SKIPPED"
 )
 
 // ParseReport decodes a gremlins JSON report.
@@ -224,13 +225,16 @@ func (s Summary) String() string {
 
 // Assess counts the mutants of r, setting aside the living ones a note
 // stands for, and lists the problems: a living mutant without a note, and a
-// note that stands for no living mutant.
+// note that stands for no living mutant of a file the run mutated (a run
+// narrowed to some files skips the others' mutants).
 func Assess(r Report, notes []Note, lines Lines) (Summary, []string) {
 	var s Summary
 	var problems []string
 	used := make([]bool, len(notes))
+	ran := map[string]bool{}
 	for _, f := range r.Files {
 		for _, m := range f.Mutations {
+			ran[f.Name] = ran[f.Name] || m.Status != Skipped
 			switch m.Status {
 			case Killed:
 				s.Killed++
@@ -257,7 +261,7 @@ func Assess(r Report, notes []Note, lines Lines) (Summary, []string) {
 		}
 	}
 	for i, n := range notes {
-		if !used[i] {
+		if !used[i] && ran[n.File] {
 			problems = append(problems, fmt.Sprintf("%s: the note on %s %s `%s` stands for no living mutant", n.Where, n.Type, n.File, n.Text))
 		}
 	}

@@ -78,6 +78,8 @@ func TestAssess(t *testing.T) {
 		{Type: "INCREMENT_DECREMENT", Status: Killed, Line: 3, Column: 3},
 		{Type: "ARITHMETIC_BASE", Status: NotCovered, Line: 3, Column: 3},
 		{Type: "ARITHMETIC_BASE", Status: TimedOut, Line: 3, Column: 3},
+	}}, {Name: "b.go", Mutations: []Mutant{
+		{Type: "CONDITIONALS_BOUNDARY", Status: Skipped, Line: 1, Column: 1},
 	}}}}
 	boundary := Note{Type: "CONDITIONALS_BOUNDARY", File: "a.go", Text: "x < 0", Where: "a_test.go:1"}
 	stale := Note{Type: "INCREMENT_DECREMENT", File: "a.go", Text: "n++", Where: "a_test.go:2"}
@@ -91,6 +93,8 @@ func TestAssess(t *testing.T) {
 			Summary{Killed: 2, Lived: 1, NotCovered: 1, TimedOut: 1},
 			[]string{"LIVED CONDITIONALS_BOUNDARY at a.go:2:7: if x < 0 {"}},
 		{"noted", []Note{boundary},
+			Summary{Killed: 2, Lived: 1, Equivalent: 1, NotCovered: 1, TimedOut: 1}, nil},
+		{"a note on a file the run skipped", []Note{boundary, {Type: "CONDITIONALS_BOUNDARY", File: "b.go", Text: "x", Where: "b_test.go:1"}},
 			Summary{Killed: 2, Lived: 1, Equivalent: 1, NotCovered: 1, TimedOut: 1}, nil},
 		{"a note on a killed mutant", []Note{boundary, stale},
 			Summary{Killed: 2, Lived: 1, Equivalent: 1, NotCovered: 1, TimedOut: 1},
