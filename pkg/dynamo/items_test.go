@@ -241,3 +241,40 @@ func TestItemTTLCoversUntouchedLimits(t *testing.T) {
 		t.Errorf("item ttl after a write of per_second only = %s (%v), want at least %d (per_month full again)", n.Value, err, slowFullS)
 	}
 }
+
+// TestSetShardsCounts: a bucket is pre-sharded into a power of two from 1 to
+// MaxShards shards; any other count is refused before anything is written.
+func TestSetShardsCounts(t *testing.T) {
+	lim := mustLimit(t, 10, time.Second, 0)
+	tests := []struct {
+		name    string
+		n       int
+		wantErr bool
+	}{
+		{"zero", 0, true},
+		{"one", 1, false},
+		{"two", 2, false},
+		{"three", 3, true},
+		{"MaxShards", dynamo.MaxShards, false},
+		{"MaxShards+1", dynamo.MaxShards + 1, true},
+		{"twice MaxShards", 2 * dynamo.MaxShards, true},
+		{"negative", -2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fakeTable(t)
+			s := newStore(t, f, "t", newClock())
+			err := s.SetShards(context.Background(), cascade.Key{Entity: "e", Resource: "r"}, tt.n, map[string]tokenbucket.Limit{"rps": lim})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("SetShards(%d) = %v, want error %t", tt.n, err, tt.wantErr)
+			}
+			want := tt.n
+			if tt.wantErr {
+				want = 0
+			}
+			if got := len(bucketItems(f)); got != want {
+				t.Errorf("after SetShards(%d), bucket items = %d, want %d", tt.n, got, want)
+			}
+		})
+	}
+}
