@@ -243,7 +243,9 @@ func TestItemTTLCoversUntouchedLimits(t *testing.T) {
 }
 
 // TestSetShardsCounts: a bucket is pre-sharded into a power of two from 1 to
-// MaxShards shards; any other count is refused before anything is written.
+// MaxShards shards, each item living at least a week (the least TTL of a
+// bucket); any other count is refused before anything is written, and a
+// bucket that exists already is not pre-sharded again.
 func TestSetShardsCounts(t *testing.T) {
 	lim := mustLimit(t, 10, time.Second, 0)
 	tests := []struct {
@@ -263,8 +265,10 @@ func TestSetShardsCounts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeTable(t)
-			s := newStore(t, f, "t", newClock())
-			err := s.SetShards(context.Background(), cascade.Key{Entity: "e", Resource: "r"}, tt.n, map[string]tokenbucket.Limit{"rps": lim})
+			c := newClock()
+			s := newStore(t, f, "t", c)
+			key, limits := cascade.Key{Entity: "e", Resource: "r"}, map[string]tokenbucket.Limit{"rps": lim}
+			err := s.SetShards(context.Background(), key, tt.n, limits)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("SetShards(%d) = %v, want error %t", tt.n, err, tt.wantErr)
 			}
@@ -272,8 +276,21 @@ func TestSetShardsCounts(t *testing.T) {
 			if tt.wantErr {
 				want = 0
 			}
-			if got := len(bucketItems(f)); got != want {
-				t.Errorf("after SetShards(%d), bucket items = %d, want %d", tt.n, got, want)
+			items := bucketItems(f)
+			if len(items) != want {
+				t.Errorf("after SetShards(%d), bucket items = %d, want %d", tt.n, len(items), want)
+			}
+			wantTTL := strconv.FormatInt(c.Now().Add(7*24*time.Hour).Unix(), 10)
+			for _, it := range items {
+				if n, _ := it["ttl"].(*types.AttributeValueMemberN); n == nil || n.Value != wantTTL {
+					t.Errorf("after SetShards(%d), item ttl = %#v, want %s (a week on)", tt.n, it["ttl"], wantTTL)
+				}
+			}
+			if tt.wantErr {
+				return
+			}
+			if err := s.SetShards(context.Background(), key, tt.n, limits); err == nil {
+				t.Errorf("SetShards(%d) of a bucket that exists = nil, want an error", tt.n)
 			}
 		})
 	}

@@ -144,3 +144,39 @@ func TestThrottledRefuses(t *testing.T) {
 		t.Errorf("Contended() calls = %d, want 1", obs.contended.Load())
 	}
 }
+
+// TestDoublingFromTwoShards: a bucket pre-sharded into two doubles to four
+// (and on to eight if throttled again): every shard of the new count exists.
+func TestDoublingFromTwoShards(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	obs := &countingObserver{}
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
+	lim := mustLimit(t, 1000, time.Second, 0)
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		t.Fatalf("SetShards(2) = %v", err)
+	}
+	var throttled atomic.Int64
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "UpdateItem" && throttled.Add(1) <= 3 {
+			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+		}
+		return nil
+	})
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := range 20 {
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() #%d = %v", i, err)
+		}
+	}
+	n := obs.doublings.Load()
+	if n < 1 {
+		t.Fatalf("ShardDoubled calls = %d after three throttled writes, want at least 1", n)
+	}
+	if items, want := len(bucketItems(f)), 2<<n; items != want {
+		t.Errorf("bucket items after %d doublings from 2 shards = %d, want %d", n, items, want)
+	}
+}
