@@ -3,12 +3,15 @@ package dynamo_test
 import (
 	"context"
 	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -146,14 +149,21 @@ func TestThrottledRefuses(t *testing.T) {
 }
 
 // TestDoublingFromTwoShards: a bucket pre-sharded into two doubles to four
-// (and on to eight if throttled again): every shard of the new count exists.
+// (and on to eight if throttled again): every shard of the new count exists
+// and says so, and the log names the new count.
+//
+// Equivalent mutant, read by internal/mutants (make mutation):
+//
+// mutant: ARITHMETIC_BASE calls.go `b.base, 2*n` learnShards after double: the batch reads its item again at once (img = nil), and keeping that image teaches the cache shard_count 2n; only a batch racing in between would pick among n shards.
 func TestDoublingFromTwoShards(t *testing.T) {
 	f := dynamotest.NewFake()
 	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
+	logger, logs := logtest.NewNullLogger()
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(),
+		dynamo.WithObserver(obs), dynamo.WithLogger(logrus.NewEntry(logger)))
 	lim := mustLimit(t, 1000, time.Second, 0)
 	key := cascade.Key{Entity: "hot", Resource: "r"}
 	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
@@ -176,7 +186,27 @@ func TestDoublingFromTwoShards(t *testing.T) {
 	if n < 1 {
 		t.Fatalf("ShardDoubled calls = %d after three throttled writes, want at least 1", n)
 	}
-	if items, want := len(bucketItems(f)), 2<<n; items != want {
-		t.Errorf("bucket items after %d doublings from 2 shards = %d, want %d", n, items, want)
+	want := 2 << n
+	items := bucketItems(f)
+	if len(items) != want {
+		t.Errorf("bucket items after %d doublings from 2 shards = %d, want %d", n, len(items), want)
+	}
+	for _, it := range items {
+		if c, _ := it["shard_count"].(*types.AttributeValueMemberN); c == nil || c.Value != strconv.Itoa(want) {
+			t.Errorf("after %d doublings from 2 shards, item %v shard_count = %#v, want %d", n, it["PK"], it["shard_count"], want)
+		}
+	}
+	count := 2
+	for _, e := range logs.AllEntries() {
+		if e.Message != "doubled the shard count of a hot bucket" {
+			continue
+		}
+		count *= 2
+		if got := e.Data["shards"]; got != count {
+			t.Errorf("log of a doubling to %d shards: shards = %v, want %d", count, got, count)
+		}
+	}
+	if count != want {
+		t.Errorf("logged doublings reach %d shards, want %d", count, want)
 	}
 }
