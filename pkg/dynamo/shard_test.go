@@ -58,6 +58,17 @@ func (o *countingObserver) givenBack() map[string]int {
 	return maps.Clone(o.gaveBack)
 }
 
+// throttleWrites makes f throttle its first n UpdateItem calls.
+func throttleWrites(f *dynamotest.Fake, n int64) {
+	var throttled atomic.Int64
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "UpdateItem" && throttled.Add(1) <= n {
+			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+		}
+		return nil
+	})
+}
+
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store
 // retries within its budget, doubles the shard count once per batch, and
 // the sharded bucket then admits exactly its capacity, no more.
@@ -78,13 +89,7 @@ func TestShardDoubling(t *testing.T) {
 	if _, err := s.Acquire(context.Background(), p); err != nil { // the item exists, unsharded
 		t.Fatalf("Acquire() = %v", err)
 	}
-	var throttled atomic.Int64
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "UpdateItem" && throttled.Add(1) <= 3 {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
-		}
-		return nil
-	})
+	throttleWrites(f, 3)
 	admitted := 1
 	for i := 1; i < 1300; i++ {
 		dec, err := s.Acquire(context.Background(), p)
@@ -169,13 +174,7 @@ func TestDoublingFromTwoShards(t *testing.T) {
 	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
 		t.Fatalf("SetShards(2) = %v", err)
 	}
-	var throttled atomic.Int64
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "UpdateItem" && throttled.Add(1) <= 3 {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
-		}
-		return nil
-	})
+	throttleWrites(f, 3)
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
 	for i := range 20 {
 		if _, err := s.Acquire(context.Background(), p); err != nil {
