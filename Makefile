@@ -112,6 +112,40 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	  done; \
 	done
 
+# Mutation testing with gremlins (pinned, built into .cache/gremlins/), one
+# package after another; MUTATION_PKGS=pkg/cascade make mutation runs one,
+# and MUTATION_FILES="keys.go codec.go" with one package only those files
+# (internal/mutants/files.sh: gremlins has no file filter of its own).
+# Not part of `make test`: each mutant runs its package's tests again (see
+# docs/development.md for the figures and how long each package takes).
+# pkg/dynamo runs under -short: its tests on the fake DynamoDB, not those on
+# DynamoDB Local, which would start a JVM per mutant. internal/mutants then
+# sets aside the living mutants a package's tests note as equivalent and
+# fails on any other, or on efficacy below MUTATION_MIN percent.
+GREMLINS_VERSION := v0.5.0
+GREMLINS := .cache/gremlins/$(GREMLINS_VERSION)/gremlins
+MUTATION_PKGS ?= pkg/tokenbucket pkg/cascade internal/memstore pkg/dynamo
+MUTATION_WORKERS ?= 1
+MUTATION_MIN ?= 95
+
+$(GREMLINS):
+	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+
+.PHONY: mutation
+mutation: $(GREMLINS) ## mutation testing (gremlins) of tokenbucket, cascade, memstore and dynamo; not part of test
+	@mkdir -p .cache/mutation
+	@fail=0; for p in $(MUTATION_PKGS); do \
+	  r=.cache/mutation/$$(echo $$p $(MUTATION_FILES) | tr ' /' '--').json; short=; \
+	  case $$p in pkg/dynamo) short=-short;; esac; \
+	  echo "== $$p $(MUTATION_FILES) (GOFLAGS=$$short, report $$r)"; \
+	  if [ -n "$(MUTATION_FILES)" ]; then \
+	    GOFLAGS="$$GOFLAGS $$short" internal/mutants/files.sh $(GREMLINS) $$p $$r $(MUTATION_FILES) -- --workers $(MUTATION_WORKERS) || fail=1; \
+	  else \
+	    GOFLAGS="$$GOFLAGS $$short" $(GREMLINS) unleash --workers $(MUTATION_WORKERS) -o $$r ./$$p || fail=1; \
+	  fi; \
+	  $(GO) run ./internal/mutants -dir $$p -min $(MUTATION_MIN) $$r || fail=1; \
+	done; exit $$fail
+
 .PHONY: lint
 lint: ## go vet and golangci-lint (installed at the pinned version)
 	$(GO) vet ./...

@@ -78,27 +78,43 @@ func remaining(t *testing.T, s *Store, entity string, l tokenbucket.Limit) token
 	return mustAcquire(t, s, debit(entity, l, cascade.Check, 0)).Statuses[0].Remaining
 }
 
+// Equivalent mutant, read by internal/mutants (make mutation); "one shard"
+// below pins the boundary it moves:
+//
+// mutant: CONDITIONALS_BOUNDARY memstore.go `c.shards > 1` one shard rounded up to a power of two is 1<<bits.Len(0) = 1, the same as the default n.
 func TestNew(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
+	const defaultBytes, sweep = DefaultMaxBytes, DefaultSweepInterval
 	tests := []struct {
 		name       string
 		opts       []Option
 		wantShards int
 		wantPer    int
+		wantBytes  int64 // per shard
+		wantSweep  time.Duration
 	}{
-		{"default", nil, defaultShards(procs), (DefaultMaxBuckets + defaultShards(procs) - 1) / defaultShards(procs)},
-		{"five rounds up", []Option{WithShards(5)}, 8, DefaultMaxBuckets / 8},
-		{"zero means one", []Option{WithShards(0)}, 1, DefaultMaxBuckets},
-		{"negative means one", []Option{WithShards(-3)}, 1, DefaultMaxBuckets},
-		{"bound over shards", []Option{WithShards(4), WithMaxBuckets(10)}, 4, 3},
-		{"bound below shards", []Option{WithShards(4), WithMaxBuckets(1)}, 4, 1},
-		{"zero bound keeps default", []Option{WithShards(1), WithMaxBuckets(0)}, 1, DefaultMaxBuckets},
+		{"default", nil, defaultShards(procs), (DefaultMaxBuckets + defaultShards(procs) - 1) / defaultShards(procs), defaultBytes / int64(defaultShards(procs)), sweep},
+		{"five rounds up", []Option{WithShards(5)}, 8, DefaultMaxBuckets / 8, defaultBytes / 8, sweep},
+		{"one shard", []Option{WithShards(1)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"zero means one", []Option{WithShards(0)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"negative means one", []Option{WithShards(-3)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"bound over shards", []Option{WithShards(4), WithMaxBuckets(10)}, 4, 3, defaultBytes / 4, sweep},
+		{"bound below shards", []Option{WithShards(4), WithMaxBuckets(1)}, 4, 1, defaultBytes / 4, sweep},
+		{"zero bound keeps default", []Option{WithShards(1), WithMaxBuckets(0)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"byte bound over shards", []Option{WithShards(4), WithMaxBytes(4096)}, 4, DefaultMaxBuckets / 4, 1024, sweep},
+		{"one byte", []Option{WithShards(1), WithMaxBytes(1)}, 1, DefaultMaxBuckets, 1, sweep},
+		{"zero byte bound keeps default", []Option{WithShards(1), WithMaxBytes(0)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"negative byte bound keeps default", []Option{WithShards(1), WithMaxBytes(-1)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"sweep interval", []Option{WithShards(1), WithSweepInterval(time.Millisecond)}, 1, DefaultMaxBuckets, defaultBytes, time.Millisecond},
+		{"zero sweep interval keeps default", []Option{WithShards(1), WithSweepInterval(0)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
+		{"negative sweep interval keeps default", []Option{WithShards(1), WithSweepInterval(-time.Second)}, 1, DefaultMaxBuckets, defaultBytes, sweep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(tt.opts...)
-			if len(s.shards) != tt.wantShards || s.perShard != tt.wantPer {
-				t.Errorf("New(%s) = %d shards of %d, want %d of %d", tt.name, len(s.shards), s.perShard, tt.wantShards, tt.wantPer)
+			if len(s.shards) != tt.wantShards || s.perShard != tt.wantPer || s.perShardBytes != tt.wantBytes || s.sweepInterval != tt.wantSweep {
+				t.Errorf("New(%s) = %d shards of %d buckets and %d bytes, sweep every %v; want %d of %d and %d, every %v",
+					tt.name, len(s.shards), s.perShard, s.perShardBytes, s.sweepInterval, tt.wantShards, tt.wantPer, tt.wantBytes, tt.wantSweep)
 			}
 		})
 	}

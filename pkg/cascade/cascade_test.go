@@ -71,6 +71,11 @@ func no(rem Millitokens, retry, reset time.Duration) cascade.Status {
 	return cascade.Status{Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 }
 
+// Equivalent mutant, read by internal/mutants (make mutation): Admit only
+// asks whether the quota count is zero, and counting down from zero never
+// comes back to it, so "quotas--" answers every case below as "quotas++".
+//
+// mutant: INCREMENT_DECREMENT plan.go `quotas++` a count that only ever leaves zero tells the same whichever way it counts.
 func TestAdmit(t *testing.T) {
 	E, A, Q := cascade.Enforce, cascade.Advisory, cascade.Quota
 	type r struct {
@@ -440,6 +445,11 @@ func TestDecideManySlots(t *testing.T) {
 // TestDecideRetry: after a refused plan of consumes and checks, the same
 // plan is admitted once the longest RetryAfter has passed, and not a
 // millisecond earlier, when every bucket can hold what the plan asks of it.
+// Equivalent mutant, read by internal/mutants (make mutation): where a
+// retry's demand sums to exactly MaxInt64, saturating gives the same
+// MaxInt64 as adding.
+//
+// mutant: CONDITIONALS_BOUNDARY decide.go `a > math.MaxInt64-b` addSat: at a = MaxInt64−b both branches return MaxInt64.
 func TestDecideRetry(t *testing.T) {
 	tests := []struct {
 		name   string

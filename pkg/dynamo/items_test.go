@@ -203,3 +203,95 @@ func TestUnreadableItemRefuses(t *testing.T) {
 		t.Errorf("Contended() not called for an unreadable item")
 	}
 }
+
+// TestItemTTLCoversUntouchedLimits: a write that touches one limit of an
+// item keeps the item's TTL at or past the moment every other limit it
+// holds is full again, so that DynamoDB never expires a bucket in use. The
+// slow limit refills over 30 days, past the least TTL a write sets (a week).
+func TestItemTTLCoversUntouchedLimits(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	s := newStore(t, f, "t", c)
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	const month = 30 * 24 * time.Hour
+	slow, second := mustLimit(t, 1, month, 0), mustLimit(t, 10, time.Second, 0)
+	both := &cascade.Plan{Debits: []cascade.Debit{
+		{Key: key, Limit: "per_month", Bucket: slow, Amount: tokenbucket.PerToken},
+		{Key: key, Limit: "per_second", Bucket: second, Amount: tokenbucket.PerToken},
+	}}
+	if dec, err := s.Acquire(context.Background(), both); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(both limits) = %+v, %v, want admitted", dec, err)
+	}
+	slowFullS := c.Now().Add(month).Unix() // per_month is full again a month on
+	c.Advance(time.Second)
+	one := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "per_second", Bucket: second, Amount: tokenbucket.PerToken}}}
+	if dec, err := s.Acquire(context.Background(), one); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(per_second only) = %+v, %v, want admitted", dec, err)
+	}
+	items := bucketItems(f)
+	if len(items) != 1 {
+		t.Fatalf("bucket items = %d, want 1", len(items))
+	}
+	n, ok := items[0]["ttl"].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("item ttl = %#v, want a number", items[0]["ttl"])
+	}
+	ttl, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || ttl < slowFullS {
+		t.Errorf("item ttl after a write of per_second only = %s (%v), want at least %d (per_month full again)", n.Value, err, slowFullS)
+	}
+}
+
+// TestSetShardsCounts: a bucket is pre-sharded into a power of two from 1 to
+// MaxShards shards, each item living at least a week (the least TTL of a
+// bucket); any other count is refused before anything is written, and a
+// bucket that exists already is not pre-sharded again.
+func TestSetShardsCounts(t *testing.T) {
+	lim := mustLimit(t, 10, time.Second, 0)
+	tests := []struct {
+		name    string
+		n       int
+		wantErr bool
+	}{
+		{"zero", 0, true},
+		{"one", 1, false},
+		{"two", 2, false},
+		{"three", 3, true},
+		{"MaxShards", dynamo.MaxShards, false},
+		{"MaxShards+1", dynamo.MaxShards + 1, true},
+		{"twice MaxShards", 2 * dynamo.MaxShards, true},
+		{"negative", -2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fakeTable(t)
+			c := newClock()
+			s := newStore(t, f, "t", c)
+			key, limits := cascade.Key{Entity: "e", Resource: "r"}, map[string]tokenbucket.Limit{"rps": lim}
+			err := s.SetShards(context.Background(), key, tt.n, limits)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("SetShards(%d) = %v, want error %t", tt.n, err, tt.wantErr)
+			}
+			want := tt.n
+			if tt.wantErr {
+				want = 0
+			}
+			items := bucketItems(f)
+			if len(items) != want {
+				t.Errorf("after SetShards(%d), bucket items = %d, want %d", tt.n, len(items), want)
+			}
+			wantTTL := strconv.FormatInt(c.Now().Add(7*24*time.Hour).Unix(), 10)
+			for _, it := range items {
+				if n, _ := it["ttl"].(*types.AttributeValueMemberN); n == nil || n.Value != wantTTL {
+					t.Errorf("after SetShards(%d), item ttl = %#v, want %s (a week on)", tt.n, it["ttl"], wantTTL)
+				}
+			}
+			if tt.wantErr {
+				return
+			}
+			if err := s.SetShards(context.Background(), key, tt.n, limits); err == nil {
+				t.Errorf("SetShards(%d) of a bucket that exists = nil, want an error", tt.n)
+			}
+		})
+	}
+}

@@ -3,12 +3,15 @@ package dynamo_test
 import (
 	"context"
 	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -55,6 +58,17 @@ func (o *countingObserver) givenBack() map[string]int {
 	return maps.Clone(o.gaveBack)
 }
 
+// throttleWrites makes f throttle its first n UpdateItem calls.
+func throttleWrites(f *dynamotest.Fake, n int64) {
+	var throttled atomic.Int64
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "UpdateItem" && throttled.Add(1) <= n {
+			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+		}
+		return nil
+	})
+}
+
 // TestShardDoubling has DynamoDB throttle writes of one hot item: the store
 // retries within its budget, doubles the shard count once per batch, and
 // the sharded bucket then admits exactly its capacity, no more.
@@ -75,13 +89,7 @@ func TestShardDoubling(t *testing.T) {
 	if _, err := s.Acquire(context.Background(), p); err != nil { // the item exists, unsharded
 		t.Fatalf("Acquire() = %v", err)
 	}
-	var throttled atomic.Int64
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "UpdateItem" && throttled.Add(1) <= 3 {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
-		}
-		return nil
-	})
+	throttleWrites(f, 3)
 	admitted := 1
 	for i := 1; i < 1300; i++ {
 		dec, err := s.Acquire(context.Background(), p)
@@ -142,5 +150,62 @@ func TestThrottledRefuses(t *testing.T) {
 	}
 	if obs.contended.Load() != 1 {
 		t.Errorf("Contended() calls = %d, want 1", obs.contended.Load())
+	}
+}
+
+// TestDoublingFromTwoShards: a bucket pre-sharded into two doubles to four
+// (and on to eight if throttled again): every shard of the new count exists
+// and says so, and the log names the new count.
+//
+// Equivalent mutant, read by internal/mutants (make mutation):
+//
+// mutant: ARITHMETIC_BASE calls.go `b.base, 2*n` learnShards after double: the batch reads its item again at once (img = nil), and keeping that image teaches the cache shard_count 2n; only a batch racing in between would pick among n shards.
+func TestDoublingFromTwoShards(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	obs := &countingObserver{}
+	logger, logs := logtest.NewNullLogger()
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(),
+		dynamo.WithObserver(obs), dynamo.WithLogger(logrus.NewEntry(logger)))
+	lim := mustLimit(t, 1000, time.Second, 0)
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		t.Fatalf("SetShards(2) = %v", err)
+	}
+	throttleWrites(f, 3)
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := range 20 {
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() #%d = %v", i, err)
+		}
+	}
+	n := obs.doublings.Load()
+	if n < 1 {
+		t.Fatalf("ShardDoubled calls = %d after three throttled writes, want at least 1", n)
+	}
+	want := 2 << n
+	items := bucketItems(f)
+	if len(items) != want {
+		t.Errorf("bucket items after %d doublings from 2 shards = %d, want %d", n, len(items), want)
+	}
+	for _, it := range items {
+		if c, _ := it["shard_count"].(*types.AttributeValueMemberN); c == nil || c.Value != strconv.Itoa(want) {
+			t.Errorf("after %d doublings from 2 shards, item %v shard_count = %#v, want %d", n, it["PK"], it["shard_count"], want)
+		}
+	}
+	count := 2
+	for _, e := range logs.AllEntries() {
+		if e.Message != "doubled the shard count of a hot bucket" {
+			continue
+		}
+		count *= 2
+		if got := e.Data["shards"]; got != count {
+			t.Errorf("log of a doubling to %d shards: shards = %v, want %d", count, got, count)
+		}
+	}
+	if count != want {
+		t.Errorf("logged doublings reach %d shards, want %d", count, want)
 	}
 }

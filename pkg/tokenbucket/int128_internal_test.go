@@ -11,6 +11,19 @@ import (
 // tests; below −2^62 Tokens saturates, so their saturation edges are pinned
 // here directly.
 
+// Equivalent mutants. gremlins (make mutation) finds these alive, and no
+// test can kill them: at the boundary the mutation moves, the mutated code
+// computes what the code computes. Each boundary is pinned by a test all
+// the same (0·MinInt64 and MinInt64's decimal in TestInt128Edges, a zero
+// dividend in TestDivFloorCeil). The notes are read by internal/mutants.
+//
+// mutant: CONDITIONALS_BOUNDARY int128.go `a < 0` Mul: with a = 0 the sign flips, but the product is 0 and −0 = 0.
+// mutant: CONDITIONALS_BOUNDARY int128.go `b < 0` Mul: with b = 0 the sign flips, but the product is 0 and −0 = 0.
+// mutant: CONDITIONALS_BOUNDARY int128.go `v < 0` absU: uint64(−0) and uint64(0) are both 0.
+// mutant: CONDITIONALS_BOUNDARY int128.go `a.Sign() >= 0` divFloor: a zero dividend taking the negative path gives −⌈0/d⌉ = 0, as ⌊0/d⌋.
+// mutant: CONDITIONALS_BOUNDARY int128.go `a.Sign() < 0` divCeil: a zero dividend taking the negative path gives −⌊0/d⌋ = 0, as ⌈0/d⌉.
+// mutant: CONDITIONALS_BOUNDARY int128.go `a.Lo >= 1<<63` String: the one value moved, MinInt64, then takes the general path, which also prints -9223372036854775808.
+
 func bigOf(a Int128) *big.Int {
 	v := new(big.Int).Lsh(big.NewInt(a.Hi), 64)
 	return v.Add(v, new(big.Int).SetUint64(a.Lo))

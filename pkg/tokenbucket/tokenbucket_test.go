@@ -398,6 +398,12 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
+// Equivalent mutants (see int128_internal_test.go), read by internal/mutants:
+//
+// mutant: CONDITIONALS_BOUNDARY tokenbucket.go `d.Sign() <= 0` until: a zero difference then yields ⌈0/ra⌉ ms = 0, as the early return ("enough now" below).
+// mutant: CONDITIONALS_BOUNDARY tokenbucket.go `(a < 0)` floorDiv: a = 0 leaves no remainder, so the first conjunct already decides.
+// mutant: CONDITIONALS_BOUNDARY tokenbucket.go `(b < 0)` floorDiv: the divisor is PerToken, never 0 (a zero divisor would have panicked on a/b).
+
 func TestRetryAfter(t *testing.T) {
 	threePerMinute := Limit{Capacity: 3000, RefillAmount: 3000, RefillPeriod: time.Minute} // 20 ms per mt
 	fast := Limit{Capacity: 1e15, RefillAmount: 1e15, RefillPeriod: year}                  // ≈31,709.8 mt per ms
