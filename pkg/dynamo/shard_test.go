@@ -132,7 +132,11 @@ func TestThrottledRefuses(t *testing.T) {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}
-	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 30 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
+	// A budget of several backoffs: with 30 ms, under -race on a busy
+	// machine, the deadline could pass between a backoff's end and the
+	// next write, which then fails as unavailable (its outcome unknown)
+	// instead of the refusal this test is about.
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 500 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
 	f.SetFail(func(_ context.Context, op string) error {
 		if op == "UpdateItem" || op == "TransactWriteItems" {
 			return &types.ProvisionedThroughputExceededException{Message: new(string)}
