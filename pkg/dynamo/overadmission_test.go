@@ -38,7 +38,12 @@ func TestOverAdmissionLocal(t *testing.T) {
 			key := cascade.Key{Namespace: "over", Entity: "tenant", Resource: "model"}
 			var stores []*dynamo.Store
 			for range replicas {
-				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 200 * time.Millisecond, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
+				// A budget above DynamoDB Local's pauses: under -race, its
+				// JVM now and then answers a write in more than 200 ms (3 of
+				// 277,854 calls in one CI run), and a call past its budget
+				// is an error this test counts. What it holds the store to
+				// is the bound, not DynamoDB Local's latency.
+				s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: time.Second, RejectionCacheSize: dynamo.DefaultRejectionCacheSize})
 				if err != nil {
 					t.Fatalf("NewStore() = %v", err)
 				}
