@@ -1,6 +1,7 @@
 package cascade_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -556,6 +557,26 @@ func TestBusy(t *testing.T) {
 			if st.OK != c.wantOK[i] || st.RetryAfter != wantRetry {
 				t.Errorf("Busy(%s) status %d = OK %t retry %v, want OK %t retry %v", c.name, i, st.OK, st.RetryAfter, c.wantOK[i], wantRetry)
 			}
+		}
+	}
+}
+
+func TestSettlementValidate(t *testing.T) {
+	ok := cascade.Settlement{ID: "l1", Debits: []cascade.Debit{{Op: cascade.Charge, Amount: 5}, {Op: cascade.Refund, Shard: 2}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid settlement: %v", err)
+	}
+	bad := map[string]cascade.Settlement{
+		"empty id":    {},
+		"long id":     {ID: strings.Repeat("x", cascade.MaxSettlementID+1)},
+		"consume":     {ID: "a", Debits: []cascade.Debit{{Op: cascade.Consume}}},
+		"check":       {ID: "a", Debits: []cascade.Debit{{Op: cascade.Check}}},
+		"negative":    {ID: "a", Debits: []cascade.Debit{{Op: cascade.Charge, Amount: -1}}},
+		"minus shard": {ID: "a", Debits: []cascade.Debit{{Op: cascade.Refund, Shard: -1}}},
+	}
+	for name, s := range bad {
+		if err := s.Validate(); !errors.Is(err, cascade.ErrSettlement) || !errors.Is(err, cascade.ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrSettlement and ErrInvalid", name, err)
 		}
 	}
 }

@@ -91,6 +91,10 @@ type Debit struct {
 	// decide every depth alike; they may report it (write batches on
 	// parent items).
 	Depth uint8
+	// Shard is the shard of the bucket item a Settlement's debit applies
+	// to: the Status.Shard of the debit it adjusts. Acquire ignores it
+	// (stores pick the shard of a decision themselves).
+	Shard int
 }
 
 // Ancestor is an entity above a plan's own in a stored hierarchy (entity
@@ -132,6 +136,9 @@ type Status struct {
 	// override in the DynamoDB store), so that answers describe the limit
 	// that decided.
 	Bucket tokenbucket.Limit
+	// Shard is the shard of the bucket item that decided the debit (0 in
+	// a store without shards): a Settlement of this debit names it.
+	Shard int
 }
 
 // Decision is the outcome of a plan: whether it was admitted, and one Status
