@@ -24,32 +24,60 @@ const DefaultPollInterval = 10 * time.Second
 // whitespace removed; empty entries of previous are skipped. Setting both
 // key and file, or previous without key, is an error.
 func FromSettings(key string, previous []string, file string) (k *Keyring, generated bool, err error) {
-	key = strings.TrimSpace(key)
+	if err := CheckSettings(key, previous, file); err != nil {
+		return nil, false, err
+	}
+	current, prev := trimKeys(key, previous)
+	switch {
+	case file != "":
+		k, _, err = readKeyFile(file)
+		return k, false, err
+	case current != nil:
+		k, err = NewKeyring(current, prev...)
+		return k, false, err
+	}
+	k, err = Generated()
+	return k, err == nil, err
+}
+
+// CheckSettings reports what FromSettings would refuse without reading a
+// file: key and file both set, previous keys without key or with file, a
+// key shorter than MinKeyBytes. Its errors name the variables, never the
+// keys.
+func CheckSettings(key string, previous []string, file string) error {
+	k, prev := trimKeys(key, previous)
+	switch {
+	case k != nil && file != "":
+		return errors.New("lease: LEASE_SIGNING_KEY and LEASE_SIGNING_KEY_FILE are both set: set one")
+	case file != "" && len(prev) > 0:
+		return errors.New("lease: LEASE_SIGNING_KEY_PREVIOUS goes with LEASE_SIGNING_KEY; with LEASE_SIGNING_KEY_FILE, list previous keys on the file's further lines")
+	case k == nil && len(prev) > 0:
+		return errors.New("lease: LEASE_SIGNING_KEY_PREVIOUS is set but LEASE_SIGNING_KEY is not")
+	case k != nil && len(k) < MinKeyBytes:
+		return fmt.Errorf("lease: LEASE_SIGNING_KEY is %d bytes, want at least %d (e.g. openssl rand -base64 48)", len(k), MinKeyBytes)
+	}
+	for i, p := range prev {
+		if len(p) < MinKeyBytes {
+			return fmt.Errorf("lease: LEASE_SIGNING_KEY_PREVIOUS key %d is %d bytes, want at least %d", i+1, len(p), MinKeyBytes)
+		}
+	}
+	return nil
+}
+
+// trimKeys returns the keys of the settings: without surrounding
+// whitespace, key nil when empty, empty previous keys dropped.
+func trimKeys(key string, previous []string) ([]byte, [][]byte) {
+	var k []byte
+	if key = strings.TrimSpace(key); key != "" {
+		k = []byte(key)
+	}
 	var prev [][]byte
 	for _, p := range previous {
 		if p = strings.TrimSpace(p); p != "" {
 			prev = append(prev, []byte(p))
 		}
 	}
-	switch {
-	case key != "" && file != "":
-		return nil, false, errors.New("lease: LEASE_SIGNING_KEY and LEASE_SIGNING_KEY_FILE are both set: set one")
-	case file != "" && len(prev) > 0:
-		return nil, false, errors.New("lease: LEASE_SIGNING_KEY_PREVIOUS goes with LEASE_SIGNING_KEY; with LEASE_SIGNING_KEY_FILE, list previous keys on the file's further lines")
-	case file != "":
-		k, _, err = readKeyFile(file)
-		return k, false, err
-	case key != "":
-		k, err = NewKeyring([]byte(key), prev...)
-		if err != nil {
-			return nil, false, fmt.Errorf("%w (LEASE_SIGNING_KEY, LEASE_SIGNING_KEY_PREVIOUS)", err)
-		}
-		return k, false, nil
-	case len(prev) > 0:
-		return nil, false, errors.New("lease: LEASE_SIGNING_KEY_PREVIOUS is set but LEASE_SIGNING_KEY is not")
-	}
-	k, err = Generated()
-	return k, err == nil, err
+	return k, prev
 }
 
 // ParseKeyFile returns the keyring of a key file's contents: the first
