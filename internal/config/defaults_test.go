@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
@@ -56,6 +57,7 @@ func TestLibraryDefaultsAgree(t *testing.T) {
 		{"HTTP_READ_HEADER_TIMEOUT", d.HTTPReadHeaderTimeout, server.DefaultReadHeaderTimeout},
 		{"HTTP_READ_TIMEOUT", d.HTTPReadTimeout, server.DefaultReadTimeout},
 		{"HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout, server.DefaultIdleTimeout},
+		{"LEASE_TTL", d.LeaseTTL, lease.DefaultTTL},
 	}
 	for _, c := range cases {
 		if c.got != c.lib {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
@@ -165,6 +166,11 @@ type Settings struct {
 	Namespace          string        // NAMESPACE: storage namespace
 	ConfigCacheTTL     time.Duration // CONFIG_CACHE_TTL: lifetime of cached stored limit configs
 	RejectionCacheSize int           // REJECTION_CACHE_SIZE: entries in the over-limit cache; 0 disables it
+
+	LeaseSigningKey         string        // LEASE_SIGNING_KEY: key signing leases (never printed)
+	LeaseSigningKeyPrevious string        // LEASE_SIGNING_KEY_PREVIOUS: keys still verifying leases, comma-separated (never printed)
+	LeaseSigningKeyFile     string        // LEASE_SIGNING_KEY_FILE: file of keys shared by every replica
+	LeaseTTL                time.Duration // LEASE_TTL: how long a lease settles
 }
 
 // Var describes one setting for documentation: its environment variable,
@@ -263,6 +269,8 @@ func Defaults() Settings {
 		Namespace:          dynamo.DefaultNamespace,
 		ConfigCacheTTL:     dynamo.DefaultConfigCacheTTL,
 		RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+
+		LeaseTTL: lease.DefaultTTL,
 	}
 }
 
@@ -408,6 +416,11 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"NAMESPACE", "Namespace of this deployment's rules (those whose descriptor file names none) and admin commands: on a shared DynamoDB table, buckets, stored limits, entities and audit records of one namespace are invisible to another.", (*stringValue)(&s.Namespace)},
 		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store.", (*durationValue)(&s.ConfigCacheTTL)},
 		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
+
+		{"LEASE_SIGNING_KEY", "Key signing the leases an admission returns for settling its cost after the response (docs/leases.md): its raw bytes, at least 32 (e.g. openssl rand -base64 48), the same on every replica. Never printed; prefer LEASE_SIGNING_KEY_FILE. With neither set, a random key is generated and a warning logged: leases then settle only on the replica that issued them, until it restarts.", (*secretValue)(&s.LeaseSigningKey)},
+		{"LEASE_SIGNING_KEY_PREVIOUS", "Keys that still verify leases while a new LEASE_SIGNING_KEY is rolled out, comma-separated (docs/leases.md#rotating-the-key). Never printed.", (*secretValue)(&s.LeaseSigningKeyPrevious)},
+		{"LEASE_SIGNING_KEY_FILE", "File of lease keys shared by every replica (e.g. a mounted Kubernetes Secret), instead of LEASE_SIGNING_KEY: its first non-empty line is the signing key, each further line a key that still verifies; surrounding whitespace is ignored.", (*stringValue)(&s.LeaseSigningKeyFile)},
+		{"LEASE_TTL", "How long after its admission a lease can be settled, in (0,24h]: a later settlement is ignored and counted as expired, and the store remembers each settled lease this long.", (*durationValue)(&s.LeaseTTL)},
 	}
 }
 
@@ -517,6 +530,22 @@ func (s Settings) XDSHeaderMap() map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// LeasePreviousKeys returns LEASE_SIGNING_KEY_PREVIOUS split at commas,
+// for lease.FromSettings.
+func (s Settings) LeasePreviousKeys() []string {
+	if s.LeaseSigningKeyPrevious == "" {
+		return nil
+	}
+	return strings.Split(s.LeaseSigningKeyPrevious, ",")
+}
+
+// LeaseKeyring returns the lease keyring the settings describe (see
+// lease.FromSettings): generated reports a random key, which leases signed
+// on another replica or before a restart do not verify with.
+func (s Settings) LeaseKeyring() (k *lease.Keyring, generated bool, err error) {
+	return lease.FromSettings(s.LeaseSigningKey, s.LeasePreviousKeys(), s.LeaseSigningKeyFile)
 }
 
 // ConfigDir is the directory holding the descriptor YAML: CONFIG_DIR when

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/lease"
 )
 
 // env returns a getenv over m.
@@ -162,6 +164,53 @@ func TestFlagHelpPrints(t *testing.T) {
 	}
 }
 
+// TestLeaseKeysNeverPrinted wants the lease keys out of flag help and the
+// settings table however they were set.
+func TestLeaseKeysNeverPrinted(t *testing.T) {
+	const key, prev = "the-current-signing-key-0123456789", "the-previous-signing-key-0123456789"
+	s, err := FromEnv(env(map[string]string{"LEASE_SIGNING_KEY": key, "LEASE_SIGNING_KEY_PREVIOUS": prev + "," + key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LeaseSigningKey != key || len(s.LeasePreviousKeys()) != 2 || s.LeasePreviousKeys()[0] != prev {
+		t.Fatalf("FromEnv read %q and %q, want the key and two previous keys", s.LeaseSigningKey, s.LeasePreviousKeys())
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var b strings.Builder
+	fs.SetOutput(&b)
+	s.RegisterFlags(fs)
+	fs.PrintDefaults()
+	b.WriteString(MarkdownTable())
+	for _, v := range bindings(&s) {
+		b.WriteString(v.value.String())
+	}
+	if strings.Contains(b.String(), "signing-key-0123") {
+		t.Error("a lease key is printed in flag help, the settings table or a binding's String")
+	}
+	if err := fs.Parse([]string{"-lease_signing_key", prev}); err != nil || s.LeaseSigningKey != prev {
+		t.Errorf("-lease_signing_key = %v, %q; want it set", err, s.LeaseSigningKey)
+	}
+}
+
+func TestLeaseKeyring(t *testing.T) {
+	key := strings.Repeat("k", 32)
+	s := Defaults()
+	if k, generated, err := s.LeaseKeyring(); err != nil || !generated || k == nil {
+		t.Errorf("LeaseKeyring() with no key = %v, %v, %v; want a generated keyring", k, generated, err)
+	}
+	s.LeaseSigningKey = key
+	k, generated, err := s.LeaseKeyring()
+	if err != nil || generated {
+		t.Fatalf("LeaseKeyring() = %v, %v, %v; want the configured key", k, generated, err)
+	}
+	if want, _ := lease.NewKeyring([]byte(key)); k.KeyID() != want.KeyID() {
+		t.Errorf("LeaseKeyring().KeyID() = %s, want %s", k.KeyID(), want.KeyID())
+	}
+	if got := (Settings{}).LeasePreviousKeys(); got != nil {
+		t.Errorf("LeasePreviousKeys() of nothing = %q, want nil", got)
+	}
+}
+
 // TestTableCoversEveryField holds the one-list invariant: every field of
 // Settings has exactly one variable, and no variable is listed twice.
 func TestTableCoversEveryField(t *testing.T) {
@@ -242,6 +291,9 @@ func TestTableDefaults(t *testing.T) {
 		"NAMESPACE":                "default",
 		"CONFIG_CACHE_TTL":         "1m0s",
 		"REJECTION_CACHE_SIZE":     "100000",
+		"LEASE_SIGNING_KEY":        "",
+		"LEASE_SIGNING_KEY_FILE":   "",
+		"LEASE_TTL":                "15m0s",
 	}
 	got := map[string]string{}
 	for _, v := range Table() {
@@ -349,6 +401,19 @@ func TestValidate(t *testing.T) {
 		{"config dir instead of root", func(s *Settings) { s.RuntimeRoot = ""; s.ConfigDirOverride = "/etc/rl" }, ""},
 		{"bad header when enabled", func(s *Settings) { s.LimitResponseHeadersEnabled = true; s.LimitResetHeader = "Rate Limit" }, "LIMIT_RESET_HEADER"},
 		{"bad header when disabled", func(s *Settings) { s.LimitResetHeader = "" }, ""},
+		{"lease key", func(s *Settings) { s.LeaseSigningKey = strings.Repeat("k", 32) }, ""},
+		{"short lease key", func(s *Settings) { s.LeaseSigningKey = "short" }, "LEASE_SIGNING_KEY is 5 bytes, want at least 32"},
+		{"short previous lease key", func(s *Settings) {
+			s.LeaseSigningKey, s.LeaseSigningKeyPrevious = strings.Repeat("k", 32), strings.Repeat("p", 32)+",short"
+		}, "LEASE_SIGNING_KEY_PREVIOUS key 2 is 5 bytes"},
+		{"lease key and file", func(s *Settings) { s.LeaseSigningKey, s.LeaseSigningKeyFile = strings.Repeat("k", 32), "/keys" }, "LEASE_SIGNING_KEY and LEASE_SIGNING_KEY_FILE are both set"},
+		{"previous lease keys and file", func(s *Settings) { s.LeaseSigningKeyPrevious, s.LeaseSigningKeyFile = strings.Repeat("p", 32), "/keys" }, "LEASE_SIGNING_KEY_PREVIOUS goes with LEASE_SIGNING_KEY"},
+		{"previous lease keys alone", func(s *Settings) { s.LeaseSigningKeyPrevious = strings.Repeat("p", 32) }, "LEASE_SIGNING_KEY_PREVIOUS is set but LEASE_SIGNING_KEY is not"},
+		{"lease key file", func(s *Settings) { s.LeaseSigningKeyFile = "/keys" }, ""},
+		{"zero lease ttl", func(s *Settings) { s.LeaseTTL = 0 }, "LEASE_TTL=0s: want a duration in (0,24h0m0s]"},
+		{"negative lease ttl", func(s *Settings) { s.LeaseTTL = -time.Second }, "LEASE_TTL"},
+		{"lease ttl of a day", func(s *Settings) { s.LeaseTTL = 24 * time.Hour }, ""},
+		{"lease ttl past a day", func(s *Settings) { s.LeaseTTL = 24*time.Hour + time.Millisecond }, "LEASE_TTL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
@@ -39,6 +40,7 @@ func (s Settings) Validate() error {
 	s.validateDurations(&p)
 	s.validateSizes(&p)
 	s.validateBackend(&p)
+	s.validateLease(&p)
 	return errors.Join(p...)
 }
 
@@ -235,6 +237,17 @@ func (s Settings) validateBackend(p *problems) {
 		if s.AWSRegion == "" {
 			p.add("BACKEND_TYPE is dynamodb but AWS_REGION is empty")
 		}
+	}
+}
+
+// validateLease checks the lease keys (without reading the key file, which
+// LeaseKeyring reads) and LEASE_TTL.
+func (s Settings) validateLease(p *problems) {
+	if err := lease.CheckSettings(s.LeaseSigningKey, s.LeasePreviousKeys(), s.LeaseSigningKeyFile); err != nil {
+		p.add("%w", err)
+	}
+	if s.LeaseTTL <= 0 || s.LeaseTTL > lease.MaxTTL {
+		p.add("LEASE_TTL=%s: want a duration in (0,%s]", s.LeaseTTL, lease.MaxTTL)
 	}
 }
 

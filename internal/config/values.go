@@ -22,6 +22,13 @@ func (v *stringValue) String() string {
 	return string(*v)
 }
 
+// secretValue holds a secret (a signing key): String never prints it, so
+// neither flag help nor the settings table shows the value set.
+type secretValue string
+
+func (v *secretValue) Set(s string) error { *v = secretValue(s); return nil }
+func (v *secretValue) String() string     { return "" }
+
 type intValue int
 
 func (v *intValue) Set(s string) error {

@@ -1,0 +1,70 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// fuzzLeases are the leases whose tokens seed FuzzVerify.
+func fuzzLeases(t testing.TB) []*Lease {
+	odd := tokenbucket.Limit{Capacity: 1001, RefillAmount: 7, RefillPeriod: 1234 * time.Millisecond}
+	return []*Lease{
+		chainLease(t),
+		{ID: "x", Domain: "d", Expires: t0.Add(time.Second)},
+		{ID: "y", Expires: t0.Add(time.Hour), Buckets: []Bucket{{}}},
+		{ID: "eevKw6-Qq2oTOsv9", Domain: "llm", Expires: t0.Add(time.Minute), Buckets: []Bucket{{
+			Key:    cascade.Key{Namespace: "ns", Entity: "e", Resource: "r"},
+			Shard:  31,
+			Limits: []Limit{{Name: "odd", Bucket: odd, Estimate: 999}},
+		}}},
+	}
+}
+
+// FuzzVerify feeds Verify arbitrary tokens, seeded with genuine ones and
+// some of their mutations: it never panics, reports exactly one reason
+// for a refusal, and accepts only a token Sign produced (a seed), whose
+// lease signs back to the same token.
+func FuzzVerify(f *testing.F) {
+	k := mustKeyring(f, keyA, keyB)
+	genuine := map[string]bool{}
+	for _, l := range fuzzLeases(f) {
+		for _, signer := range []*Keyring{k, mustKeyring(f, keyB), mustKeyring(f, keyC)} {
+			tok := mustSign(f, signer, l)
+			if signer != k && signer.keys[0].id != k.keys[1].id {
+				f.Add(tok) // an unknown key
+				continue
+			}
+			genuine[tok] = true
+			f.Add(tok)
+			f.Add(tok[:len(tok)/2])
+			f.Add(tok + "A")
+		}
+	}
+	f.Add("")
+	f.Add("AQ")
+	f.Fuzz(func(t *testing.T, token string) {
+		l, err := k.Verify(token, t0)
+		if err != nil {
+			if l != nil {
+				t.Fatalf("Verify = %+v with error %v", l, err)
+			}
+			if !isOneOf(err, []error{ErrMalformed, ErrBadSignature, ErrUnknownKey, ErrExpired}) {
+				t.Fatalf("Verify error %v wraps not exactly one sentinel", err)
+			}
+			return
+		}
+		if !genuine[token] {
+			t.Fatalf("Verify accepted %q, which Sign did not produce: %+v", token, l)
+		}
+		signer := k
+		if b, _ := encoding.DecodeString(token); [keyIDBytes]byte(b[1:headBytes]) != k.keys[0].id {
+			signer = mustKeyring(t, keyB)
+		}
+		if again := mustSign(t, signer, l); again != token {
+			t.Fatalf("Sign(Verify(token)) = %q, want %q", again, token)
+		}
+	})
+}
