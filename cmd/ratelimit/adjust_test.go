@@ -235,3 +235,44 @@ func reloadSucceeded(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Fatal("no ratelimit_config_last_reload_successful")
 	return -1
 }
+
+// TestFileAdjustmentsReloadConfig: from files, a reload whose adjustments
+// block is bad (a limit the rules lack) fails as a whole, and the rules and
+// adjustments that serve keep serving.
+func TestFileAdjustmentsReloadConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "llm.yaml", adjustedRules)
+	s := config.Defaults()
+	s.ConfigDirOverride = dir
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	r, err := config.NewReloader(config.ReloaderOptions{Dir: s.ConfigDir(), Load: s.Loader(), Logger: logrus.NewEntry(log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := func() string {
+		cfg := r.Current()
+		a, ok := cfg.AdjustmentFor(cfg.Rules()[0], "tpm")
+		if !ok {
+			return ""
+		}
+		return a.Cost.Header
+	}
+	if got := header(); got != "x-llm-tokens" {
+		t.Fatalf("adjustment at start = %q, want x-llm-tokens", got)
+	}
+	writeConfig(t, dir, "llm.yaml", strings.Replace(strings.Replace(adjustedRules, "limit: tpm", "limit: tpd", 1), "x-llm-tokens", "x-other", 1))
+	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "llm.yaml:3: limit: limit 'tpd' is not a named limit of domain 'llm'") {
+		t.Errorf("Reload() = %v, want the unknown limit with file and line", err)
+	}
+	if got := header(); got != "x-llm-tokens" {
+		t.Errorf("after a bad reload: %q, want the old x-llm-tokens serving", got)
+	}
+	writeConfig(t, dir, "llm.yaml", strings.Replace(adjustedRules, "x-llm-tokens", "x-other", 1))
+	if err := r.Reload(); err != nil {
+		t.Fatalf("Reload() = %v", err)
+	}
+	if got := header(); got != "x-other" {
+		t.Errorf("after a good reload: %q, want x-other", got)
+	}
+}
