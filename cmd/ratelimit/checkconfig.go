@@ -14,7 +14,9 @@ import (
 
 // checkConfig loads a descriptor directory the way serve does and reports
 // every problem: exit 0 when it loads (warnings printed), 1 when it does not
-// or, with -strict, when there is a warning.
+// or, with -strict, when there is a warning. With CONFIG_TYPE=GRPC_XDS_SOTW
+// the directory holds adjustments for the pushed rules only
+// (checkAdjustments).
 func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var strict bool
 	s, err := loadSettings("check-config", args, getenv, func(fs *flag.FlagSet) {
@@ -28,6 +30,9 @@ func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitFailure
 	}
 	dir := s.ConfigDir()
+	if s.ConfigType == config.ConfigTypeXDS {
+		return checkAdjustments(s, dir, stdout, stderr)
+	}
 	cfg, err := s.Loader()(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit check-config: %s does not load:\n%v\n", dir, err)
@@ -51,6 +56,9 @@ func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	summary := fmt.Sprintf("%s: %d domains, %d rules", dir, len(cfg.Domains()), len(cfg.Rules()))
+	if n := countAdjustments(cfg); n > 0 {
+		summary += ", " + plural(n, "adjustment")
+	}
 	switch {
 	case len(warnings) > 0 && strict:
 		fmt.Fprintf(stdout, "%s: %s: FAIL (-strict)\n", summary, plural(len(warnings), "warning"))
@@ -86,6 +94,33 @@ func checkConfigDir(s config.Settings) error {
 	}
 	return fmt.Errorf("descriptor directory %s %s: it is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (%s, %q, %q); set -config_dir or CONFIG_DIR to the directory holding your descriptor YAML files, or set those three as for envoyproxy/ratelimit",
 		dir, what, filepath.Clean(s.RuntimeRoot), s.RuntimeSubdirectory, s.RuntimeAppDirectory)
+}
+
+// checkAdjustments checks, over xDS, the directory of adjustments for the
+// pushed rules as serve loads it: files with domain: and adjustments: only.
+// Their limit names can only be checked against the rules, when they
+// arrive; serve logs those that select none.
+func checkAdjustments(s config.Settings, dir string, stdout, stderr io.Writer) int {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && s.ConfigDirOverride == "" {
+		fmt.Fprintf(stdout, "%s: no adjustments directory; the rules come over xDS: OK\n", dir)
+		return exitOK
+	}
+	cfg, err := adjustmentsLoader(s)(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit check-config: %s does not load:\n%v\n", dir, err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: %s for rules pushed over xDS: OK (the limits they name are checked when the rules arrive)\n", dir, plural(countAdjustments(cfg), "adjustment"))
+	return exitOK
+}
+
+// countAdjustments counts the adjustments of every domain of cfg.
+func countAdjustments(cfg *descriptors.Config) int {
+	n := 0
+	for _, d := range cfg.AdjustedDomains() {
+		n += len(cfg.Adjustments(d))
+	}
+	return n
 }
 
 func plural(n int, noun string) string {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -102,6 +104,10 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 	if err != nil {
 		return configSource{}, err
 	}
+	adjust, err := openAdjustments(s, client, m, log)
+	if err != nil {
+		return configSource{}, err
+	}
 	// The subscription starts now, so the start can wait for it; it lives
 	// until stop.
 	subCtx, cancel := context.WithCancel(context.Background())
@@ -125,7 +131,7 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 			return configSource{}, ctx.Err()
 		}
 	}
-	return configSource{
+	src := configSource{
 		current:  client.Current,
 		degraded: func() string { return "" },
 		run: func(ctx context.Context) error {
@@ -136,8 +142,80 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 				return err
 			}
 		},
-		trigger:   func() { log.Info("SIGHUP: the configuration comes over xDS; nothing to reload") },
+		trigger: func() {
+			log.Info("SIGHUP: the configuration comes over xDS and there is no adjustments directory; nothing to reload")
+		},
 		stop:      stop,
 		namespace: s.Namespace,
-	}, nil
+	}
+	if adjust != nil {
+		src.degraded, src.trigger = adjust.WatchProblem, adjust.Trigger
+		src.run = func(ctx context.Context) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			watched := make(chan error, 1)
+			go func() { watched <- adjust.Run(ctx) }()
+			select {
+			case <-ctx.Done():
+				return <-watched
+			case err := <-errc:
+				cancel()
+				<-watched
+				return err
+			case err := <-watched:
+				return err
+			}
+		}
+	}
+	return src, nil
+}
+
+// openAdjustments loads, over xDS, the adjustments for the pushed rules
+// from the descriptor directory, when there is one: files with domain: and
+// adjustments: only, merged by domain with every push (the xDS resource has
+// no field for them), and watched and reloaded as descriptor files are. A
+// directory that does not exist means no adjustments (nil), unless
+// CONFIG_DIR names it. A bad file stops the start, and on a reload keeps the
+// adjustments that serve.
+func openAdjustments(s config.Settings, client *xdsconfig.Client, m *metrics.Metrics, log *logrus.Entry) (*config.Reloader, error) {
+	dir := s.ConfigDir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && s.ConfigDirOverride == "" {
+		log.WithField("dir", dir).Info("no adjustments directory: the rules pushed over xDS are not settled after the response")
+		return nil, nil
+	}
+	// OnReload calls are one at a time, the first (at the start) before
+	// NewReloader returns; the later ones come from Run.
+	var reloader *config.Reloader
+	var last *descriptors.Config
+	update := func() {
+		if cur := reloader.Current(); cur != last {
+			last = cur
+			client.SetAdjustments(cur)
+		}
+	}
+	reloader, err := config.NewReloader(config.ReloaderOptions{
+		Dir:      dir,
+		WatchDir: s.WatchDir(),
+		Load:     adjustmentsLoader(s),
+		Logger:   log,
+		OnReload: func(ok bool, _ error, at time.Time) {
+			if reloader != nil {
+				update()
+			}
+			m.ObserveReload(ok, at)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load adjustments for the rules pushed over xDS: %w", err)
+	}
+	update()
+	return reloader, nil
+}
+
+// adjustmentsLoader loads a directory of adjustments for rules that arrive
+// over xDS.
+func adjustmentsLoader(s config.Settings) func(dir string) (*descriptors.Config, error) {
+	opts := s.LoadOptions()
+	opts.AdjustmentsOnly = true
+	return func(dir string) (*descriptors.Config, error) { return descriptors.LoadDir(dir, opts) }
 }

@@ -79,7 +79,8 @@ type Options struct {
 	Logger *logrus.Entry
 }
 
-// Client subscribes to the descriptor configuration and holds the live one.
+// Client subscribes to the descriptor configuration and holds the live one:
+// the last pushed rules merged with the adjustments of SetAdjustments.
 type Client struct {
 	o       Options
 	node    *corev3.Node
@@ -87,6 +88,11 @@ type Client struct {
 	ready   chan struct{}
 	once    sync.Once
 	log     *logrus.Entry
+
+	// mu guards rules and adjust, and orders the stores to current.
+	mu     sync.Mutex
+	rules  *descriptors.Config // the last pushed configuration, nil before one
+	adjust *descriptors.Config // adjustments for the pushed rules (AdjustmentsOnly); may be nil
 }
 
 // New checks o and returns a Client; nothing is dialled until Run.
@@ -128,9 +134,40 @@ func New(o Options) (*Client, error) {
 	return c, nil
 }
 
-// Current returns the live configuration: the last one pushed, Initial
-// before any was, or nil before any was without Initial.
+// Current returns the live configuration: the last one pushed (with the
+// adjustments merged in), Initial before any was, or nil before any was
+// without Initial.
 func (c *Client) Current() *descriptors.Config { return c.current.Load() }
+
+// SetAdjustments sets the adjustments merged by domain with every pushed
+// configuration (descriptors.Config.WithAdjustments): a configuration
+// parsed with descriptors.Options.AdjustmentsOnly, from files, since the
+// xDS resource has no field for them; nil removes them. When a
+// configuration has been pushed, the merge is live on return. An
+// adjustment that selects no limit of the pushed rules is logged as an
+// error and left out; the rules serve as pushed.
+func (c *Client) SetAdjustments(a *descriptors.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.adjust = a
+	if c.rules != nil {
+		c.publish(logrus.Fields{"cause": "adjustments"})
+	}
+}
+
+// publish makes the pushed rules merged with the adjustments live, logging
+// the adjustments left out. c.mu is held.
+func (c *Client) publish(fields logrus.Fields) {
+	cfg, problems := c.rules.WithAdjustments(c.adjust)
+	c.current.Store(cfg)
+	if len(problems) > 0 {
+		ps := make([]string, len(problems))
+		for i, p := range problems {
+			ps[i] = p.Error()
+		}
+		c.log.WithFields(fields).WithField("problems", ps).Error("adjustments left out: they select no limit of the rules pushed over xDS; those limits are not settled after the response")
+	}
+}
 
 // Ready is closed when the first pushed configuration has been applied.
 func (c *Client) Ready() <-chan struct{} { return c.ready }
@@ -300,7 +337,10 @@ func (c *Client) apply(resp *discovery.DiscoveryResponse) error {
 		}
 		return err
 	}
-	c.current.Store(cfg)
+	c.mu.Lock()
+	c.rules = cfg
+	c.publish(logrus.Fields{"version": resp.GetVersionInfo()})
+	c.mu.Unlock()
 	c.once.Do(func() { close(c.ready) })
 	if warnings := cfg.Warnings(); len(warnings) > 0 {
 		ws := make([]string, len(warnings))

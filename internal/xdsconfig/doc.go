@@ -11,6 +11,13 @@
 // ACKed; one that does not is NACKed with the problems, and the live one
 // keeps serving.
 //
+// The resource has no field for adjustments (post-response costs), so they
+// come from files (descriptors.Options.AdjustmentsOnly) through
+// SetAdjustments and are merged by domain with every pushed configuration.
+// An adjustment that selects no limit of the pushed rules is logged and left
+// out; the push is still applied and ACKed, so that a local file never holds
+// back the gateway's rules.
+//
 // The client keeps one gRPC channel to the management server for its
 // lifetime. The channel reconnects on its own every ConnectRetryInterval
 // while the server cannot be reached; a stream that breaks (the server

@@ -82,6 +82,20 @@ func (c *Config) Adjustments(domain string) []Adjustment {
 	return append([]Adjustment(nil), a.list...)
 }
 
+// AdjustedDomains returns the domains that have adjustments, sorted.
+func (c *Config) AdjustedDomains() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range sortedKeys(c.adjust) {
+		if len(c.adjust[d].list) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // AdjustmentFor returns the adjustment that settles the limit of rule r
 // whose Limit.ID is limitID, and false when none does. It costs one map
 // lookup.
@@ -98,6 +112,19 @@ func (c *Config) AdjustmentFor(r *Rule, limitID string) (Adjustment, bool) {
 		return Adjustment{}, false
 	}
 	return a.list[i], true
+}
+
+// dumpAdjustments writes one line per adjustment, by domain, for Dump.
+func (c *Config) dumpAdjustments(b *strings.Builder) {
+	for _, d := range c.AdjustedDomains() {
+		for _, a := range c.adjust[d].list {
+			fmt.Fprintf(b, "%s adjustment %s: ", d, a.Limit)
+			if a.Descriptor != nil {
+				b.WriteString("descriptor=" + pathText(a.Descriptor) + " ")
+			}
+			fmt.Fprintf(b, "cost=%s (%s:%d)\n", a.Cost, a.File, a.Line)
+		}
+	}
 }
 
 // adjustmentList reads a file's adjustments: list. The domain is the

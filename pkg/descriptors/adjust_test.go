@@ -20,6 +20,9 @@ func TestAdjustmentsParse(t *testing.T) {
 	if got := c.Adjustments("llm"); !reflect.DeepEqual(got, want) {
 		t.Errorf("Adjustments(llm) =\n%+v\nwant\n%+v", got, want)
 	}
+	if got := c.AdjustedDomains(); !reflect.DeepEqual(got, []string{"llm"}) {
+		t.Errorf("AdjustedDomains() = %v, want [llm]", got)
+	}
 	if got := c.Adjustments("other"); got != nil {
 		t.Errorf("Adjustments(other) = %v, want nil", got)
 	}
@@ -234,5 +237,19 @@ func TestWithAdjustments(t *testing.T) {
 	}
 	if _, ok := merged.Match("llm", []Entry{{"k", "v"}}); !ok {
 		t.Error("merged Match(llm, k) = false, want the rule")
+	}
+}
+
+// TestDumpAdjustments: /rlconfig ends with one line per adjustment.
+func TestDumpAdjustments(t *testing.T) {
+	dump := mustParse(t, Options{}, "adjustments.yaml").Dump()
+	want := "llm.api_key: limits=[tpm: unit=MINUTE requests_per_unit=100000 charge=post; tpd: unit=DAY requests_per_unit=1000000; output: unit=MINUTE requests_per_unit=50000], shadow_mode: false\n" +
+		"llm.route_chat: unit=HOUR requests_per_unit=21, shadow_mode: false\n" +
+		"llm adjustment tpm: cost=header x-llm-tokens (adjustments.yaml:3)\n" +
+		"llm adjustment tpd: cost=trailer x-llm-tokens (adjustments.yaml:5)\n" +
+		"llm adjustment output: cost=metadata io.envoy.ai_gateway/llm_output_token (adjustments.yaml:7)\n" +
+		"llm adjustment route-usage: descriptor=[route=chat] cost=metadata io.envoy.ai_gateway/llm_total_token (adjustments.yaml:10)\n"
+	if dump != want {
+		t.Errorf("Dump() =\n%s\nwant\n%s", dump, want)
 	}
 }

@@ -308,7 +308,10 @@ func (c *Config) Warnings() []Problem {
 //	domain.key_value: unit=MINUTE requests_per_unit=20, shadow_mode: false
 //
 // followed by the settings that differ from their defaults, and by
-// "namespace: NS" for a rule whose file names its namespace.
+// "namespace: NS" for a rule whose file names its namespace. Then one line
+// per adjustment, by domain:
+//
+//	llm adjustment tpm: cost=header x-llm-tokens (llm.yaml:3)
 func (c *Config) Dump() string { return c.DumpIn("") }
 
 // DumpIn is Dump as a deployment whose namespace is namespace sees the
@@ -352,6 +355,7 @@ func (c *Config) DumpIn(namespace string) string {
 		}
 		b.WriteByte('\n')
 	}
+	c.dumpAdjustments(&b)
 	return b.String()
 }
 
