@@ -59,6 +59,23 @@
 // that, once per eviction; nothing else changes. Stats counts evictions of
 // full and not-full buckets and adds up the deficits forgiven.
 //
+// Settlements: Settle applies a cascade.Settlement (charges into debt,
+// refunds capped at capacity, after the fact) as a plan of advisory debits
+// through the same path as Acquire — its buckets locked in sequence order,
+// cascade.Decide, the levels written back — so it is atomic with every
+// Acquire and Settle on those buckets, and never refused. Its ID is
+// remembered, in one of as many ID shards as bucket shards (by a seeded
+// hash of the ID, each behind its own lock, held from the duplicate check
+// until the ID is recorded: concurrent Settles of one ID apply it once),
+// until its Expires plus a minute (a lease checked just before it expired
+// may arrive just after). Expired IDs are dropped by the next Settle in
+// their shard, soonest first from a heap: O(log n) amortized, so the store
+// holds the IDs settled within their lifetime, and at most MaxSettlements
+// (⌈MaxSettlements/shards⌉ a shard, about 150 bytes each); past that a new
+// ID is refused with ErrTooManySettlements until some expire. Settle
+// reports shard 0 (the store has no shards of a bucket); a settled bucket
+// is evicted like any other, forgiving what it lacked of full.
+//
 // One case is not exact: if the clock steps back after a full bucket was
 // dropped, the new bucket is full at the earlier time, while the dropped one
 // would have held up to (step × refill rate) less.

@@ -124,6 +124,8 @@ type Store struct {
 	perShard      int
 	perShardBytes int64
 	sweepInterval time.Duration
+	settled       []settled     // settlement IDs, by hash (settle.go)
+	perSettled    int           // IDs each of settled remembers at most
 	seq           atomic.Uint64 // last entry sequence number (the lock order)
 	evictedFull   atomic.Uint64
 	evictedOther  atomic.Uint64
@@ -159,9 +161,12 @@ func New(opts ...Option) *Store {
 		perShard:      (c.maxBuckets + n - 1) / n,
 		perShardBytes: c.maxBytes / int64(n),
 		sweepInterval: c.sweepInterval,
+		settled:       make([]settled, n),
+		perSettled:    (MaxSettlements + n - 1) / n,
 	}
 	for i := range s.shards {
 		s.shards[i].init()
+		s.settled[i].ids = map[string]int64{}
 	}
 	return s
 }
@@ -207,6 +212,15 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	if p == nil {
 		return cascade.Decision{}, errors.New("memstore: acquire: nil plan")
 	}
+	return s.apply(p, false)
+}
+
+// apply decides p as Acquire describes. A plan whose new buckets raced
+// with other plans maxRetries times is refused (cascade.Busy), unless it
+// must be applied (a settlement): then its last decision stands, on those
+// buckets as on buckets its shard had no room for (forgotten at once, an
+// eviction).
+func (s *Store) apply(p *cascade.Plan, must bool) (cascade.Decision, error) {
 	p = s.canonical(p)
 	n := len(p.Debits)
 	for i := range p.Debits {
@@ -234,7 +248,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 		order = make([]int, 0, len(refs))
 	}
 
-	for range maxRetries {
+	for attempt := 1; attempt <= maxRetries; attempt++ {
 		order = s.lockAll(p, refs, order[:0])
 		nowMs := s.now().UnixMilli()
 		levels = levels[:0]
@@ -242,7 +256,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 			levels = append(levels, refs[j].e.level(refs[j].limit, nowMs))
 		}
 		dec := cascade.Decide(p, slot, levels, nowMs)
-		if s.raced(refs) {
+		if (attempt < maxRetries || !must) && s.raced(refs) {
 			s.unlockAll(refs, order)
 			for j := range refs {
 				if refs[j].e.transient {

@@ -26,6 +26,17 @@
 // that no more is admitted than the bucket refills and that multi-bucket
 // plans neither deadlock nor lose a millitoken.
 //
+// RunSettle holds a store that settles (Settler, cascade.Settlement) to the
+// settlement contract, each answer equal to the Reference's: a charge runs
+// into debt, a refund stops at capacity, an ID settles once (a later
+// Settle of it is a duplicate and changes nothing, an empty settlement
+// records its ID), an invalid settlement is an error wrapping
+// cascade.ErrSettlement and records nothing, every level of a chain moves
+// alike, and random settlements among random decisions agree with the
+// Reference. RunSettleConcurrency settles one ID from 16 goroutines at once
+// (applied exactly once) and interleaves settlements, each sent twice,
+// with consumes on one bucket (conserved exactly).
+//
 // Units: amounts are tokenbucket.Millitokens, times time.Time at the API and
 // unix milliseconds in the stores. The suite imports only pkg/cascade and
 // pkg/tokenbucket, so any store package can call it from its tests.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,9 +21,10 @@ import (
 // first restates the level in the new limit's terms, keeping what the bucket
 // holds (see tokenbucket.Limit.Restate); a bucket never seen starts full.
 type Reference struct {
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[refKey]refEntry
+	now     func() time.Time
+	mu      sync.Mutex
+	m       map[refKey]refEntry
+	settled map[string]bool // settlement IDs applied (never forgotten)
 }
 
 type refKey struct {
@@ -37,7 +39,7 @@ type refEntry struct {
 
 // NewReference returns an empty reference store reading time from now.
 func NewReference(now func() time.Time) *Reference {
-	return &Reference{now: now, m: make(map[refKey]refEntry)}
+	return &Reference{now: now, m: make(map[refKey]refEntry), settled: make(map[string]bool)}
 }
 
 // Acquire decides p with cascade.Decide over the stored levels and stores
@@ -48,6 +50,39 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.decide(p), nil
+}
+
+// Settle applies st once per ID (the reference never forgets one): its
+// charges and refunds as one plan of advisory debits decided by
+// cascade.Decide, which is never refused. An invalid settlement is an error
+// wrapping cascade.ErrSettlement.
+func (s *Reference) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error) {
+	if err := ctx.Err(); err != nil {
+		return cascade.Settled{}, err
+	}
+	if err := st.Validate(); err != nil {
+		return cascade.Settled{}, err
+	}
+	p := &cascade.Plan{Debits: make([]cascade.Debit, len(st.Debits))}
+	for i, d := range st.Debits {
+		if err := d.Bucket.Validate(); err != nil {
+			return cascade.Settled{}, fmt.Errorf("storetest: debit %d: %w: %w", i, cascade.ErrSettlement, err)
+		}
+		d.Role = cascade.Advisory
+		p.Debits[i] = d
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settled[st.ID] {
+		return cascade.Settled{Duplicate: true}, nil
+	}
+	s.settled[st.ID] = true
+	return cascade.Settled{Statuses: s.decide(p).Statuses}, nil
+}
+
+// decide decides p and stores what changed; s.mu must be held.
+func (s *Reference) decide(p *cascade.Plan) cascade.Decision {
 	// The clock is read under the lock: a decision at an instant earlier
 	// than one already written sees the bucket emptier by the refill in
 	// between, so a stale instant would under-admit.
@@ -88,7 +123,7 @@ func (s *Reference) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decis
 			s.m[k] = refEntry{state: levels[j].State(), limit: limits[j]}
 		}
 	}
-	return dec, nil
+	return dec
 }
 
 // Tokens returns what the first stored bucket limit that match accepts

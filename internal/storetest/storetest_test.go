@@ -23,6 +23,14 @@ func TestRunConcurrencyRef(t *testing.T) {
 	RunConcurrency(t, func(t *testing.T) []Store { return []Store{NewReference(time.Now)} })
 }
 
+func TestRunSettleRef(t *testing.T) {
+	RunSettle(t, func(t *testing.T, c *Clock) Settler { return NewReference(c.Now) })
+}
+
+func TestRunSettleConcurrencyRef(t *testing.T) {
+	RunSettleConcurrency(t, func(t *testing.T) []Settler { return []Settler{NewReference(time.Now)} })
+}
+
 // forgetful drops every bucket after each call.
 type forgetful struct{ now func() time.Time }
 

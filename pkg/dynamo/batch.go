@@ -30,7 +30,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	decisions := decisionsOf(batch)
 	ctx = s.callContext(ctx, decisions)
 	deadline, _ := ctx.Deadline()
-	b, shard := batch[0].b, batch[0].shard
+	b := batch[0].b
 	img := s.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
@@ -64,7 +64,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			return
 		}
 		left := time.Until(deadline)
-		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, shard, img, j, now))
+		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
 			s.keepImage(b, pk, newImg)
@@ -78,6 +78,16 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			img, read = newImg, true // the condition failed: decide on what is there
 			lost++
 			s.keepImage(b, pk, img)
+		case errors.Is(err, ErrConflict):
+			// A transaction (a settlement, a doubling) held the item:
+			// DynamoDB wrote nothing. A race lost: read the item again and
+			// decide on it, after a backoff.
+			img = nil
+			lost++
+			if !sleep(ctx, backoff(attempt)) {
+				s.contend(batch, nil, ContendedRaced)
+				return
+			}
 		case errors.Is(err, ErrThrottled):
 			// The item is past what one partition writes: retry within the
 			// budget, with twice the shards once per batch.
@@ -426,7 +436,28 @@ func preImage(newImg, guessed *image, j *judgement) *image {
 }
 
 // writeInput builds the batch's conditional write.
-func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgement, now int64) *dynamodb.UpdateItemInput {
+func (s *Store) writeInput(pk string, b bucket, img *image, j *judgement, now int64) *dynamodb.UpdateItemInput {
+	e := s.writeExpr(b, img, j, now)
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.cfg.Table),
+		Key:                                 itemKey(pk, skState),
+		UpdateExpression:                    e.update(),
+		ConditionExpression:                 e.conditionExpr(),
+		ExpressionAttributeNames:            e.attrNames(),
+		ExpressionAttributeValues:           e.attrValues(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
+	}
+}
+
+// writeExpr builds the update and condition of a write of judgement j,
+// decided on img: every level j changes, added to (or set) on the
+// condition that the stored level lies in the range for which j's
+// decisions hold, the shard count j assumed, and the item's expiry. A
+// batch writes it alone (writeInput); a settlement in a transaction
+// (settle.go).
+func (s *Store) writeExpr(b bucket, img *image, j *judgement, now int64) *expr {
 	e := newExpr()
 	if img.exists {
 		e.condition(e.name(attrShardCount) + " = " + e.num(int64(j.n)))
@@ -480,17 +511,7 @@ func (s *Store) writeInput(pk string, b bucket, shard int, img *image, j *judgem
 	}
 	e.setAttr(attrTTL, numAV(fullAt+1))
 	stampWriter(e, now)
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.cfg.Table),
-		Key:                                 itemKey(pk, skState),
-		UpdateExpression:                    e.update(),
-		ConditionExpression:                 e.conditionExpr(),
-		ExpressionAttributeNames:            e.attrNames(),
-		ExpressionAttributeValues:           e.attrValues(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
-	}
+	return e
 }
 
 func setShape(e *expr, prefix string, l tokenbucket.Limit) {

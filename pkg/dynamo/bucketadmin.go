@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -67,11 +66,7 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 		}
 		e.setAttr(attrTTL, numAV(fullAt))
 		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
-		tx[sh] = types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.cfg.Table), Key: itemKey(b.pk(sh), skState),
-			UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-			ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
-		}}
+		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()

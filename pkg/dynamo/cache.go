@@ -250,6 +250,7 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	}
 	now := s.nowMs()
 	imgs := make([]*image, len(buckets))
+	shards := make([]int, len(buckets))
 	hit := false
 	s.mu.Lock()
 	for i, b := range buckets {
@@ -266,6 +267,7 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 		}
 		hit = true
 		imgs[i], _ = s.images.peek(b.pk(r.shard))
+		shards[i] = r.shard
 	}
 	s.mu.Unlock()
 	if !hit {
@@ -275,12 +277,14 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	slot := make([]int, len(q.Debits))
 	var keys []string
 	var levels []tokenbucket.Level
+	shardOf := make([]int, len(q.Debits))
 	for i := range q.Debits {
 		d := &q.Debits[i]
 		bi := 0
 		for buckets[bi].key != d.Key {
 			bi++
 		}
+		shardOf[i] = shards[bi]
 		img := imgs[bi]
 		if img != nil && img.exists && img.shardCount > 1 {
 			d.Amount = mulSat(d.Amount, img.shardCount)
@@ -302,6 +306,9 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	dec := cascade.Decide(q, slot, levels, now)
 	if dec.Admitted {
 		return cascade.Decision{}, false
+	}
+	for i := range dec.Statuses {
+		dec.Statuses[i].Shard = shardOf[i]
 	}
 	return dec, true
 }

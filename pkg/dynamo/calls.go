@@ -78,11 +78,7 @@ func (s *Store) double(ctx context.Context, b bucket, n int) error {
 			e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
 			e.setAttr(attrEmpty, boolAV(true))
 		}
-		tx[sh] = types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.cfg.Table), Key: itemKey(b.pk(sh), skState),
-			UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-			ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
-		}}
+		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
@@ -98,4 +94,14 @@ func (s *Store) double(ctx context.Context, b bucket, n int) error {
 	s.log.WithField("shards", 2*n).Info("doubled the shard count of a hot bucket")
 	s.learnShards(b.base, 2*n)
 	return nil
+}
+
+// txUpdate is a transaction's update of the bucket item pk by e (its
+// update and condition).
+func (s *Store) txUpdate(pk string, e *expr) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.cfg.Table), Key: itemKey(pk, skState),
+		UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
+		ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+	}}
 }

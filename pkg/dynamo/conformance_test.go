@@ -58,3 +58,45 @@ func TestConcurrencyLocal(t *testing.T) {
 		return []storetest.Store{conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now)}
 	})
 }
+
+var _ storetest.Settler = (*dynamo.Store)(nil)
+
+func TestSettleConformanceFake(t *testing.T) {
+	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatalf("CreateTable(fake) = %v", err)
+		}
+		return conformanceStore(t, f, "t", clock.Now)
+	})
+}
+
+func TestSettleConformanceLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
+		name := dynamotest.TableName(t)
+		l.CreateTable(context.Background(), t, name)
+		return conformanceStore(t, l.Client(t), name, clock.Now)
+	}, storetest.WithMaxCalls(200))
+}
+
+// The settlement concurrency tests run on three replicas of one table.
+func TestSettleConcurrencyFake(t *testing.T) {
+	storetest.RunSettleConcurrency(t, func(t *testing.T) []storetest.Settler {
+		f := dynamotest.NewFake()
+		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			t.Fatalf("CreateTable(fake) = %v", err)
+		}
+		return []storetest.Settler{conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now)}
+	})
+}
+
+func TestSettleConcurrencyLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	storetest.RunSettleConcurrency(t, func(t *testing.T) []storetest.Settler {
+		name := dynamotest.TableName(t)
+		l.CreateTable(context.Background(), t, name)
+		api := l.Client(t)
+		return []storetest.Settler{conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now), conformanceStore(t, api, name, time.Now)}
+	})
+}

@@ -26,6 +26,7 @@ const (
 	skMeta    = "#META"
 	skConfig  = "#CONFIG"
 	skVersion = "#VERSION"
+	skSettled = "#SETTLED"
 
 	systemNS = "_" // the table's own records; user namespaces start with "n"
 
@@ -69,6 +70,10 @@ func bucketPK(ns, entity, resource string, shard int) string {
 	return nsPart(ns) + "/BUCKET#" + esc(entity) + "#" + esc(resource) + "#" + strconv.Itoa(shard)
 }
 
+// leasePK is the partition key of a settlement's marker (sort key
+// skSettled): one item per settled ID in its namespace.
+func leasePK(ns, id string) string { return nsPart(ns) + "/LEASE#" + esc(id) }
+
 func entityPK(ns, id string) string { return nsPart(ns) + "/ENTITY#" + esc(id) }
 
 func entityConfigSK(resource string) string { return skConfig + "#" + esc(resource) }
@@ -104,6 +109,7 @@ const (
 	attrResource   = "resource"
 	attrNamespace  = "ns"
 	attrEmpty      = "empty_start"
+	attrNonce      = "nonce" // a settlement marker's: the Settle call that wrote it
 
 	fieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
 	fieldConsumed = "tc" // millitokens debited, for usage

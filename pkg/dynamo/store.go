@@ -419,6 +419,7 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 		if pt.err != nil {
 			return cascade.Decision{}, pt.err
 		}
+		stampShards(&pt.dec, parts)
 		return pt.dec, nil
 	}
 	first, rest := s.gated(parts)
@@ -445,6 +446,7 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 	}
 	if len(errs) == 0 {
 		if dec.Admitted = cascade.Admit(p.Debits, dec.Statuses); dec.Admitted {
+			stampShards(&dec, parts)
 			return dec, nil
 		}
 	}
@@ -471,7 +473,19 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 	if len(errs) > 0 {
 		return cascade.Decision{}, errors.Join(errs...)
 	}
+	stampShards(&dec, parts)
 	return dec, nil
+}
+
+// stampShards reports in each status of dec (a plan's decision, or a
+// part's: their statuses follow the plan's debits) the shard that decided
+// its debit, the last its part was queued on.
+func stampShards(dec *cascade.Decision, parts []*part) {
+	for _, pt := range parts {
+		for _, i := range pt.idx {
+			dec.Statuses[i].Shard = pt.shard
+		}
+	}
 }
 
 // awaitAll sends parts to their lanes together and waits for every one.
