@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/metrics"
@@ -30,7 +31,9 @@ type backend struct {
 	// hierarchy gives stored entity ancestors (DynamoDB); nil on the
 	// embedded store, whose chains are the configuration's alone.
 	hierarchy service.Hierarchy
-	run       func(context.Context) error
+	// settler applies lease settlements, once per lease (the store).
+	settler adjust.Settler
+	run     func(context.Context) error
 	// warmup, when set, readies the store before the service reports ready
 	// (health NOT_SERVING until it returns nil). It retries what may
 	// recover, and returns an error only for what cannot (a table of
@@ -56,7 +59,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 			return metrics.StoreStats{Buckets: stats.Buckets, Bytes: stats.Bytes, EvictedFull: stats.EvictedFull, EvictedNotFull: stats.EvictedNotFull, ForgivenMillitokens: stats.ForgivenMillitokens}
 		})
 		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
-		return backend{store: st, run: st.Run, close: func() {}}, nil
+		return backend{store: st, settler: st, run: st.Run, close: func() {}}, nil
 	case config.BackendDynamoDB:
 		return openDynamo(ctx, s, reg, tp, log)
 	}
@@ -106,6 +109,15 @@ func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Deci
 		return cascade.Decision{}, errWarming
 	}
 	return st.Acquire(ctx, plan)
+}
+
+// Settle settles with the store once it is open (adjust.Settler).
+func (w *warming) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error) {
+	s := w.store(ctx)
+	if s == nil {
+		return cascade.Settled{}, errWarming
+	}
+	return s.Settle(ctx, st)
 }
 
 // Ancestors returns the stored ancestors of key's entity from the store,

@@ -31,6 +31,7 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 	return backend{
 		store:     w,
 		hierarchy: w,
+		settler:   w,
 		warmup: func(ctx context.Context) error {
 			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, func(err error) error { return admin.Explain(err, s) }, log)
 		},

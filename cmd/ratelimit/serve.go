@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/dynalimit/dynalimit/internal/accesslog"
+	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
@@ -81,9 +83,17 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	}
 	defer b.close()
 
-	svc := newService(s, b, src, m, tp, entry("service"))
+	keys, rereadKeys, err := leaseKeys(s, entry("lease"))
+	if err != nil {
+		return err
+	}
+	adj := newAdjuster(s, b, keys, m, entry("adjust"))
+	defer adj.Close()
+
+	svc := newService(s, b, src, m, tp, adj, entry("service"))
 	var certs *config.CertWatcher
 	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
+	o.Services = append(o.Services, accesslog.New(adj, src.current, m, entry("accesslog")).Register)
 	if s.GRPCServerUseTLS {
 		if o.TLS, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
 			return err
@@ -113,6 +123,9 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	if certs != nil {
 		bg.start("tls", certs.Run)
 	}
+	if rereadKeys != nil {
+		bg.start("lease-keys", rereadKeys)
+	}
 
 	err = srv.Run(ctx)
 	bg.stop()
@@ -136,7 +149,7 @@ func closeTracing(tp *tracing.Provider, timeout time.Duration, log *logrus.Entry
 
 // newService is the rate-limit service over backend b and the live
 // configuration of src, as s configures it.
-func newService(s config.Settings, b backend, src configSource, m *metrics.Metrics, tp *tracing.Provider, log *logrus.Entry) *service.Service {
+func newService(s config.Settings, b backend, src configSource, m *metrics.Metrics, tp *tracing.Provider, adj *adjust.Adjuster, log *logrus.Entry) *service.Service {
 	return service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
 		service.WithMetrics(m),
 		service.WithLogger(log),
@@ -148,6 +161,7 @@ func newService(s config.Settings, b backend, src configSource, m *metrics.Metri
 		service.WithDescriptorHitsCharge(s.DescriptorHitsAddend == config.HitsAddendCharge),
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
 		service.WithHierarchy(b.hierarchy),
+		service.WithAdjuster(adj),
 		service.WithRequestLimits(service.RequestLimits{
 			Descriptors: s.RequestMaxDescriptors,
 			Entries:     s.RequestMaxEntries,
