@@ -2,6 +2,7 @@ package descriptors
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -251,5 +252,46 @@ func TestDumpAdjustments(t *testing.T) {
 		"llm adjustment route-usage: descriptor=[route=chat] cost=metadata io.envoy.ai_gateway/llm_total_token (adjustments.yaml:10)\n"
 	if dump != want {
 		t.Errorf("Dump() =\n%s\nwant\n%s", dump, want)
+	}
+}
+
+// TestAdjustmentsOfAChain: a limit name adjusts that limit on every level
+// of a hierarchy that has it; each tier names its rule for AdjustmentFor.
+func TestAdjustmentsOfAChain(t *testing.T) {
+	const chain = `domain: llm
+adjustments:
+  - {limit: tpm, cost: {header: x-llm-tokens}}
+descriptors:
+  - key: tenant
+    entity: true
+    limits: [{name: tpm, unit: minute, requests_per_unit: 1000}]
+    descriptors:
+      - key: project
+        entity: true
+        limits: [{name: rpm, unit: minute, requests_per_unit: 10}]
+        descriptors:
+          - key: api_key
+            entity: true
+            cascade: true
+            limits: [{name: tpm, unit: minute, requests_per_unit: 100}]
+`
+	c, err := Parse([]File{{Name: "f.yaml", Data: []byte(chain)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := c.Match("llm", []Entry{{"tenant", "t"}, {"project", "p"}, {"api_key", "k"}})
+	if !ok {
+		t.Fatal("Match = false, want the api_key rule")
+	}
+	var got []string
+	for _, tier := range m.Tiers() {
+		for _, l := range tier.Limits {
+			_, adjusted := c.AdjustmentFor(tier.Rule, l.ID)
+			got = append(got, tier.Key+"/"+l.ID+"="+strconv.FormatBool(adjusted))
+		}
+	}
+	want := []string{"api_key/tpm=true", "project/rpm=false", "tenant/tpm=true"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("tiers' limits adjusted = %v, want %v", got, want)
 	}
 }

@@ -37,6 +37,10 @@ type Tier struct {
 	// depth 0, the rule of the level's node above (none when that node has
 	// no rate limit, or is unlimited).
 	Limits []Limit
+	// Rule is the rule whose Limits these are (nil when the level's node
+	// has none): Config.AdjustmentFor(Rule, limit.ID) says whether a limit
+	// of the tier is settled after the response.
+	Rule *Rule
 }
 
 // tierDef is a tier of a rule: the index in Levels of its entity level (-1
@@ -136,7 +140,7 @@ func (m Match) EmptyEntity() (string, bool) {
 
 func (m Match) tier(depth int, t tierDef) Tier {
 	r := m.Rule
-	out := Tier{Depth: depth, Resource: r.Domain}
+	out := Tier{Depth: depth, Resource: r.Domain, Rule: t.rule}
 	if t.rule != nil && !t.rule.Unlimited {
 		out.Limits = t.rule.Limits
 	}
