@@ -70,7 +70,10 @@ type decided struct {
 type tier struct {
 	key    cascade.Key
 	limits []descriptors.Limit
-	depth  int
+	// rule is the configured rule whose limits these are (nil for a
+	// stored ancestor, and for a descriptor's limit override).
+	rule  *descriptors.Rule
+	depth int
 	// level is the descriptor key of a configured entity level ("tenant"),
 	// empty for a stored ancestor and for a descriptor without a hierarchy.
 	level string

@@ -83,10 +83,9 @@ func (s *Service) issueLease(cfg *descriptors.Config, domain string, items []ite
 }
 
 // adjustedNames returns, for each of the plan's n debits, the name of the
-// adjustment that settles it, "" for none. A descriptor's own limits are
-// the rule's (selected by name or by the rule's path); the limits of the
-// levels above it, by name. The debits are walked in the order plan made
-// them.
+// adjustment that settles it, "" for none: a configured level's limits as
+// the configuration selects them (by name or by the rule's path), a stored
+// ancestor's by name. The debits are walked in the order plan made them.
 func adjustedNames(cfg *descriptors.Config, adjs []descriptors.Adjustment, items []item, n int) []string {
 	names := make([]string, n)
 	byName := func(id string) string {
@@ -99,23 +98,25 @@ func adjustedNames(cfg *descriptors.Config, adjs []descriptors.Adjustment, items
 	}
 	for i := range items {
 		it := &items[i]
-		if !it.applies() {
+		if !it.applies() || it.rule.override {
 			continue
 		}
 		k := it.decided.first
 		for ti := range it.rule.tiers {
-			for _, l := range it.rule.tiers[ti].limits {
+			t := &it.rule.tiers[ti]
+			for _, l := range t.limits {
 				if l.Deny {
 					continue
 				}
 				if k >= n {
 					return names
 				}
-				if ti == 0 && it.rule.matched && !it.rule.override {
-					if a, ok := cfg.AdjustmentFor(it.rule.match.Rule, l.ID); ok {
+				switch {
+				case t.rule != nil:
+					if a, ok := cfg.AdjustmentFor(t.rule, l.ID); ok {
 						names[k] = a.Limit
 					}
-				} else if !it.rule.override {
+				case ti > 0: // a stored ancestor
 					names[k] = byName(l.ID)
 				}
 				k++

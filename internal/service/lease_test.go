@@ -200,3 +200,37 @@ func TestNoLeaseWithoutAdjustments(t *testing.T) {
 		t.Error("a domain without adjustments issued a lease")
 	}
 }
+
+// pathConfig is a rule with one unnamed limit, as Envoy Gateway pushes
+// them, settled by an adjustment that selects it by its descriptor path.
+const pathConfig = `
+domain: gw
+adjustments:
+  - limit: usage
+    descriptor: [{key: route, value: chat}]
+    cost: {metadata: {namespace: io.envoy.ai_gateway, key: llm_total_token}}
+descriptors:
+  - key: route
+    value: chat
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`
+
+func TestLeaseNamesTheAdjustmentOfAnUnnamedLimit(t *testing.T) {
+	f := newFakeStore()
+	k, _ := lease.NewKeyring([]byte("a key of at least thirty-two bytes!!"))
+	a := adjust.New(adjust.Options{Settler: &refSettler{f: f, seen: map[string]bool{}}, Keys: func() *lease.Keyring { return k }, Now: f.clock.Now})
+	t.Cleanup(a.Close)
+	cfg := mustConfig(t, pathConfig)
+	s := New(f, func() *descriptors.Config { return cfg }, WithAdjuster(a), WithClock(f.clock.Now))
+	resp, err := s.ShouldRateLimit(context.Background(), rlReq("gw", desc("route", "chat")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := k.Verify(leaseOfResponse(t, resp), f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lm := l.Buckets[0].Limits[0]; lm.Name != "default" || lm.Adjustment != "usage" {
+		t.Errorf("leased limit %+v, want the bucket's limit default settled by the adjustment usage", lm)
+	}
+}

@@ -45,6 +45,7 @@ func (s *Service) tiers(domain string, items []item) error {
 				r.tiers = append(r.tiers, tier{
 					key:    cascade.Key{Namespace: r.match.Rule.Namespace, Entity: t.Entity, Resource: t.Resource},
 					limits: t.Limits,
+					rule:   t.Rule,
 					depth:  t.Depth,
 					level:  t.Key,
 				})
@@ -53,6 +54,9 @@ func (s *Service) tiers(domain string, items []item) error {
 			continue
 		}
 		r.few[0] = tier{key: itemKey(domain, it), limits: r.limits}
+		if r.matched && !r.override {
+			r.few[0].rule = r.match.Rule
+		}
 		r.tiers = r.few[:1]
 	}
 	return nil
