@@ -20,7 +20,7 @@
 // tokens and whole seconds take fewer bytes. The HMAC is HMAC-SHA256 over
 // every byte before it, truncated to its first 16 bytes (128 bits, as RFC
 // 2104 §5 allows: at least half the output and at least 80 bits). A token
-// for a three-level chain with two limits a level is about 220 characters
+// for a three-level chain with two limits a level is 236 characters
 // (TestTokenSize); docs/leases.md lays the format out byte by byte.
 //
 // Verify checks in this order, and its error wraps exactly one sentinel:
@@ -51,8 +51,10 @@
 // verifies: a forged or altered one fails the HMAC. A genuine token can be
 // replayed; the store settles each id once, and an expired one is refused,
 // so a replay moves no bucket twice. Whoever holds a key can sign leases
-// for any bucket until that key is rotated out. Tokens are not encrypted:
-// whoever reads the access logs reads the bucket names (entities).
+// for any bucket until that key is rotated out. The cost settled against a
+// lease comes beside it and is not signed: only Envoy should reach the
+// service that receives it. Tokens are not encrypted: whoever reads the
+// access logs reads the bucket names (entities).
 //
 // The package does no I/O but reading key files, never logs, and all of it
 // is safe for concurrent use.
