@@ -77,6 +77,9 @@ func appendBody(b []byte, l *Lease) []byte {
 		e.ref(bk.Key.Resource)
 		for j := range bk.Limits {
 			e.ref(bk.Limits[j].Name)
+			if a := bk.Limits[j].Adjustment; a != "" {
+				e.ref(a)
+			}
 		}
 	}
 	b = appendString(b, l.ID)
@@ -96,7 +99,14 @@ func appendBody(b []byte, l *Lease) []byte {
 		b = binary.AppendUvarint(b, uint64(len(bk.Limits)))
 		for j := range bk.Limits {
 			lm := &bk.Limits[j]
-			b = binary.AppendUvarint(b, e.ref(lm.Name))
+			// The name's reference, doubled, with its low bit set when an
+			// adjustment's name follows.
+			if lm.Adjustment == "" {
+				b = binary.AppendUvarint(b, e.ref(lm.Name)<<1)
+			} else {
+				b = binary.AppendUvarint(b, e.ref(lm.Name)<<1|1)
+				b = binary.AppendUvarint(b, e.ref(lm.Adjustment))
+			}
 			b = appendScaled(b, uint64(lm.Bucket.Capacity))
 			b = appendScaled(b, uint64(lm.Bucket.RefillAmount))
 			b = appendScaled(b, uint64(lm.Bucket.RefillPeriod/time.Millisecond))
@@ -303,6 +313,23 @@ func (d *decoder) ref(what string) string {
 	return d.strs[i]
 }
 
+// limitNames reads a limit's name and, when its low bit says one
+// follows, its adjustment's.
+func (d *decoder) limitNames() (name, adjustment string) {
+	if d.err == nil && len(d.strs) == 0 {
+		d.fail("limit name refers to an empty table")
+	}
+	v := d.uvarint("limit name", uint64(max(len(d.strs), 1))*2-1)
+	if d.err != nil {
+		return "", ""
+	}
+	name = d.strs[v>>1]
+	if v&1 == 1 {
+		adjustment = d.ref("adjustment name")
+	}
+	return name, adjustment
+}
+
 // bucket reads one bucket and its limits.
 func (d *decoder) bucket(bk *Bucket) {
 	bk.Key.Namespace = d.ref("namespace")
@@ -316,7 +343,9 @@ func (d *decoder) bucket(bk *Bucket) {
 	bk.Limits = make([]Limit, n)
 	for j := range bk.Limits {
 		lm := &bk.Limits[j]
-		lm.Name = d.ref("limit name")
+		if lm.Name, lm.Adjustment = d.limitNames(); d.err != nil {
+			return
+		}
 		lm.Bucket.Capacity = tokenbucket.Millitokens(d.scaled("capacity", uint64(tokenbucket.MaxMillitokens)))
 		lm.Bucket.RefillAmount = tokenbucket.Millitokens(d.scaled("refill amount", uint64(tokenbucket.MaxMillitokens)))
 		ms := d.scaled("refill period", uint64(tokenbucket.MaxPeriod/time.Millisecond))

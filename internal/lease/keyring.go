@@ -121,21 +121,19 @@ func (k *Keyring) Sign(l *Lease) (string, error) {
 	return encoding.EncodeToString(b), nil
 }
 
-// Verify returns the lease of token, checking in order that it decodes
-// (ErrMalformed), that its key is in the keyring (ErrUnknownKey), that its
-// signature matches (ErrBadSignature, compared in constant time) and that
-// it has not expired at now (ErrExpired: now is at or after Expires). The
-// error wraps exactly one of them; the lease is nil with any error.
+// Verify returns the lease of token, checking in order that it is a token
+// of this version (ErrMalformed), that its key is in the keyring
+// (ErrUnknownKey), that its signature matches (ErrBadSignature, compared in
+// constant time), that its body decodes (ErrMalformed; nothing unsigned is
+// parsed) and that it has not expired at now (ErrExpired: now is at or
+// after Expires). The error wraps exactly one of them; the lease is nil
+// with any error.
 func (k *Keyring) Verify(token string, now time.Time) (*Lease, error) {
 	b, err := decodeToken(token)
 	if err != nil {
 		return nil, err
 	}
 	body := b[:len(b)-macBytes]
-	l, err := decodeBody(body[headBytes:])
-	if err != nil {
-		return nil, err
-	}
 	kk := k.find([keyIDBytes]byte(body[1:headBytes]))
 	if kk == nil {
 		return nil, fmt.Errorf("%w: key id %x", ErrUnknownKey, body[1:headBytes])
@@ -143,6 +141,10 @@ func (k *Keyring) Verify(token string, now time.Time) (*Lease, error) {
 	var sum [macBytes]byte
 	if !hmac.Equal(kk.mac(sum[:0], body), b[len(body):]) {
 		return nil, ErrBadSignature
+	}
+	l, err := decodeBody(body[headBytes:])
+	if err != nil {
+		return nil, err
 	}
 	if !now.Before(l.Expires) {
 		return nil, fmt.Errorf("%w: at %s", ErrExpired, l.Expires.UTC().Format(time.RFC3339Nano))

@@ -27,6 +27,10 @@ type Limit struct {
 	Name     string
 	Bucket   tokenbucket.Limit
 	Estimate tokenbucket.Millitokens
+	// Adjustment is the name of the adjustment that settles the limit when
+	// it is not Name (a rule's unnamed limit, selected by its descriptor
+	// path); empty otherwise.
+	Adjustment string
 }
 
 // Bucket is one bucket item the admission debited.

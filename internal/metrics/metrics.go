@@ -95,6 +95,7 @@ type Metrics struct {
 	storeStats    atomic.Pointer[func() StoreStats]
 	storeStatsReg sync.Once
 	compat        atomic.Pointer[Compat] // envoyproxy/ratelimit's stats, when set
+	adjust        adjustMetrics
 
 	// Cached children of the labelled vectors: label lookups hash their
 	// values on every call, and a decision records several.
@@ -179,6 +180,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for d := range m.chainRefusals {
 		m.chainRefusals[d] = chain.WithLabelValues(strconv.Itoa(d))
 	}
+	m.adjust = newAdjustMetrics(reg)
 	return m
 }
 

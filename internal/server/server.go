@@ -42,6 +42,9 @@ type Options struct {
 	// RegisterGRPC methods (a *service.Service) registers itself with its
 	// options, so that it checks requests before they are decoded.
 	RateLimit pb.RateLimitServiceServer
+	// Services register further gRPC services on the same server and port
+	// (the access-log sink).
+	Services []func(grpc.ServiceRegistrar)
 	// JSON serves POST /json on the HTTP port.
 	JSON http.Handler
 	// ConfigDump returns the live descriptor configuration for /rlconfig.
@@ -183,6 +186,9 @@ func New(o Options) (*Server, error) {
 		rls.RegisterGRPC(s.grpc)
 	} else {
 		pb.RegisterRateLimitServiceServer(s.grpc, o.RateLimit)
+	}
+	for _, register := range o.Services {
+		register(s.grpc)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

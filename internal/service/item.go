@@ -24,6 +24,7 @@ type asked struct {
 	hits     uint64 // whole tokens; 0 checks without debiting
 	own      bool   // hits are the descriptor's own hits_addend
 	negative bool   // is_negative_hits: a refund
+	settles  bool   // the descriptor settles a lease (see leaseOf), with hits as the actual cost
 }
 
 // rule is what the configuration (or the descriptor's limit override) says

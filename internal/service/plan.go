@@ -30,6 +30,9 @@ func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, ite
 		ovs = make([]descriptors.Limit, 0, nov)
 	}
 	for i := range items {
+		if items[i].asked.settles {
+			continue // settled, not decided (lease.go)
+		}
 		r := &items[i].rule
 		r.match, r.matched = cfg.Match(domain, items[i].asked.entries)
 		if o := ds[i].GetLimit(); o != nil {

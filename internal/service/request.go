@@ -192,6 +192,9 @@ func (s *Service) parse(req *pb.RateLimitRequest) ([]item, error) {
 			return nil, invalid(reasonHits, "service: descriptor "+strconv.Itoa(i)+" hits "+strconv.FormatUint(a.hits, 10)+" exceed "+strconv.FormatUint(MaxHits, 10))
 		}
 		a.negative = d.GetIsNegativeHits()
+		if s.adjust != nil {
+			_, a.settles = leaseOf(a.entries)
+		}
 		items[i].decided.worst = -1
 	}
 	return items, nil

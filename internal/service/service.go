@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
@@ -55,6 +56,8 @@ type Service struct {
 	// (DESCRIPTOR_HITS_ADDEND=consume).
 	chargeDescriptorHits bool
 	block                bool
+	// adjust issues and settles leases (WithAdjuster); nil: no leases.
+	adjust *adjust.Adjuster
 
 	decideRawFn grpc.UnaryHandler     // decideRaw, bound once
 	rlsInfo     *grpc.UnaryServerInfo // what interceptors are told of a call, built once
@@ -262,7 +265,13 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if s.shadow {
 		over = false
 	}
+	if s.adjust != nil {
+		s.settleLeases(ctx, items)
+	}
 	resp := s.respond(req, items, over, storeErr == nil)
+	if s.adjust != nil && known && storeErr == nil && !over && dec.Admitted {
+		s.issueLease(cfg, domain, items, &plan, &dec, resp)
+	}
 	s.observe(known, domain, items, over, start)
 	return resp, blocked, nil
 }

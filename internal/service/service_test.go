@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/dynalimit/dynalimit/internal/metrics"
+	harness "github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -593,25 +594,7 @@ func canonicalJSON(t *testing.T, m proto.Message) string {
 // counterValue returns the value of the counter name{labels} in reg, or -1.
 func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() error = %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return -1
+	return harness.CounterValue(t, reg, name, labels)
 }
 
 func TestOnUnavailable(t *testing.T) {

@@ -150,6 +150,7 @@ type Config struct {
 	names    []string
 	rules    []*Rule
 	warnings []Problem
+	adjust   map[string]*adjustments // by domain
 }
 
 type pairKey struct{ key, value string }
@@ -368,11 +369,23 @@ func dumpLimit(b *strings.Builder, l Limit) {
 }
 
 // sortedDomains returns the keys of m, sorted.
-func sortedDomains(m map[string]*node) []string {
+func sortedDomains(m map[string]*node) []string { return sortedKeys(m) }
+
+// sortedKeys returns the keys of m, sorted.
+func sortedKeys[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for d := range m {
 		names = append(names, d)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// rulesByDomain groups rules by domain, keeping their order.
+func rulesByDomain(rules []*Rule) map[string][]*Rule {
+	out := map[string][]*Rule{}
+	for _, r := range rules {
+		out[r.Domain] = append(out[r.Domain], r)
+	}
+	return out
 }

@@ -12,6 +12,16 @@
 // (several named limits on one node), `burst:` and `charge: pre|post` on a
 // limit, and `entity:`, `resource:` and `cascade:` on a level.
 //
+// `adjustments:` (adjust.go) lists, per domain, the limits settled after
+// the response and where an access-log entry carries the actual cost (a
+// response header or trailer, or a dynamic-metadata key): each names a
+// named limit of the domain's rules, or selects a rule by its descriptor
+// path (the only way to reach the unnamed limits Envoy Gateway pushes over
+// xDS). A file may hold adjustments only, for a domain whose rules are in
+// another file; with Options.AdjustmentsOnly every file does, and
+// Config.WithAdjustments merges them with rules that arrived elsewhere,
+// leaving out (and reporting) those that select no limit.
+//
 // A file's `namespace:` places its rules' buckets and stored limits in that
 // namespace; the rules of a file without one have Rule.Namespace "", which
 // means the deployment's namespace (the service's NAMESPACE setting), not a

@@ -14,13 +14,17 @@ var keysAt = []struct {
 	where string
 	keys  []string
 }{
-	{"at the top level", []string{"domain", "descriptors", "namespace"}},
+	{"at the top level", []string{"domain", "descriptors", "namespace", "adjustments"}},
 	{"in a descriptor", []string{"key", "value", "rate_limit", "limits", "descriptors", "metadata",
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold",
 		"entity", "resource", "cascade"}},
 	{"in rate_limit", append(limitKeys(), "unlimited", "replaces")},
 	{"in a replaces entry", []string{"name"}},
 	{"in limits entry", limitKeys()},
+	{"in an adjustment's cost", []string{"header", "trailer", "metadata"}},
+	{"in an adjustment's descriptor", []string{"key", "value"}},
+	{"in an adjustment", []string{"limit", "descriptor", "cost"}},
+	{"in cost metadata", []string{"namespace", "key"}},
 }
 
 // limitKeys are the keys rate_limit and a limits entry share (limitField).

@@ -14,7 +14,11 @@ var places = map[string]string{
 	"in rate_limit":    "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      %s: x\n",
 	"in a replaces entry": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n" +
 		"      replaces:\n        - %s: x\n",
-	"in limits entry": "domain: d\ndescriptors:\n  - key: k\n    limits:\n      - name: a\n        unit: minute\n        requests_per_unit: 1\n        %s: x\n",
+	"in limits entry":               "domain: d\ndescriptors:\n  - key: k\n    limits:\n      - name: a\n        unit: minute\n        requests_per_unit: 1\n        %s: x\n",
+	"in an adjustment":              "domain: d\nadjustments:\n  - limit: a\n    %s: x\n",
+	"in an adjustment's cost":       "domain: d\nadjustments:\n  - limit: a\n    cost:\n      %s: x\n",
+	"in cost metadata":              "domain: d\nadjustments:\n  - limit: a\n    cost:\n      metadata:\n        %s: x\n",
+	"in an adjustment's descriptor": "domain: d\nadjustments:\n  - limit: a\n    descriptor:\n      - %s: x\n",
 }
 
 // TestKeysAtAreKnown: every key a hint may suggest is one the parser
@@ -44,6 +48,11 @@ func TestUnknownKeyHint(t *testing.T) {
 		{"in rate_limit", "requestsperunit", "config error, unknown key 'requestsperunit'; did you mean 'requests_per_unit'?"},
 		{"in a replaces entry", "nme", "config error, unknown key 'nme'; did you mean 'name'?"},
 		{"in limits entry", "brust", "config error, unknown key 'brust' in limits entry; did you mean 'burst'?"},
+		{"in an adjustment", "limt", "config error, unknown key 'limt' in an adjustment; did you mean 'limit'?"},
+		{"in an adjustment's cost", "trailers", "config error, unknown key 'trailers' in an adjustment's cost; did you mean 'trailer'?"},
+		{"in cost metadata", "namspace", "config error, unknown key 'namspace' in cost metadata; did you mean 'namespace'?"},
+		{"in an adjustment's descriptor", "vale", "config error, unknown key 'vale' in an adjustment's descriptor; did you mean 'value'?"},
+		{"at the top level", "adjustment", "config error, unknown key 'adjustment'; did you mean 'adjustments'?"},
 		{"in a descriptor", "zzzzzz", "config error, unknown key 'zzzzzz'\n"},
 	}
 	for _, tt := range tests {

@@ -30,6 +30,11 @@ type Options struct {
 	// IgnoreDotFiles makes LoadDir skip files and directories whose names
 	// start with ".", as envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES.
 	IgnoreDotFiles bool
+	// AdjustmentsOnly loads files that hold adjustments for rules that
+	// arrive elsewhere (over xDS): each file has domain: and adjustments:
+	// and no descriptors:, and the limits the adjustments name are checked
+	// when Config.WithAdjustments merges them with the rules.
+	AdjustmentsOnly bool
 }
 
 // ValidNamespace reports whether ns may name a namespace: 1 to 64 of
@@ -68,6 +73,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 	for _, f := range files {
 		b.file(f)
 	}
+	adjust := b.resolveAdjustments()
 	if len(b.problems) > 0 {
 		return nil, &Error{Problems: b.problems, descriptorDir: b.bootstrapHint()}
 	}
@@ -76,7 +82,24 @@ func Parse(files []File, opts Options) (*Config, error) {
 		names:    sortedDomains(b.domains),
 		rules:    b.rules,
 		warnings: b.warnings,
+		adjust:   adjust,
 	}, nil
+}
+
+// resolveAdjustments checks every domain's adjustments against its rules,
+// unless the files hold adjustments only.
+func (b *builder) resolveAdjustments() map[string]*adjustments {
+	if b.opts.AdjustmentsOnly || len(b.adjust) == 0 {
+		return b.adjust
+	}
+	byDomain := rulesByDomain(b.rules)
+	out := make(map[string]*adjustments, len(b.adjust))
+	for _, d := range sortedKeys(b.adjust) {
+		a, problems := resolve(d, b.adjust[d].list, byDomain[d])
+		b.problems = append(b.problems, problems...)
+		out[d] = a
+	}
+	return out
 }
 
 // builder reads descriptor files with the strict YAML reader (yamlnode.go)
@@ -88,6 +111,7 @@ type builder struct {
 	domains  map[string]*node
 	rules    []*Rule
 	warnings []Problem
+	adjust   map[string]*adjustments // as read, by domain
 
 	// per file
 	ns     string
@@ -184,7 +208,8 @@ func (b *builder) file(f File) {
 			b.descFiles = append(b.descFiles, b.fileName)
 		}
 	}()
-	var descNode *yaml.Node
+	var descNode, adjNode *yaml.Node
+	var adjPair pair
 	domainLine := root.Line
 	for _, p := range b.pairs(root) {
 		switch p.name {
@@ -195,6 +220,8 @@ func (b *builder) file(f File) {
 			}
 		case "descriptors":
 			descNode = p.v
+		case "adjustments":
+			adjNode, adjPair = p.v, p
 		case "namespace":
 			if s, ok := b.str(p); ok {
 				if !namespaceRE.MatchString(s) {
@@ -206,6 +233,21 @@ func (b *builder) file(f File) {
 		default:
 			b.unknown(p, "at the top level")
 		}
+	}
+	if adjNode != nil {
+		b.adjustmentList(adjPair)
+	}
+	if b.opts.AdjustmentsOnly {
+		if descNode != nil {
+			b.errorf(root.Line, "descriptors", "this file holds adjustments for rules that arrive over xDS: domain: and adjustments: only, no descriptors:")
+		}
+		if b.domain == "" {
+			b.errorf(domainLine, "domain", "config file cannot have empty domain")
+		}
+		return
+	}
+	if adjNode != nil && descNode == nil && b.domain != "" {
+		return // adjustments for a domain whose rules are in another file
 	}
 	var root2 *node
 	switch {

@@ -65,7 +65,29 @@ func TestGoodFiles(t *testing.T) {
 // TestBadFiles pairs every testdata/*.bad.yaml with its expected error text.
 func TestBadFiles(t *testing.T) {
 	want := map[string][]string{
-		"alias_cycle.bad.yaml":                {"alias_cycle.bad.yaml:", "nested more than 64 levels"},
+		"alias_cycle.bad.yaml": {"alias_cycle.bad.yaml:", "nested more than 64 levels"},
+		"adjust_unknown_key.bad.yaml": {
+			"3 problems",
+			"adjust_unknown_key.bad.yaml:5: costs: config error, unknown key 'costs' in an adjustment; did you mean 'cost'?",
+			"adjust_unknown_key.bad.yaml:7: heder: config error, unknown key 'heder' in an adjustment's cost; did you mean 'header'?",
+			"adjust_unknown_key.bad.yaml:9: kye: config error, unknown key 'kye' in cost metadata; did you mean 'key'?",
+		},
+		"adjust_two_sources.bad.yaml": {"adjust_two_sources.bad.yaml:4: cost: cost has header and trailer; want exactly one source"},
+		"adjust_no_source.bad.yaml": {
+			"3 problems",
+			"adjust_no_source.bad.yaml:4: cost: cost needs one source: header, trailer or metadata",
+			"adjust_no_source.bad.yaml:5: cost: an adjustment needs cost: {header: NAME}, {trailer: NAME} or {metadata: {namespace: NS, key: KEY}}",
+			"adjust_no_source.bad.yaml:7: metadata: metadata needs namespace and key, both non-empty",
+		},
+		"adjust_unknown_limit.bad.yaml": {
+			"adjust_unknown_limit.bad.yaml:3: limit: limit 'tmp' is not a named limit of domain 'llm' (did you mean 'tpm'?); its named limits: tpm, rpm",
+			"adjust_unknown_limit.bad.yaml:5: limit: no rule of domain 'llm' has the descriptor path [route=completions]",
+		},
+		"adjust_duplicate.bad.yaml": {"adjust_duplicate.bad.yaml:5: limit: limit 'tpm' is adjusted twice in domain 'llm' (also at adjust_duplicate.bad.yaml:3)"},
+		"adjust_bad_header.bad.yaml": {
+			"adjust_bad_header.bad.yaml:4: header: invalid header name \"x llm tokens\": want an HTTP field name",
+			"adjust_bad_header.bad.yaml:6: trailer: invalid trailer name \":status\"",
+		},
 		"bad_charge.bad.yaml":                 {"bad_charge.bad.yaml:7: charge: invalid charge 'later'"},
 		"bad_limit_unit.bad.yaml":             {"bad_limit_unit.bad.yaml:5: unit: invalid rate limit unit 'foo': want one of second, minute, hour, day, week, month, year (any case)"},
 		"bad_namespace.bad.yaml":              {"bad_namespace.bad.yaml:1: namespace: invalid namespace \"-tenant/a\""},
