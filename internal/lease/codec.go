@@ -257,6 +257,9 @@ func decodeBody(b []byte) (*Lease, error) {
 		d.fail("id of %d bytes (1 to %d)", len(l.ID), cascade.MaxSettlementID)
 	}
 	exp := d.uvarint("expiry", math.MaxInt64)
+	if d.err == nil && exp == 0 {
+		d.fail("expiry at the epoch")
+	}
 	l.Expires = time.UnixMilli(int64(exp))
 	d.table()
 	l.Domain = d.ref("domain")

@@ -13,23 +13,25 @@
 //
 // where numbers are uvarints, strings a uvarint length and their bytes,
 // and the string table holds every distinct string once (domain,
-// namespaces, entities, resources, limit names), referred to by index. Per
-// bucket: namespace, entity, resource, shard, limit count; per limit: name,
-// capacity, refill amount, refill period (ms) and estimate, each written as
-// v/1000·2 when v is a multiple of 1000 and v·2+1 otherwise, so whole
-// tokens and whole seconds take fewer bytes. The HMAC is HMAC-SHA256 over
+// namespaces, entities, resources, limit and adjustment names), referred to
+// by index. Per bucket: namespace, entity, resource, shard, limit count; per
+// limit: name (its index doubled, plus one when an adjustment's name
+// follows), capacity, refill amount, refill period (ms) and estimate, these
+// four written as v/1000·2 when v is a multiple of 1000 and v·2+1
+// otherwise, so whole tokens and whole seconds take fewer bytes. The HMAC is HMAC-SHA256 over
 // every byte before it, truncated to its first 16 bytes (128 bits, as RFC
 // 2104 §5 allows: at least half the output and at least 80 bits). A token
-// for a three-level chain with two limits a level is about 220 characters
+// for a three-level chain with two limits a level is 236 characters
 // (TestTokenSize); docs/leases.md lays the format out byte by byte.
 //
 // Verify checks in this order, and its error wraps exactly one sentinel:
-// the token decodes within bounds (MaxTokenBytes, MaxBuckets, MaxLimits,
-// limits tokenbucket accepts, nothing left over; else ErrMalformed) before
-// anything is allocated for what it claims; its key id is in the keyring
-// (ErrUnknownKey); the HMAC matches, compared in constant time
-// (ErrBadSignature); now is before the expiry (ErrExpired). Reason names
-// each for a metric label.
+// the token is canonical base64url of this version within MaxTokenBytes
+// (else ErrMalformed); its key id is in the keyring (ErrUnknownKey); the
+// HMAC matches, compared in constant time (ErrBadSignature); the signed body
+// decodes within bounds (MaxBuckets, MaxLimits, limits tokenbucket accepts,
+// nothing left over; else ErrMalformed), checked before anything is
+// allocated for what it claims; now is before the expiry (ErrExpired).
+// Reason names each for a metric label.
 //
 // # Keys
 //
@@ -51,8 +53,10 @@
 // verifies: a forged or altered one fails the HMAC. A genuine token can be
 // replayed; the store settles each id once, and an expired one is refused,
 // so a replay moves no bucket twice. Whoever holds a key can sign leases
-// for any bucket until that key is rotated out. Tokens are not encrypted:
-// whoever reads the access logs reads the bucket names (entities).
+// for any bucket until that key is rotated out. The cost settled against a
+// lease comes beside it and is not signed: only Envoy should reach the
+// service that receives it. Tokens are not encrypted: whoever reads the
+// access logs reads the bucket names (entities).
 //
 // The package does no I/O but reading key files, never logs, and all of it
 // is safe for concurrent use.

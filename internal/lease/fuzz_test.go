@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func fuzzLeases(t testing.TB) []*Lease {
 		{ID: "eevKw6-Qq2oTOsv9", Domain: "llm", Expires: t0.Add(time.Minute), Buckets: []Bucket{{
 			Key:    cascade.Key{Namespace: "ns", Entity: "e", Resource: "r"},
 			Shard:  31,
-			Limits: []Limit{{Name: "odd", Bucket: odd, Estimate: 999}},
+			Limits: []Limit{{Name: "odd", Bucket: odd, Estimate: 999}, {Name: "default", Adjustment: "route-usage", Bucket: odd}},
 		}}},
 	}
 }
@@ -65,6 +66,39 @@ func FuzzVerify(f *testing.F) {
 		}
 		if again := mustSign(t, signer, l); again != token {
 			t.Fatalf("Sign(Verify(token)) = %q, want %q", again, token)
+		}
+	})
+}
+
+// FuzzDecodeBody feeds the body decoder arbitrary bytes, as if signed
+// (Verify parses nothing unsigned, so FuzzVerify rarely reaches it): it
+// never panics, fails only with ErrMalformed, and whatever it decodes is a
+// lease Sign accepts and that verifies back to itself.
+func FuzzDecodeBody(f *testing.F) {
+	for _, l := range fuzzLeases(f) {
+		body := appendBody(nil, l)
+		f.Add(body)
+		f.Add(body[:len(body)-1])
+	}
+	k := mustKeyring(f, keyA)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		l, err := decodeBody(body)
+		if err != nil {
+			if l != nil || !isOneOf(err, []error{ErrMalformed}) {
+				t.Fatalf("decodeBody = %+v, %v; want nil, ErrMalformed", l, err)
+			}
+			return
+		}
+		tok, err := k.Sign(l)
+		if err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				return // a body near the bound, its id and strings re-encoded
+			}
+			t.Fatalf("decodeBody gave %+v, which Sign refuses: %v", l, err)
+		}
+		got, err := k.Verify(tok, l.Expires.Add(-time.Millisecond))
+		if err != nil || !sameLease(got, l) {
+			t.Fatalf("Verify(Sign(decodeBody)) = %+v, %v; want %+v", got, err, l)
 		}
 	})
 }

@@ -165,7 +165,7 @@ func decodeToken(token string) ([]byte, error) {
 	}
 	b, err := encoding.DecodeString(token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	switch {
 	case len(b) < headBytes+macBytes:
