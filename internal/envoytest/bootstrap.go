@@ -154,6 +154,28 @@ func SetRateLimits(rateLimits []any) Edit {
 	}
 }
 
+// AppendRouteRateLimit returns an Edit that appends rateLimit to the
+// rate_limits of every route's per-filter rate-limit configuration
+// (RateLimitPerRoute, the only place hits_addend and apply_on_stream_done
+// are honoured).
+func AppendRouteRateLimit(rateLimit any) Edit {
+	return func(root map[string]any) error {
+		n := 0
+		walk(root, func(m map[string]any) {
+			per, _ := get(m, "typed_per_filter_config", "envoy.filters.http.ratelimit").(map[string]any)
+			if per == nil {
+				return
+			}
+			per["rate_limits"] = append(list(per["rate_limits"]), rateLimit)
+			n++
+		})
+		if n == 0 {
+			return fmt.Errorf("no route with a rate-limit configuration of its own")
+		}
+		return nil
+	}
+}
+
 // MoveFilterLast returns an Edit that moves the HTTP filter named filter to
 // the end of its chain (after the router: a broken example).
 func MoveFilterLast(filter string) Edit {

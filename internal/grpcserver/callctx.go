@@ -33,6 +33,12 @@ type keyProbe struct {
 
 func (p *keyProbe) Value(k any) any { p.key = k; return nil }
 
+// AfterFunc runs f once c is done (see deadlineCtx.AfterFunc): a context
+// derived from the call's follows it without a goroutine.
+func (c *callCtx) AfterFunc(f func()) (stop func() bool) {
+	return context.AfterFunc(c.Context, f)
+}
+
 func (c *callCtx) Value(k any) any {
 	if k == transportStreamKey {
 		return (*transportStream)(c.st)

@@ -47,6 +47,16 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	return c.timed.Done()
 }
 
+// AfterFunc runs f once c is done, as context.AfterFunc does, without a
+// goroutine: a context a handler derives from its call's (WithTimeout,
+// WithCancel) registers with a context of the standard library instead of
+// leaving a goroutine that watches this one, which is recycled once the
+// call has ended.
+func (c *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
+	c.Done()
+	return context.AfterFunc(c.timed, f)
+}
+
 func (c *deadlineCtx) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err

@@ -53,7 +53,9 @@ func (s *Service) settleLeases(ctx context.Context, items []item) {
 		// The cost is the descriptor's own hits_addend; without one the
 		// call reports no cost, and the estimate stands.
 		hits, known := a.hits, a.own && !a.negative
-		_, err = s.adjust.Settle(ctx, metrics.PathStreamEnd, l, func(string) (uint64, bool) { return hits, known })
+		// A cost received is settled even if Envoy stops waiting for the
+		// answer: the settlement has a budget of its own.
+		_, err = s.adjust.Settle(context.WithoutCancel(ctx), metrics.PathStreamEnd, l, func(string) (uint64, bool) { return hits, known })
 		if err != nil && !errors.Is(err, adjust.ErrNoCost) {
 			s.log.WithError(err).Warn("settling a lease at the end of a stream")
 		}
