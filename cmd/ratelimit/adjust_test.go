@@ -98,7 +98,7 @@ func TestCheckConfigAdjustmentsOverXDS(t *testing.T) {
 		contains string
 	}{
 		{"adjustments", xds, []string{"-config_dir", good}, 0, good + ": 1 adjustment for rules pushed over xDS: OK (the limits they name are checked when the rules arrive)\n"},
-		{"rules in the directory", xds, []string{"-config_dir", rules}, 1, "llm.yaml:1: descriptors: this file holds adjustments for rules that arrive over xDS: domain: and adjustments: only, no descriptors:"},
+		{"rules in the directory", xds, []string{"-config_dir", rules}, 0, "warning: " + filepath.Join(rules, "llm.yaml") + ":1: descriptors: the rules arrive over xDS: this file's descriptors are ignored, its adjustments kept"},
 		{"no directory", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "127.0.0.1:1", "RUNTIME_ROOT": root}, nil, 0,
 			"no adjustments directory; the rules come over xDS: OK\n"},
 		{"CONFIG_DIR missing", xds, []string{"-config_dir", filepath.Join(root, "absent")}, 1, "does not load"},

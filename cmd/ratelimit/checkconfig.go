@@ -97,9 +97,10 @@ func checkConfigDir(s config.Settings) error {
 }
 
 // checkAdjustments checks, over xDS, the directory of adjustments for the
-// pushed rules as serve loads it: files with domain: and adjustments: only.
-// Their limit names can only be checked against the rules, when they
-// arrive; serve logs those that select none.
+// pushed rules as serve loads it: the files' domain: and adjustments:
+// (descriptors: there are ignored, with a warning). Their limit names can
+// only be checked against the rules, when they arrive; serve logs those
+// that select none.
 func checkAdjustments(s config.Settings, dir string, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && s.ConfigDirOverride == "" {
 		fmt.Fprintf(stdout, "%s: no adjustments directory; the rules come over xDS: OK\n", dir)
@@ -109,6 +110,9 @@ func checkAdjustments(s config.Settings, dir string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit check-config: %s does not load:\n%v\n", dir, err)
 		return exitFailure
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "warning: %s\n", w.Error())
 	}
 	fmt.Fprintf(stdout, "%s: %s for rules pushed over xDS: OK (the limits they name are checked when the rules arrive)\n", dir, plural(countAdjustments(cfg), "adjustment"))
 	return exitOK

@@ -190,9 +190,10 @@ func TestAdjustmentsOnly(t *testing.T) {
 		t.Errorf("Domains() = %v, Rules() = %d; want none", file.Domains(), len(file.Rules()))
 	}
 	withRules := File{Name: "rules.yaml", Data: []byte("domain: llm\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")}
-	_, err = Parse([]File{withRules}, Options{AdjustmentsOnly: true})
-	if err == nil || !strings.Contains(err.Error(), "rules.yaml:1: descriptors: this file holds adjustments for rules that arrive over xDS") {
-		t.Errorf("Parse(rules, AdjustmentsOnly) = %v, want descriptors refused", err)
+	ignored, err := Parse([]File{withRules}, Options{AdjustmentsOnly: true})
+	if err != nil || len(ignored.Rules()) != 0 || len(ignored.Warnings()) != 1 ||
+		!strings.Contains(ignored.Warnings()[0].Error(), "rules.yaml:1: descriptors: the rules arrive over xDS: this file's descriptors are ignored") {
+		t.Errorf("Parse(rules, AdjustmentsOnly) = %v; want its descriptors ignored with a warning", err)
 	}
 }
 

@@ -30,10 +30,11 @@ type Options struct {
 	// IgnoreDotFiles makes LoadDir skip files and directories whose names
 	// start with ".", as envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES.
 	IgnoreDotFiles bool
-	// AdjustmentsOnly loads files that hold adjustments for rules that
-	// arrive elsewhere (over xDS): each file has domain: and adjustments:
-	// and no descriptors:, and the limits the adjustments name are checked
-	// when Config.WithAdjustments merges them with the rules.
+	// AdjustmentsOnly loads files for the adjustments of rules that arrive
+	// elsewhere (over xDS): a file's domain: and adjustments: are read, its
+	// descriptors: ignored with a warning (they are not served), and the
+	// limits the adjustments name are checked when Config.WithAdjustments
+	// merges them with the rules.
 	AdjustmentsOnly bool
 }
 
@@ -239,7 +240,10 @@ func (b *builder) file(f File) {
 	}
 	if b.opts.AdjustmentsOnly {
 		if descNode != nil {
-			b.errorf(root.Line, "descriptors", "this file holds adjustments for rules that arrive over xDS: domain: and adjustments: only, no descriptors:")
+			// The rules arrive over xDS; a file's own are not served, as
+			// envoyproxy/ratelimit ignores the directory then.
+			b.warnings = append(b.warnings, Problem{File: b.fileName, Line: root.Line, Key: "descriptors",
+				Msg: "the rules arrive over xDS: this file's descriptors are ignored, its adjustments kept"})
 		}
 		if b.domain == "" {
 			b.errorf(domainLine, "domain", "config file cannot have empty domain")
