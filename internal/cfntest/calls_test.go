@@ -154,6 +154,17 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	if obs.n.Load() == 0 {
 		t.Fatal("throttled writes of the hot item did not double its shards")
 	}
+	// A settlement: a transaction of its marker's Put and its buckets'
+	// updates; then the same ID again (the marker's condition fails).
+	settle := &cascade.Settlement{ID: "lease-1", Expires: time.Now().Add(time.Hour), Debits: []cascade.Debit{
+		debit("usage", "tpm:100/min", 5, cascade.Charge), debit("solo", "rpm:10/min", 1, cascade.Refund),
+	}}
+	for _, step := range []string{"settle", "settle duplicate"} {
+		rec.Step(step)
+		if _, err := st.Settle(ctx, settle); err != nil {
+			t.Fatalf("%s: Settle() = %v", step, err)
+		}
+	}
 	rec.Step("Status")
 	if _, err := st.Status(ctx, key("solo"), map[string]tokenbucket.Limit{"rpm": lim("rpm:10/min")}); err != nil {
 		t.Fatalf("Status() = %v", err)

@@ -22,10 +22,10 @@ const MaxSettlements = 1 << 20
 // checked just before it expired may be settled just after.
 const settleMargin = time.Minute
 
-// ErrTooManySettlements: the store remembers MaxSettlements IDs (in the
-// settlement's shard) that have not expired, and remembering one more
-// could break the bound; the settlement is not applied. It frees up as IDs
-// expire.
+// ErrTooManySettlements is the error of a settlement that the store cannot
+// remember: it remembers MaxSettlements IDs (in the settlement's shard)
+// that have not expired. The settlement is not applied; room frees up as
+// IDs expire.
 var ErrTooManySettlements = errors.New("memstore: too many settlements within their lifetime")
 
 // settled is one shard of the settlement IDs: a map of the IDs to their

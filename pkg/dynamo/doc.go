@@ -19,6 +19,7 @@
 //	resource config  n{ns}/RESOURCE#{resource}                  #CONFIG
 //	system config    n{ns}/SYSTEM#                              #CONFIG
 //	audit            n{ns}/AUDIT#{entity}                       #AUDIT#{ulid}
+//	settlement       n{ns}/LEASE#{id}                           #SETTLED
 //	version          _/SYSTEM#                                  #VERSION
 //	namespaces       _/SYSTEM#                                  #NAMESPACE#{name}, #NSID#{id}
 //
@@ -66,6 +67,46 @@
 // plan that consumed are given back: the same refund, capped at capacity,
 // written at most once, in their lanes, on a budget of their own
 // (4×Config.Timeout), retried while it lasts.
+//
+// # Settlements
+//
+// Settle applies a cascade.Settlement (charges into debt, refunds capped
+// at capacity, after the fact) at most once per ID, whichever replica and
+// however often it is asked, in one TransactWriteItems: a Put of a marker
+// item (n{ns}/LEASE#{id}, #SETTLED, ns the first debit's namespace; ttl
+// its Expires plus an hour; nonce, random per Settle call) on the
+// condition that none exists, and one Update per bucket item, built as a
+// lane's write is (writeExpr: cascade.Decide on the item's image, the
+// levels added to or set under the condition that the stored level lies in
+// the range for which the decision holds, and the shard count it assumed).
+// The items are read first, strongly consistent (a cached image of at
+// most a second serves). A bucket condition that failed is decided again
+// on the item DynamoDB returns (ALL_OLD); a transaction that conflicted,
+// was throttled or went unanswered (a timeout, a server error: it may have
+// landed) is sent again, read again, after a backoff, within a budget of
+// max(4×Config.Timeout, 1 s) that the caller's cancellation does not end;
+// the marker makes a retry land at most once. A marker already there is a
+// duplicate, unless its nonce is this call's: an earlier attempt landed
+// unanswered, and the settlement is reported applied with statuses from
+// the items read again. A settlement's write sets the items' ttl as every
+// bucket write does, and forgets the lane's cached images of them. Not
+// ClientRequestToken: its idempotency lasts ten minutes, less than a
+// lease, and a retry after a failed condition has other parameters, which
+// the token refuses. Cost: 2 WCU per item of up to 1 KB, so a three-level
+// chain is 8 WCU (three bucket items and the marker), plus a read of each
+// item.
+//
+// A debit names the shard its estimate was taken from (cascade.Debit.Shard,
+// the Status.Shard Acquire reported): the settlement is written there, in
+// the units of the item's shard count (a shard holds 1/N of the level, so
+// the amount counts N times). When that shard's item does not exist (its
+// shards expired since, or the item never had that many), it is written to
+// shard 0, which holds the item's shard count, and is created if it must
+// be. Acquire reports in each Status the shard that decided its debit.
+//
+// A lane's UpdateItem that meets a transaction in flight on its item
+// (TransactionConflictException) wrote nothing: the batch reads the item
+// again and retries within its budget, as after a lost race.
 //
 // # Give-backs
 //
