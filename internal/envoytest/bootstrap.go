@@ -176,6 +176,24 @@ func AppendRouteRateLimit(rateLimit any) Edit {
 	}
 }
 
+// RemoveAccessLog returns an Edit that removes the access loggers of every
+// HTTP connection manager (the same bootstrap without its access log).
+func RemoveAccessLog() Edit {
+	return func(root map[string]any) error {
+		n := 0
+		walk(root, func(m map[string]any) {
+			if m["access_log"] != nil && m["route_config"] != nil {
+				delete(m, "access_log")
+				n++
+			}
+		})
+		if n == 0 {
+			return fmt.Errorf("no HTTP connection manager with an access log")
+		}
+		return nil
+	}
+}
+
 // MoveFilterLast returns an Edit that moves the HTTP filter named filter to
 // the end of its chain (after the router: a broken example).
 func MoveFilterLast(filter string) Edit {

@@ -23,6 +23,11 @@ import (
 const (
 	bootstrap = "internal/bench/envoyload/testdata/envoy-bench.yaml"
 	configDir = "internal/bench/envoyload/testdata/config"
+	// llmBootstrap and llmConfigDir are the LLM gateway example, with
+	// limits no load reaches: each request is admitted on an estimate and
+	// settled through Envoy's access log ("llm"), or not ("llm-nolog").
+	llmBootstrap = "examples/envoy/envoy-llm.yaml"
+	llmConfigDir = "internal/bench/envoyload/testdata/llm"
 	// clkTck is the kernel's USER_HZ (getconf CLK_TCK), the unit of
 	// /proc/PID/stat times.
 	clkTck = 100
@@ -57,7 +62,7 @@ func TestEnvoyLoad(t *testing.T) {
 	duration := benchenv.Duration(t, "DURATION", 10*time.Second)
 	warmup := benchenv.Duration(t, "WARMUP", 2*time.Second)
 	conns := benchenv.Ints(t, "CONNS", "1,16,64")
-	setups := strings.Split(benchenv.Or("SETUPS", "none,trivial,memory,dynamodb"), ",")
+	setups := strings.Split(benchenv.Or("SETUPS", "none,trivial,memory,dynamodb"), ",") // and llm, llm-nolog
 	rounds := benchenv.Ints(t, "ROUNDS", "1")[0]
 	t.Logf("load average at start: %s", benchenv.LoadAvg())
 
@@ -66,9 +71,10 @@ func TestEnvoyLoad(t *testing.T) {
 		for _, s := range setups {
 			t.Run(fmt.Sprintf("round %d %s", round, s), func(t *testing.T) {
 				r, pids := start(t, s)
+				path, hdr := request(s)
 				for _, c := range conns {
-					run(r.URL("/"), c, warmup)
-					res := measure(t, r, pids, s, c, func() load { return goLoad(r.URL("/"), c, duration) })
+					run(r.URL(path), c, warmup, hdr)
+					res := measure(t, r, pids, s, c, func() load { return goLoad(r.URL(path), c, duration, hdr) })
 					res.round = round
 					t.Logf("%s, %d connections: %.0f req/s, p50 %v, p99 %v, %d bad, cpu µs/req %v",
 						s, c, res.rps(), res.p50, res.p99, res.bad, res.cpu)
@@ -112,6 +118,13 @@ func start(t *testing.T, setup string) (*envoytest.Rig, map[string]int) {
 	case "memory":
 		r = envoytest.Start(t, envoytest.Options{Bootstrap: bootstrap, ConfigDir: configDir})
 		pids["rls"] = r.Service.Pid()
+	case "llm", "llm-nolog":
+		o := envoytest.Options{Bootstrap: llmBootstrap, ConfigDir: llmConfigDir, Env: []string{"LEASE_SIGNING_KEY=" + strings.Repeat("k", 32)}}
+		if setup == "llm-nolog" {
+			o.Edits = []envoytest.Edit{envoytest.RemoveAccessLog()}
+		}
+		r = envoytest.Start(t, o)
+		pids["rls"] = r.Service.Pid()
 	case "dynamodb":
 		local := dynamotest.Start(t)
 		env := []string{
@@ -128,11 +141,24 @@ func start(t *testing.T, setup string) (*envoytest.Rig, map[string]int) {
 			t.Logf("DynamoDB Local's process not found; its CPU is not reported")
 		}
 	default:
-		t.Fatalf("unknown setup %q (none, trivial, memory, dynamodb)", setup)
+		t.Fatalf("unknown setup %q (none, trivial, memory, dynamodb, llm, llm-nolog)", setup)
 	}
 	pids["envoy"] = r.Envoy.Pid()
 	pids["driver+upstream"] = os.Getpid()
 	return r, pids
+}
+
+// request is the path and headers of a setup's requests: the LLM
+// gateway's name a chain and report a cost.
+func request(setup string) (string, http.Header) {
+	if !strings.HasPrefix(setup, "llm") {
+		return "/", nil
+	}
+	h := http.Header{}
+	h.Set("x-tenant", "acme")
+	h.Set("x-project", "web")
+	h.Set("x-api-key", "key-1")
+	return "/v1/chat?header=x-llm-tokens:700", h
 }
 
 // measure runs drive once and accounts the CPU of pids and Envoy's
@@ -160,8 +186,8 @@ func measure(t *testing.T, r *envoytest.Rig, pids map[string]int, setup string, 
 }
 
 // goLoad is one run of the Go driver (run), with its percentiles.
-func goLoad(target string, conns int, d time.Duration) load {
-	lat, bad, secs := run(target, conns, d)
+func goLoad(target string, conns int, d time.Duration, hdr http.Header) load {
+	lat, bad, secs := run(target, conns, d, hdr)
 	l := load{requests: len(lat), bad: bad, seconds: secs}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -173,8 +199,8 @@ func goLoad(target string, conns int, d time.Duration) load {
 
 // run sends GET requests on conns connections, one at a time on each, for
 // d, and returns the latencies of the 200 answers, the number of other
-// outcomes and the elapsed seconds.
-func run(target string, conns int, d time.Duration) ([]time.Duration, int, float64) {
+// outcomes and the elapsed seconds. Each request carries hdr.
+func run(target string, conns int, d time.Duration, hdr http.Header) ([]time.Duration, int, float64) {
 	var wg sync.WaitGroup
 	lats := make([][]time.Duration, conns)
 	bads := make([]int, conns)
@@ -190,7 +216,9 @@ func run(target string, conns int, d time.Duration) ([]time.Duration, int, float
 			lat := make([]time.Duration, 0, 1<<14)
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
-				resp, err := c.Get(target)
+				req, _ := http.NewRequest(http.MethodGet, target, nil)
+				req.Header = hdr.Clone()
+				resp, err := c.Do(req)
 				if err != nil {
 					bads[i]++
 					continue
@@ -251,13 +279,14 @@ func report(results []result, d, warm time.Duration) string {
 		}
 		return result{}, false
 	}
-	b.WriteString("\n| round | setup | connections | throughput vs no-op RLS | p99 vs no-op RLS | added p50 ms | added p99 ms |\n")
+	b.WriteString("\n| round | setup | connections | throughput vs baseline | p99 vs baseline | added p50 ms | added p99 ms |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
-		if r.setup != "memory" && r.setup != "dynamodb" {
+		baseline := map[string]string{"memory": "trivial", "dynamodb": "trivial", "llm": "llm-nolog"}[r.setup]
+		if baseline == "" {
 			continue
 		}
-		base, ok := find(r.round, "trivial", r.conns)
+		base, ok := find(r.round, baseline, r.conns)
 		if !ok {
 			continue
 		}
