@@ -160,7 +160,9 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 				return <-watched
 			case err := <-errc:
 				cancel()
-				<-watched
+				if werr := <-watched; werr != nil && !errors.Is(werr, context.Canceled) {
+					return errors.Join(err, werr)
+				}
 				return err
 			case err := <-watched:
 				return err

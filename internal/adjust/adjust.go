@@ -156,8 +156,8 @@ func (a *Adjuster) Open(path, token string) (*lease.Lease, error) {
 // for it (its estimate then stands).
 type Cost func(adjustment string) (tokens uint64, ok bool)
 
-// ErrNoCost: a report carries a cost for none of a lease's limits; nothing
-// is settled and every estimate stands.
+// ErrNoCost is returned when a report carries a cost for none of a lease's
+// limits: nothing is settled and every estimate stands.
 var ErrNoCost = errors.New("adjust: no cost reported for any limit of the lease")
 
 // Settle applies l's actual costs: for each limit that cost reports,
