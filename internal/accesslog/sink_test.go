@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,5 +278,60 @@ func TestStreamCutAndResentSettlesOnce(t *testing.T) {
 		return testutil.CounterValue(t, r.reg, "ratelimit_access_log_streams", nil) == 0
 	}) {
 		t.Errorf("streams open = %v after both closed", testutil.CounterValue(t, r.reg, "ratelimit_access_log_streams", nil))
+	}
+}
+
+// blocking is a store that holds every settlement until released, and
+// records how many it held at once.
+type blocking struct {
+	release chan struct{}
+	now     atomic.Int64
+	most    atomic.Int64
+}
+
+func (b *blocking) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+	n := b.now.Add(1)
+	for {
+		m := b.most.Load()
+		if n <= m || b.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	<-b.release
+	b.now.Add(-1)
+	return cascade.Settled{}, nil
+}
+
+// TestStreamSettlesAtMostMaxInFlight: a stream whose store holds every
+// settlement has at most MaxInFlight of them open; the rest wait for one
+// to end.
+func TestStreamSettlesAtMostMaxInFlight(t *testing.T) {
+	r := newRig(t)
+	st := &blocking{release: make(chan struct{})}
+	a := adjust.New(adjust.Options{Settler: st, Keys: func() *lease.Keyring { return r.keys }, Now: func() time.Time { return r.now }})
+	t.Cleanup(a.Close)
+	cfg, _ := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(config)}}, descriptors.Options{})
+	client := serve(t, accesslog.New(a, func() *descriptors.Config { return cfg }, nil, nil))
+	var es []*datav3.HTTPAccessLogEntry
+	for range 2 * accesslog.MaxInFlight {
+		es = append(es, entry(r.token(t, r.keys, "tpm"), map[string]string{"x-llm-tokens": "600"}, nil, nil))
+	}
+	stream, err := client.StreamAccessLogs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batch(es...)); err != nil {
+		t.Fatal(err)
+	}
+	if !testutil.Eventually(5*time.Second, func() bool { return st.now.Load() == accesslog.MaxInFlight }) {
+		t.Fatalf("%d settlements open, want %d", st.now.Load(), accesslog.MaxInFlight)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := st.most.Load(); n != accesslog.MaxInFlight {
+		t.Errorf("%d settlements open at once, want at most %d", n, accesslog.MaxInFlight)
+	}
+	close(st.release)
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -304,3 +304,23 @@ func must(l tokenbucket.Limit, err error) tokenbucket.Limit {
 	}
 	return l
 }
+
+// TestKeptSettlementsAreBounded: past MaxPending settlements waiting for
+// the store, one more is dropped at once and counted failed.
+func TestKeptSettlementsAreBounded(t *testing.T) {
+	st := newSettler()
+	st.fail = 1 << 30
+	reg := prometheus.NewRegistry()
+	a := newAdjuster(t, st, metrics.New(reg), nil)
+	ds, ss := admitted(500)
+	for range adjust.MaxPending + 1 {
+		token, _, _ := a.Issue("llm", ds, ss, tpmOnly(ds))
+		settle(t, a, token, 2000)
+	}
+	if n := a.Pending(); n != adjust.MaxPending {
+		t.Errorf("%d settlements kept, want %d", n, adjust.MaxPending)
+	}
+	if got := value(t, reg, "ratelimit_adjustments_total", "path", metrics.PathAccessLog, "result", metrics.AdjustFailed); got != 1 {
+		t.Errorf("failed = %v, want 1 (the one past the bound)", got)
+	}
+}
