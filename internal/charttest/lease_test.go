@@ -152,6 +152,7 @@ func TestLeaseRefuses(t *testing.T) {
 		{"a key and an existing Secret", []string{"--set", "lease.existingSecret=mine", "--set", "lease.key=" + key}, "keep the keys in one place"},
 		{"two keys in one", []string{"--set-string", "lease.key=" + key + "\n" + other}, "lease.key spans lines"},
 		{"a lease setting in extraEnv", []string{"--set", "extraEnv.LEASE_SIGNING_KEY=" + key}, "extraEnv.LEASE_SIGNING_KEY: the chart sets it"},
+		{"an empty existingSecretKey", []string{"--set", "lease.existingSecret=mine", "--set", "lease.existingSecretKey="}, "/lease/existingSecretKey': minLength"},
 		{"a misspelt lease value", []string{"--set", "lease.existingSecretName=mine"}, "additional properties 'existingSecretName' not allowed"},
 	}
 	for _, tc := range cases {

@@ -641,6 +641,9 @@ func TestCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	service := envoytest.StartService(t, dir, serviceEnv...)
+	if out := service.Output(); strings.Contains(out, "key generated at start") {
+		t.Errorf("the service generated its own lease key; want the compose file's LEASE_SIGNING_KEY\n%s", out)
+	}
 
 	appPort := testutil.FreePort(t)
 	appArgs := slices.Clone(svc("upstream").Command)
