@@ -53,10 +53,16 @@ var valueSets = []struct {
 	name  string
 	args  []string
 	kinds []string // every kind rendered, sorted
+	lease leaseWant
 }{
-	{"defaults", nil, []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"}},
+	{"defaults", nil, []string{"ConfigMap", "Deployment", "Secret", "Service", "ServiceAccount"},
+		leaseWant{secret: "rel-dynalimit-lease", key: "keys", rendered: true, ttl: config.Defaults().LeaseTTL}},
 	{"full", []string{"-f", "internal/charttest/testdata/full-values.yaml"},
-		[]string{"ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}},
+		[]string{"ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"},
+		leaseWant{secret: "dynalimit-lease-keys", key: "signing", ttl: 30 * time.Minute}},
+	{"lease key", []string{"-f", "internal/charttest/testdata/lease-key-values.yaml"}, []string{"ConfigMap", "Deployment", "Secret", "Service", "ServiceAccount"},
+		leaseWant{secret: "rel-dynalimit-lease", key: "keys", rendered: true, ttl: 5 * time.Minute,
+			keys: []string{"test-only-signing-key-0123456789abcdef", "test-only-previous-key-0123456789abcdef"}}},
 }
 
 func render(t *testing.T, args []string) []Object {
@@ -214,6 +220,7 @@ func TestTemplate(t *testing.T) {
 			if len(pod.TopologySpreadConstraints) == 0 {
 				t.Error("no topologySpreadConstraints")
 			}
+			checkLease(t, vs.lease, objs, pod, s)
 
 			if vs.name != "full" {
 				if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
@@ -304,7 +311,8 @@ spec:
 		{"unknown Service field", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {portz: []}\n", `unknown field "portz"`},
 		{"unknown ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\nspec:\n  endpoints: [{port: metrics, intervall: 5s}]\n", `unknown field "intervall"`},
 		{"wrong type", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: [x]}\n", "cannot unmarshal"},
-		{"unexpected kind", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n", "unexpected kind v1 Secret"},
+		{"unexpected kind", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\n", "unexpected kind batch/v1 Job"},
+		{"unknown Secret field", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\ndate: {keys: eA==}\n", `unknown field "date"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

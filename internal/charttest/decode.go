@@ -61,6 +61,8 @@ func newObject(apiVersion, kind string) any {
 		return &corev1.ServiceAccount{}
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}
+	case "v1 Secret":
+		return &corev1.Secret{}
 	case "autoscaling/v2 HorizontalPodAutoscaler":
 		return &autoscalingv2.HorizontalPodAutoscaler{}
 	case "policy/v1 PodDisruptionBudget":

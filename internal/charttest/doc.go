@@ -1,9 +1,12 @@
 // Package charttest checks the Helm chart in charts/dynalimit: helm lint and
-// helm template over the default values and over testdata/full-values.yaml
-// (every option on), every rendered object strictly decoded into the
-// Kubernetes API types, the rendered environment read back as the binary's
-// settings, the values schema refusing a misspelled value, and the Grafana
-// dashboard naming only metrics the binary exports.
+// helm template over the default values, over testdata/full-values.yaml
+// (every option on) and over testdata/lease-key-values.yaml, every rendered
+// object strictly decoded into the Kubernetes API types, the rendered
+// environment read back as the binary's settings, the lease keys' Secret
+// mounted as the key file the binary reads and loading as its keyring, a
+// generated key kept across upgrades (Helm's lookup, answered by a fake API
+// server), the values schema and the templates refusing wrong values, and
+// the Grafana dashboard naming only metrics the binary exports.
 //
 // Helm is built once at the pinned HelmVersion into .cache/helm/<version>/
 // and reused; lint and template need no cluster and no network once it is

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
@@ -251,6 +252,8 @@ func TestComposeFileBroken(t *testing.T) {
 		{"envoy before the service", "      ratelimit:\n        condition: service_started\n      upstream:", "      upstream:", "envoy: depends_on"},
 		{"init not run again", "    restart: on-failure\n\n  # The service.", "\n  # The service.", "init: restart"},
 		{"listener not published", `"10000:10000"`, `"10001:10000"`, "envoy: ports"},
+		{"no lease key", "      LEASE_SIGNING_KEY: demo-only-lease-key-published-in-docker-compose\n", "", "LEASE_SIGNING_KEY"},
+		{"a short lease key", "LEASE_SIGNING_KEY: demo-only-lease-key-published-in-docker-compose", "LEASE_SIGNING_KEY: demo-key", "want at least 32"},
 		{"a writable mount", "target: /etc/envoy/envoy.yaml\n        read_only: true", "target: /etc/envoy/envoy.yaml", "writable"},
 	}
 	for _, tc := range cases {
@@ -397,6 +400,13 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 	}
 	if rl["AWS_ACCESS_KEY_ID"] == "" || rl["AWS_SECRET_ACCESS_KEY"] == "" {
 		fail("ratelimit: want dummy AWS credentials")
+	}
+	// A lease key, so that leases verify after a restart, which says in its
+	// value that it is a demo's.
+	if k := rl["LEASE_SIGNING_KEY"]; k == "" || !strings.Contains(k, "demo") {
+		fail("ratelimit: LEASE_SIGNING_KEY %q, want a key that says it is a demo's", k)
+	} else if err := lease.CheckSettings(k, nil, ""); err != nil {
+		fail("ratelimit: LEASE_SIGNING_KEY: %v", err)
 	}
 	settings := readFile(t, root, "docs/settings.md")
 	for _, m := range []map[string]string{rl, in} {
@@ -631,6 +641,9 @@ func TestCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	service := envoytest.StartService(t, dir, serviceEnv...)
+	if out := service.Output(); strings.Contains(out, "key generated at start") {
+		t.Errorf("the service generated its own lease key; want the compose file's LEASE_SIGNING_KEY\n%s", out)
+	}
 
 	appPort := testutil.FreePort(t)
 	appArgs := slices.Clone(svc("upstream").Command)
