@@ -352,3 +352,25 @@ func TestAcquireShardOfRefusal(t *testing.T) {
 	}
 	t.Fatalf("20 buckets of 4 shards each refused on shard 0")
 }
+
+// TestSettleTooManyItems: a transaction holds 100 items, the marker one
+// of them: a settlement of 100 bucket items is invalid, and writes nothing.
+func TestSettleTooManyItems(t *testing.T) {
+	f := newFakeTable(t)
+	c := newClock()
+	s := newStore(t, f, "t", c)
+	lim := mustLimit(t, 10, time.Hour, 0)
+	var ds []cascade.Debit
+	for i := range 100 {
+		ds = append(ds, cascade.Debit{Key: cascade.Key{Entity: "e" + strconv.Itoa(i), Resource: "r"}, Limit: "x", Bucket: lim, Amount: 1000, Op: cascade.Charge})
+	}
+	if got, err := s.Settle(context.Background(), settlement(c, "big", ds...)); !errors.Is(err, cascade.ErrSettlement) {
+		t.Errorf("Settle(100 items) = %+v, %v, want an error wrapping ErrSettlement", got, err)
+	}
+	if got, err := s.Settle(context.Background(), nil); !errors.Is(err, cascade.ErrSettlement) {
+		t.Errorf("Settle(nil) = %+v, %v, want an error wrapping ErrSettlement", got, err)
+	}
+	if got, err := s.Settle(context.Background(), settlement(c, "big", ds[:99]...)); err != nil || got.Duplicate || len(got.Statuses) != 99 {
+		t.Errorf("Settle(99 items) = duplicate %v, %d statuses, %v, want applied", got.Duplicate, len(got.Statuses), err)
+	}
+}
