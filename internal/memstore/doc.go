@@ -71,7 +71,7 @@
 // may arrive just after). Expired IDs are dropped by the next Settle in
 // their shard, soonest first from a heap: O(log n) amortized, so the store
 // holds the IDs settled within their lifetime, and at most MaxSettlements
-// (⌈MaxSettlements/shards⌉ a shard, about 150 bytes each); past that a new
+// (⌈MaxSettlements/shards⌉ a shard, about 100 bytes each); past that a new
 // ID is refused with ErrTooManySettlements until some expire. Settle
 // reports shard 0 (the store has no shards of a bucket); a settled bucket
 // is evicted like any other, forgiving what it lacked of full.

@@ -14,8 +14,9 @@ import (
 
 // MaxSettlements bounds the settlement IDs a store remembers at once: those
 // settled whose Expires (plus settleMargin) has not passed. Each shard of
-// the store remembers at most ⌈MaxSettlements/shards⌉. About 150 bytes an
-// ID: some 150 MB at the bound.
+// the store remembers at most ⌈MaxSettlements/shards⌉. An ID of 26 bytes
+// (a lease's) takes about 94 bytes in all, one of 64 about 126 (measured
+// with 200,000 IDs, the heap after GC): 100 to 130 MB at the bound.
 const MaxSettlements = 1 << 20
 
 // settleMargin is how long past its Expires an ID is remembered: a lease

@@ -92,8 +92,10 @@ func testSettleOneID(t *testing.T, ss []Settler) {
 // testSettleHot interleaves consumes with settlements (charges of 3 tokens
 // and refunds of 2, each settled twice) on one frozen bucket, across the
 // stores: it ends holding exactly what it held, less the admitted
-// consumes and the charges, plus the refunds, each settled once. The bucket
-// starts half full, so no refund reaches capacity.
+// consumes and the charges, plus the refunds, each settled once (a
+// consume that failed, which may have landed, counts either way; a
+// settlement must not fail). The bucket starts half full, so no refund
+// reaches capacity.
 func testSettleHot(t *testing.T, ss []Settler) {
 	half := frozenDebit("hot", cascade.Consume, frozenLimit.Capacity/2)
 	if dec, err := ss[0].Acquire(context.Background(), &cascade.Plan{Debits: []cascade.Debit{half}}); err != nil || !dec.Admitted {
@@ -101,7 +103,9 @@ func testSettleHot(t *testing.T, ss []Settler) {
 	}
 	var (
 		admitted, charged, refunded, dups atomic.Int64
-		errs                              = make(chan error, 2*hotSettlers*hotSettles+hotSettlers*hotConsumes)
+		unknown                           atomic.Int64 // consumes that failed: they may have landed
+		firstUnknown                      atomic.Value
+		errs                              = make(chan error, 2*hotSettlers*hotSettles)
 		wg                                sync.WaitGroup
 	)
 	for g := range hotSettlers {
@@ -111,7 +115,8 @@ func testSettleHot(t *testing.T, ss []Settler) {
 			for range hotConsumes {
 				dec, err := s.Acquire(context.Background(), p)
 				if err != nil {
-					errs <- err
+					unknown.Add(1)
+					firstUnknown.CompareAndSwap(nil, err.Error())
 				} else if dec.Admitted {
 					admitted.Add(1)
 				}
@@ -148,9 +153,15 @@ func testSettleHot(t *testing.T, ss []Settler) {
 	if want := int64(hotSettlers * hotSettles); dups.Load() != want {
 		t.Errorf("%d duplicates among %d settlements each sent twice, want %d", dups.Load(), want, want)
 	}
+	// A consume that failed (a store whose write went unanswered) may have
+	// landed: each widens the range by a token.
 	want := frozenLimit.Capacity - half.Amount - tokenbucket.Millitokens(admitted.Load())*tok - tokenbucket.Millitokens(charged.Load()) + tokenbucket.Millitokens(refunded.Load())
-	if got := remaining(t, ss[0], half); got != want {
-		t.Errorf("the hot bucket holds %d, want %d (half of %d, less %d consumed and %d charged, plus %d refunded)",
-			got, want, frozenLimit.Capacity, admitted.Load()*int64(tok), charged.Load(), refunded.Load())
+	least := want - tokenbucket.Millitokens(unknown.Load())*tok
+	if n := unknown.Load(); n > 0 {
+		t.Logf("%d consumes failed, each of unknown outcome; first: %v", n, firstUnknown.Load())
+	}
+	if got := remaining(t, ss[0], half); got < least || got > want {
+		t.Errorf("the hot bucket holds %d, want %d (half of %d, less %d consumed and %d charged, plus %d refunded; %d consumes of unknown outcome)",
+			got, want, frozenLimit.Capacity, admitted.Load()*int64(tok), charged.Load(), refunded.Load(), unknown.Load())
 	}
 }

@@ -306,3 +306,71 @@ func TestLaneMeetsTransaction(t *testing.T) {
 		})
 	}
 }
+
+// TestAcquireShardOfRefusal: a refusal answered from the rejection cache
+// reports the shard of the refusal it repeats, and a plan over two items
+// reports each debit's own item's shard. (Buckets are tried until a
+// refusal lands on a shard other than 0.)
+func TestAcquireShardOfRefusal(t *testing.T) {
+	f := newFakeTable(t)
+	c := newClock()
+	obs := &countingObserver{}
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c, dynamo.WithObserver(obs))
+	lim := mustLimit(t, 4, time.Hour, 0)
+	for k := range 20 {
+		hot, plain := cascade.Key{Entity: "hot-" + strconv.Itoa(k), Resource: "r"}, cascade.Key{Entity: "plain-" + strconv.Itoa(k), Resource: "r"}
+		if err := s.SetShards(context.Background(), hot, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+			t.Fatalf("SetShards(4) = %v", err)
+		}
+		two := &cascade.Plan{Debits: []cascade.Debit{{Key: plain, Limit: "x", Bucket: lim, Amount: 1000}, {Key: hot, Limit: "x", Bucket: lim, Amount: 1000}}}
+		var refusal cascade.Decision
+		for i := 0; i < 20 && (refusal.Statuses == nil || refusal.Admitted); i++ {
+			dec, err := s.Acquire(context.Background(), two)
+			if err != nil {
+				t.Fatalf("Acquire(two items) = %v", err)
+			}
+			if dec.Statuses[0].Shard != 0 || dec.Statuses[1].Shard < 0 || dec.Statuses[1].Shard > 3 {
+				t.Fatalf("Acquire(two items) shards = %d, %d, want 0 and one of 0..3", dec.Statuses[0].Shard, dec.Statuses[1].Shard)
+			}
+			refusal = dec
+		}
+		if refusal.Admitted {
+			t.Fatalf("Acquire(two items) admitted 20 times of a bucket of 4")
+		}
+		if refusal.Statuses[1].Shard == 0 {
+			continue
+		}
+		hits := obs.hits.Load()
+		again, err := s.Acquire(context.Background(), &cascade.Plan{Debits: two.Debits[1:]})
+		if err != nil || again.Admitted || obs.hits.Load() != hits+1 {
+			t.Fatalf("Acquire(hot) after a refusal = %+v, %v (cache hits %d → %d), want refused from the rejection cache", again, err, hits, obs.hits.Load())
+		}
+		if got, want := again.Statuses[0].Shard, refusal.Statuses[1].Shard; got != want {
+			t.Errorf("a refusal from the rejection cache reports shard %d, want %d (the refusal it repeats)", got, want)
+		}
+		return
+	}
+	t.Fatalf("20 buckets of 4 shards each refused on shard 0")
+}
+
+// TestSettleTooManyItems: a transaction holds 100 items, the marker one
+// of them: a settlement of 100 bucket items is invalid, and writes nothing.
+func TestSettleTooManyItems(t *testing.T) {
+	f := newFakeTable(t)
+	c := newClock()
+	s := newStore(t, f, "t", c)
+	lim := mustLimit(t, 10, time.Hour, 0)
+	var ds []cascade.Debit
+	for i := range 100 {
+		ds = append(ds, cascade.Debit{Key: cascade.Key{Entity: "e" + strconv.Itoa(i), Resource: "r"}, Limit: "x", Bucket: lim, Amount: 1000, Op: cascade.Charge})
+	}
+	if got, err := s.Settle(context.Background(), settlement(c, "big", ds...)); !errors.Is(err, cascade.ErrSettlement) {
+		t.Errorf("Settle(100 items) = %+v, %v, want an error wrapping ErrSettlement", got, err)
+	}
+	if got, err := s.Settle(context.Background(), nil); !errors.Is(err, cascade.ErrSettlement) {
+		t.Errorf("Settle(nil) = %+v, %v, want an error wrapping ErrSettlement", got, err)
+	}
+	if got, err := s.Settle(context.Background(), settlement(c, "big", ds[:99]...)); err != nil || got.Duplicate || len(got.Statuses) != 99 {
+		t.Errorf("Settle(99 items) = duplicate %v, %d statuses, %v, want applied", got.Duplicate, len(got.Statuses), err)
+	}
+}
