@@ -149,13 +149,16 @@ func TestTemplate(t *testing.T) {
 			if s.GRPCPort != defaults.GRPCPort || s.Port != defaults.Port || s.DebugPort != defaults.DebugPort {
 				t.Errorf("the chart moves the listeners off the binary's default ports")
 			}
-			for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+			// Readiness follows the store and the drain; liveness the
+			// process alone, so that a DynamoDB outage restarts no pod.
+			for name, want := range map[string]string{"readiness": "/healthcheck", "liveness": "/livez"} {
+				p := map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe}[name]
 				if p == nil || p.HTTPGet == nil {
 					t.Errorf("no HTTP %s probe", name)
 					continue
 				}
-				if p.HTTPGet.Path != "/healthcheck" || p.HTTPGet.Port.String() != "http" {
-					t.Errorf("%s probe GET %s on port %s, want /healthcheck on http", name, p.HTTPGet.Path, p.HTTPGet.Port.String())
+				if p.HTTPGet.Path != want || p.HTTPGet.Port.String() != "http" {
+					t.Errorf("%s probe GET %s on port %s, want %s on http", name, p.HTTPGet.Path, p.HTTPGet.Port.String(), want)
 				}
 			}
 			if l, r := c.LivenessProbe, c.ReadinessProbe; l.FailureThreshold*l.PeriodSeconds <= r.FailureThreshold*r.PeriodSeconds {

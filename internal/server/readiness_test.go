@@ -101,5 +101,10 @@ func TestAwait(t *testing.T) {
 		if code != st.code || !strings.HasPrefix(body, st.bodyPrefix) {
 			t.Errorf("%s: GET /healthcheck = %d %q, want %d %q", st.name, code, body, st.code, st.bodyPrefix)
 		}
+		// Liveness is the process's alone: the store warming up or not
+		// ready again never fails it.
+		if code, body := get(t, "http://"+httpAddr.String()+"/livez"); code != 200 || body != "OK" {
+			t.Errorf("%s: GET /livez = %d %q, want 200 OK", st.name, code, body)
+		}
 	}
 }

@@ -255,6 +255,12 @@ func (s *Server) httpMux() *http.ServeMux {
 		}
 		_, _ = w.Write([]byte(body))
 	})
+	// Liveness: the process answers. It depends on nothing a restart would
+	// not bring back as it was (the store, the configuration, a drain), so
+	// an outage of DynamoDB never restarts a healthy pod.
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("OK"))
+	})
 	if s.o.JSON != nil {
 		mux.Handle("/json", s.o.JSON)
 	}

@@ -216,6 +216,9 @@ func TestShutdownDrainsWithHealthNotServing(t *testing.T) {
 	if code, _ := get(t, "http://"+httpAddr.String()+"/healthcheck"); code != http.StatusServiceUnavailable {
 		t.Errorf("GET /healthcheck during drain = %d, want 503", code)
 	}
+	if code, _ := get(t, "http://"+httpAddr.String()+"/livez"); code != http.StatusOK {
+		t.Errorf("GET /livez during drain = %d, want 200: a drain is no reason to restart", code)
+	}
 	if _, err := pb.NewRateLimitServiceClient(cc).ShouldRateLimit(context.Background(), &pb.RateLimitRequest{}); err != nil {
 		t.Errorf("ShouldRateLimit during drain error = %v, want answered", err)
 	}
