@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	harness "github.com/dynalimit/dynalimit/internal/testutil"
+
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -59,39 +61,17 @@ ratelimit_dynamodb_rejection_cache_hits_total 1
 		{"PutItem", "ok", 1},      // the schema version
 	}
 	for _, c := range cases {
-		n, err := gatherCount(reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome})
-		if err != nil || n != c.want {
-			t.Errorf("calls_total{operation=%q,outcome=%q} = %v, %v, want %v", c.op, c.outcome, n, err, c.want)
+		n := harness.CounterValue(t, reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome})
+		if n != c.want {
+			t.Errorf("calls_total{operation=%q,outcome=%q} = %v, want %v", c.op, c.outcome, n, c.want)
 		}
 	}
-	if n, err := gatherCount(reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "UpdateItem"}); err != nil || n != 1 {
-		t.Errorf("consumed_capacity_units_total{operation=UpdateItem} = %v, %v, want 1", n, err)
+	if n := harness.CounterValue(t, reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "UpdateItem"}); n != 1 {
+		t.Errorf("consumed_capacity_units_total{operation=UpdateItem} = %v, want 1", n)
 	}
 	if c := testutil.CollectAndCount(reg, "ratelimit_dynamodb_call_duration_seconds"); c == 0 {
 		t.Errorf("call_duration_seconds has no series")
 	}
-}
-
-func gatherCount(reg *prometheus.Registry, name string, labels map[string]string) (float64, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue(), nil
-		}
-	}
-	return 0, nil
 }
 
 func TestRegisterDynamoCaches(t *testing.T) {
@@ -245,7 +225,7 @@ func TestDynamoGiveBacks(t *testing.T) {
 	if dec, err := s.Acquire(context.Background(), both); err != nil || dec.Admitted {
 		t.Fatalf("Acquire(a and b) = %+v, %v, want refused", dec, err)
 	}
-	if n, err := gatherCount(reg, "ratelimit_dynamodb_givebacks_total", map[string]string{"result": "applied"}); err != nil || n != 1 {
+	if n := harness.CounterValue(t, reg, "ratelimit_dynamodb_givebacks_total", map[string]string{"result": "applied"}); n != 1 {
 		t.Errorf(`givebacks_total{result="applied"} = %v, %v, want 1`, n, err)
 	}
 	pending := func(n int) string {
@@ -311,12 +291,12 @@ func TestDynamoDBEveryOperation(t *testing.T) {
 		{"GetItem", "throttled"},
 	}
 	for _, c := range cases {
-		if n, err := gatherCount(reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome}); err != nil || n != 1 {
+		if n := harness.CounterValue(t, reg, "ratelimit_dynamodb_calls_total", map[string]string{"operation": c.op, "outcome": c.outcome}); n != 1 {
 			t.Errorf("calls_total{operation=%q,outcome=%q} = %v, %v, want 1", c.op, c.outcome, n, err)
 		}
 	}
-	if n, err := gatherCount(reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "Scan"}); err != nil || n != 2.5 {
-		t.Errorf("consumed_capacity_units_total{operation=Scan} = %v, %v, want 2.5", n, err)
+	if n := harness.CounterValue(t, reg, "ratelimit_dynamodb_consumed_capacity_units_total", map[string]string{"operation": "Scan"}); n != 2.5 {
+		t.Errorf("consumed_capacity_units_total{operation=Scan} = %v, want 2.5", n)
 	}
 	if c := testutil.CollectAndCount(reg, "ratelimit_dynamodb_call_duration_seconds"); c != len(cases) {
 		t.Errorf("call_duration_seconds has %d series, want %d", c, len(cases))

@@ -6,9 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CounterValue returns the value of the counter or gauge name{labels} in
-// g (a series whose labels all equal labels' values), or -1 when there is
-// none.
+// CounterValue returns the value of the first counter or gauge name in g
+// whose labels have labels' values (a label labels does not name is not
+// checked; an empty value matches a series without the label), or -1 when
+// there is none.
 func CounterValue(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -22,7 +23,7 @@ func CounterValue(t testing.TB, g prometheus.Gatherer, name string, labels map[s
 	next:
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
 					continue next
 				}
 			}
