@@ -7,6 +7,10 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 )
 
+// Equivalent mutants, read by internal/mutants (make mutation):
+//
+// mutant: CONDITIONALS_BOUNDARY gate.go `s.cfg.RejectionCacheSize <= 0` gated: NewStore applies WithDefaults, which turns a size of 0 into DefaultRejectionCacheSize, so the store never sees 0.
+
 // TestEnforcesOnly: a part is decided first only when each of its debits is
 // an enforced consume or check, whose refusal refuses the whole plan.
 func TestEnforcesOnly(t *testing.T) {
