@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -19,10 +18,7 @@ import (
 // chain, so the tenant refuses it: gated, the key's item is never written;
 // not gated, it is written and given back.
 func TestGateWindowEdges(t *testing.T) {
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatal(err)
-	}
+	f := fakeTable(t)
 	c := newClock()
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c)
 	other := newStore(t, f, "t", c) // no rejection cache

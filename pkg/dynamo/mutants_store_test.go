@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -21,10 +20,7 @@ import (
 // TestValueOfMaxBytes: an entity, resource and limit name of exactly
 // MaxValueBytes are stored; a byte more is an invalid plan.
 func TestValueOfMaxBytes(t *testing.T) {
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatal(err)
-	}
+	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
 	lim := mustLimit(t, 1, time.Second, 0)
 	long := strings.Repeat("x", dynamo.MaxValueBytes)
@@ -44,10 +40,7 @@ func TestValueOfMaxBytes(t *testing.T) {
 // them, and lands.
 func TestChargeBudgetIsFourTimeouts(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-			t.Fatal(err)
-		}
+		f := fakeTable(t)
 		s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 2 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock())
 		lim := mustLimit(t, 10, time.Hour, 0)
 		until := time.Now().Add(1500 * time.Millisecond)
@@ -70,10 +63,7 @@ func TestChargeBudgetIsFourTimeouts(t *testing.T) {
 // cascade.Decide answers the whole plan (the reference store): each debit
 // on its own item's level.
 func TestRefusedPlanOverItemsOfSeveralLimits(t *testing.T) {
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatal(err)
-	}
+	f := fakeTable(t)
 	c := newClock()
 	s := newStore(t, f, "t", c)
 	ref := storetest.NewReference(c.Now)
