@@ -11,6 +11,7 @@ import (
 //
 // mutant: CONDITIONALS_BOUNDARY lane.go `n <= 1` pickShard: at n = 1, rand.IntN(1) is 0 too (and a shard count is never below 1).
 // mutant: CONDITIONALS_BOUNDARY lane.go `n > 1` plan: at n = 1, mulSat(a, 1) is a.
+// mutant: CONDITIONALS_BOUNDARY lane.go `pt.n <= 1` await: at n = 1, pt.tried+1 >= pt.n holds too, so the part returns either way.
 
 // TestPickShard: an item of one shard is always shard 0; one of n shards
 // is any shard below n.
