@@ -29,14 +29,7 @@ func TestChargeRequeuedForFourTimeouts(t *testing.T) {
 		until := time.Now().Add(750 * time.Millisecond)
 		api.write = func(string, int) (error, bool) { return failIf(time.Now().Before(until), throttled()), false }
 		api.arm()
-		a := cascade.Key{Entity: "a", Resource: "r"}
-		p := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: lim, Op: cascade.Charge, Amount: 3 * tokenbucket.PerToken}}}
-		if dec, err := s.Acquire(context.Background(), p); err != nil || !dec.Statuses[0].OK {
-			t.Fatalf("Acquire(charge, throttled for 750 ms) = %+v, %v, want it charged", dec, err)
-		}
-		if got := tokensOf(t, s, lim, a)[0]; got != 7*tokenbucket.PerToken {
-			t.Errorf("tokens of a after the charge = %d, want %d", got, 7*tokenbucket.PerToken)
-		}
+		chargeLands(t, s, lim, "throttled for 750 ms")
 	})
 }
 
