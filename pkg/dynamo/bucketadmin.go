@@ -19,7 +19,9 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 		return nil, errClosed
 	}
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
-	cctx, cancel := s.call(ctx)
+	// An operator's read, not a decision: the admin budget, not the
+	// decision's (a cold table can take longer than BACKEND_TIMEOUT).
+	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	img, err := s.readBucket(cctx, b.pk(s.pickShard(s.shardCount(b.base))))
 	if err != nil {
