@@ -60,6 +60,7 @@ type Adjuster struct {
 
 	mu      sync.Mutex
 	pending int
+	closed  bool // Close has begun: no retry starts
 }
 
 // New returns an Adjuster.
@@ -83,8 +84,12 @@ func New(o Options) *Adjuster {
 }
 
 // Close stops the retries of settlements the store has not taken yet and
-// waits for them; each one dropped is counted failed.
+// waits for them; each one dropped is counted failed, as is one the store
+// fails to take after Close. Close may be called more than once.
 func (a *Adjuster) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
 	a.stop()
 	a.retries.Wait()
 }

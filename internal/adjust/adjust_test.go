@@ -324,3 +324,23 @@ func TestKeptSettlementsAreBounded(t *testing.T) {
 		t.Errorf("failed = %v, want 1 (the one past the bound)", got)
 	}
 }
+
+// TestSettlementAfterCloseIsDropped: a settlement the store fails after
+// Close (a stream-end call still answering while the service stops) is
+// dropped and counted failed, never left retrying behind Close.
+func TestSettlementAfterCloseIsDropped(t *testing.T) {
+	st := newSettler()
+	st.fail = 1 << 30
+	reg := prometheus.NewRegistry()
+	a := newAdjuster(t, st, metrics.New(reg), nil)
+	ds, ss := admitted(500)
+	token, _, _ := a.Issue("llm", ds, ss, tpmOnly(ds))
+	a.Close()
+	settle(t, a, token, 2000)
+	if n := a.Pending(); n != 0 {
+		t.Errorf("%d settlements kept after Close", n)
+	}
+	if got := value(t, reg, "ratelimit_adjustments_total", "path", metrics.PathAccessLog, "result", metrics.AdjustFailed); got != 1 {
+		t.Errorf("failed = %v, want 1", got)
+	}
+}

@@ -24,17 +24,23 @@ func (a *Adjuster) keep(path string, st *cascade.Settlement, err error) {
 		a.drop(path, st, err, "the store cannot apply it")
 		return
 	}
+	// Counted and registered under the lock Close takes, so that Close
+	// waits for every retry it let start, and none starts after it.
 	a.mu.Lock()
-	full := a.pending >= MaxPending
-	if !full {
+	closed, full := a.closed, a.pending >= MaxPending
+	if !closed && !full {
 		a.pending++
+		a.retries.Add(1)
 	}
 	a.mu.Unlock()
-	if full {
+	switch {
+	case closed:
+		a.drop(path, st, err, "the service stopped before the store took it")
+		return
+	case full:
 		a.drop(path, st, err, "too many settlements waiting for the store")
 		return
 	}
-	a.retries.Add(1)
 	go func() {
 		defer a.retries.Done()
 		defer func() {

@@ -65,11 +65,10 @@ func (s *Service) settleLeases(ctx context.Context, items []item) {
 // issueLease adds a signed lease of plan's adjusted debits to resp's
 // dynamic metadata, when the domain configures adjustments.
 func (s *Service) issueLease(cfg *descriptors.Config, domain string, items []item, plan *cascade.Plan, dec *cascade.Decision, resp *pb.RateLimitResponse) {
-	adjs := cfg.Adjustments(domain)
-	if len(adjs) == 0 {
+	if !cfg.HasAdjustments(domain) {
 		return
 	}
-	names := adjustedNames(cfg, adjs, items, len(plan.Debits))
+	names := adjustedNames(cfg, domain, items, len(plan.Debits))
 	token, ok, err := s.adjust.Issue(domain, plan.Debits, dec.Statuses, names)
 	if err != nil {
 		s.log.WithError(err).Warn("issuing a lease")
@@ -88,16 +87,8 @@ func (s *Service) issueLease(cfg *descriptors.Config, domain string, items []ite
 // adjustment that settles it, "" for none: a configured level's limits as
 // the configuration selects them (by name or by the rule's path), a stored
 // ancestor's by name. The debits are walked in the order plan made them.
-func adjustedNames(cfg *descriptors.Config, adjs []descriptors.Adjustment, items []item, n int) []string {
+func adjustedNames(cfg *descriptors.Config, domain string, items []item, n int) []string {
 	names := make([]string, n)
-	byName := func(id string) string {
-		for i := range adjs {
-			if adjs[i].Descriptor == nil && adjs[i].Limit == id {
-				return id
-			}
-		}
-		return ""
-	}
 	for i := range items {
 		it := &items[i]
 		if !it.applies() || it.rule.override {
@@ -119,7 +110,9 @@ func adjustedNames(cfg *descriptors.Config, adjs []descriptors.Adjustment, items
 						names[k] = a.Limit
 					}
 				case ti > 0: // a stored ancestor
-					names[k] = byName(l.ID)
+					if a, ok := cfg.AdjustmentNamed(domain, l.ID); ok {
+						names[k] = a.Limit
+					}
 				}
 				k++
 			}

@@ -96,6 +96,30 @@ func (c *Config) AdjustedDomains() []string {
 	return out
 }
 
+// HasAdjustments reports whether the domain has adjustments, without
+// copying them (a decision asks it per admission).
+func (c *Config) HasAdjustments(domain string) bool {
+	if c == nil {
+		return false
+	}
+	a := c.adjust[domain]
+	return a != nil && len(a.list) > 0
+}
+
+// AdjustmentNamed returns the domain's adjustment named name that selects
+// its limits by name (no descriptor path), and false when there is none.
+func (c *Config) AdjustmentNamed(domain, name string) (Adjustment, bool) {
+	if c == nil || c.adjust[domain] == nil {
+		return Adjustment{}, false
+	}
+	for _, a := range c.adjust[domain].list {
+		if a.Descriptor == nil && a.Limit == name {
+			return a, true
+		}
+	}
+	return Adjustment{}, false
+}
+
 // AdjustmentFor returns the adjustment that settles the limit of rule r
 // whose Limit.ID is limitID, and false when none does. It costs one map
 // lookup.

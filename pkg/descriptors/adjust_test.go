@@ -296,3 +296,22 @@ descriptors:
 		t.Errorf("tiers' limits adjusted = %v, want %v", got, want)
 	}
 }
+
+// TestAdjustmentLookups: HasAdjustments and AdjustmentNamed answer from
+// the loaded adjustments; a path-selected one is not found by name.
+func TestAdjustmentLookups(t *testing.T) {
+	c := mustParse(t, Options{}, "adjustments.yaml")
+	if !c.HasAdjustments("llm") || c.HasAdjustments("other") {
+		t.Errorf("HasAdjustments(llm, other) = %v, %v; want true, false", c.HasAdjustments("llm"), c.HasAdjustments("other"))
+	}
+	if a, ok := c.AdjustmentNamed("llm", "tpm"); !ok || a.Cost.Header != "x-llm-tokens" {
+		t.Errorf("AdjustmentNamed(llm, tpm) = %+v, %v", a, ok)
+	}
+	if _, ok := c.AdjustmentNamed("llm", "route-usage"); ok {
+		t.Error("AdjustmentNamed found an adjustment that selects by descriptor path")
+	}
+	var none *Config
+	if none.HasAdjustments("llm") {
+		t.Error("a nil Config has adjustments")
+	}
+}
