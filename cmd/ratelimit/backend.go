@@ -22,6 +22,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // backend is the store the service decides on, with its background work and
@@ -128,6 +129,26 @@ func (w *warming) Ancestors(ctx context.Context, key cascade.Key, max int) ([]ca
 		return nil, errWarming
 	}
 	return st.Ancestors(ctx, key, max)
+}
+
+// Heartbeat records this replica in the fleet record once the store is
+// open (degrade.Heart).
+func (w *warming) Heartbeat(ctx context.Context, id string, ttl time.Duration, stale []string) (int, []string, error) {
+	st := w.p.Load()
+	if st == nil {
+		return 0, nil, errWarming
+	}
+	return st.Heartbeat(ctx, id, ttl, stale)
+}
+
+// LastSeen is what the open store last saw of d's bucket; nothing while it
+// warms up (degrade.Seer).
+func (w *warming) LastSeen(d *cascade.Debit) (tokenbucket.Millitokens, bool, bool) {
+	st := w.p.Load()
+	if st == nil {
+		return 0, false, false
+	}
+	return st.LastSeen(d)
 }
 
 // store returns the open store, waiting for it within wait; nil if it is

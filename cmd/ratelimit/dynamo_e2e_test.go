@@ -23,7 +23,12 @@ func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 // create` as a user would.
 func dynamoEnv(t *testing.T, extra ...string) []string {
 	t.Helper()
-	local := dynamotest.Shared(t)
+	return dynamoEnvAt(t, dynamotest.Shared(t), extra...)
+}
+
+// dynamoEnvAt is dynamoEnv on the DynamoDB Local local.
+func dynamoEnvAt(t *testing.T, local *dynamotest.Local, extra ...string) []string {
+	t.Helper()
 	env := append([]string{
 		"BACKEND_TYPE=dynamodb",
 		"DYNAMODB_ENDPOINT=" + local.Endpoint(),

@@ -58,7 +58,13 @@ func startFleet(t *testing.T, replicas int, env ...string) *fleet {
 // table, serving the descriptor configuration config.
 func startFleetWith(t *testing.T, config string, replicas int, env ...string) *fleet {
 	t.Helper()
-	env = dynamoEnv(t, append([]string{"LOG_LEVEL=warn"}, env...)...)
+	return startFleetEnv(t, config, replicas, dynamoEnv(t, append([]string{"LOG_LEVEL=warn"}, env...)...))
+}
+
+// startFleetEnv starts replicas of the binary with env (a table's
+// settings, dynamoEnv's), serving the descriptor configuration config.
+func startFleetEnv(t *testing.T, config string, replicas int, env []string) *fleet {
+	t.Helper()
 	dir := t.TempDir()
 	writeConfig(t, dir, "fleet.yaml", config)
 	f := &fleet{}

@@ -159,7 +159,11 @@ func newService(s config.Settings, b backend, src configSource, m *metrics.Metri
 		service.WithDynamicMetadata(s.ResponseDynamicMetadata),
 		service.WithExtendedMetadata(s.ResponseMetadataFormat == config.MetadataExtended),
 		service.WithDescriptorHitsCharge(s.DescriptorHitsAddend == config.HitsAddendCharge),
-		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock),
+		// Under local the DynamoDB store decides what it cannot on the
+		// replica's share: what still fails is refused. The embedded store
+		// does not fail, and keeps allow.
+		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock ||
+			(s.OnUnavailable == config.OnUnavailableLocal && s.BackendType == config.BackendDynamoDB)),
 		service.WithHierarchy(b.hierarchy),
 		service.WithAdjuster(adj),
 		service.WithRequestLimits(service.RequestLimits{

@@ -33,6 +33,7 @@ const (
 
 	OnUnavailableAllow = "allow" // ON_UNAVAILABLE: admit when the store fails
 	OnUnavailableBlock = "block" // ON_UNAVAILABLE: refuse when the store fails
+	OnUnavailableLocal = "local" // ON_UNAVAILABLE: decide on this replica's share when the shared store fails
 
 	HitsAddendCharge  = "charge"  // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits land even past zero
 	HitsAddendConsume = "consume" // DESCRIPTOR_HITS_ADDEND: a descriptor's own hits are all-or-nothing
@@ -153,7 +154,8 @@ type Settings struct {
 	MemoryMaxBytes      int           // MEMORY_MAX_BYTES: memory bound of the memory store, in bytes
 	MemorySweepInterval time.Duration // MEMORY_SWEEP_INTERVAL: how often the memory store drops full buckets
 
-	OnUnavailable  string        // ON_UNAVAILABLE: allow or block when the store fails
+	OnUnavailable  string        // ON_UNAVAILABLE: local, allow or block when the store fails
+	FleetSize      int           // FLEET_SIZE: replicas sharing the store (0: counted by heartbeats)
 	BackendTimeout time.Duration // BACKEND_TIMEOUT: budget of one store decision
 	// BackendWarmupTimeout (BACKEND_WARMUP_TIMEOUT) bounds one attempt of the
 	// DynamoDB store's warm-up at start, after which what failed is logged
@@ -259,7 +261,7 @@ func Defaults() Settings {
 		MemoryMaxBytes:      memstore.DefaultMaxBytes,
 		MemorySweepInterval: memstore.DefaultSweepInterval,
 
-		OnUnavailable:  OnUnavailableAllow,
+		OnUnavailable:  OnUnavailableLocal,
 		BackendTimeout: dynamo.DefaultTimeout,
 
 		BackendWarmupTimeout: 30 * time.Second,
@@ -406,7 +408,8 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"MEMORY_MAX_BYTES", "Most bytes the memory store's buckets hold (keys and bookkeeping). At the bound a new key evicts buckets (refilled ones first, then those not in use, nearest to full) and is decided: never ON_UNAVAILABLE. An eviction can admit at most the evicted bucket's deficit once more (docs/operations.md#memory).", (*intValue)(&s.MemoryMaxBytes)},
 		{"MEMORY_SWEEP_INTERVAL", "How often the memory store drops buckets that have refilled.", (*durationValue)(&s.MemorySweepInterval)},
 
-		{"ON_UNAVAILABLE", "Decision when the store fails or times out: allow or block.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableAllow, OnUnavailableBlock}}},
+		{"ON_UNAVAILABLE", "Decision when the store fails or times out: local (the DynamoDB store: decide on this replica's own buckets at its share of each limit, 1/FLEET_SIZE, and charge what it admitted to the shared items once DynamoDB answers; the embedded store, which does not fail, as allow), allow (OK) or block (OVER_LIMIT). See docs/operations.md#when-dynamodb-is-slow-or-down.", &enumValue{p: &s.OnUnavailable, allowed: []string{OnUnavailableLocal, OnUnavailableAllow, OnUnavailableBlock}}},
+		{"FLEET_SIZE", "Replicas sharing the DynamoDB table, by which ON_UNAVAILABLE=local divides every limit. 0 counts them: each replica keeps a heartbeat in the table every 5 s and the last count holds through an outage.", (*intValue)(&s.FleetSize)},
 		{"BACKEND_TIMEOUT", "Budget of one store decision, every DynamoDB call within it; a decision queued behind its item's write takes up to about twice this: keep that below Envoy's filter timeout.", (*durationValue)(&s.BackendTimeout)},
 		{"BACKEND_WARMUP_TIMEOUT", "On DynamoDB, health is NOT_SERVING (the listeners already answer) until the store has warmed up: credentials resolved, the table described and its schema checked, connections opened, every kind of call a decision makes answered. An attempt that has not succeeded within this is logged with what failed, and the warm-up starts over, still not ready.", (*durationValue)(&s.BackendWarmupTimeout)},
 

@@ -91,7 +91,10 @@ func (s Settings) validateChoices(p *problems) {
 	p.enum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
 	p.enum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
 	p.enum("GRPC_TRANSPORT", s.GRPCTransport, server.TransportNative, server.TransportGRPCGo)
-	p.enum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableAllow, OnUnavailableBlock)
+	p.enum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableLocal, OnUnavailableAllow, OnUnavailableBlock)
+	if s.FleetSize < 0 {
+		p.add("FLEET_SIZE=%d: want 0 (count the replicas) or more", s.FleetSize)
+	}
 	p.enum("STATSD_PROTOCOL", s.StatsdProtocol, StatsdTCP, StatsdUDP)
 	p.enum("DESCRIPTOR_HITS_ADDEND", s.DescriptorHitsAddend, HitsAddendCharge, HitsAddendConsume)
 	p.enum("RESPONSE_DYNAMIC_METADATA_FORMAT", s.ResponseMetadataFormat, MetadataRatelimit, MetadataExtended)

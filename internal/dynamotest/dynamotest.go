@@ -38,6 +38,9 @@ type Local struct {
 	cmd      *exec.Cmd
 	waited   chan struct{}
 	out      *testutil.LockedBuffer
+	// dbPath, when set, keeps the tables on disk there (StartOnDisk), so
+	// that they outlive Stop and Restart.
+	dbPath string
 }
 
 var (
@@ -103,6 +106,28 @@ func Start(t testing.TB) *Local {
 	return l
 }
 
+// StartOnDisk starts a DynamoDB Local of its own for t, like Start, that
+// keeps its tables in a directory of t's: they outlive Stop and Restart, as
+// a real table outlives an outage. It cannot use DYNAMODB_ENDPOINT (the
+// test stops the process).
+func StartOnDisk(t testing.TB) *Local {
+	t.Helper()
+	skipShort(t)
+	if os.Getenv("DYNAMODB_ENDPOINT") != "" {
+		t.Fatal("dynamotest: this test stops DynamoDB Local: unset DYNAMODB_ENDPOINT to let it start its own")
+	}
+	l, err := startAt(t.TempDir())
+	if err != nil {
+		t.Fatalf("dynamotest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Stop(); err != nil {
+			t.Errorf("dynamotest: %v", err)
+		}
+	})
+	return l
+}
+
 // skipShort skips t under -short: the fast loop (make test-short) runs
 // without Java. Only -short may skip: without it, a DynamoDB Local that
 // cannot run fails the test.
@@ -147,7 +172,8 @@ func (l *Local) stopLocked() error {
 }
 
 // Restart starts the process again on the same port after Stop (or stops it
-// first). DynamoDB Local runs in memory: tables must be created again.
+// first). In memory (Start), tables must be created again; on disk
+// (StartOnDisk) they are as they were.
 func (l *Local) Restart() error {
 	if l.External() {
 		return errors.New("dynamotest: cannot restart the external endpoint DYNAMODB_ENDPOINT")
@@ -171,6 +197,11 @@ func start() (*Local, error) {
 	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 		return &Local{endpoint: ep}, nil
 	}
+	return startAt("")
+}
+
+// startAt starts DynamoDB Local in memory, or on disk in dbPath when set.
+func startAt(dbPath string) (*Local, error) {
 	dir, err := ensureJar()
 	if err != nil {
 		return nil, err
@@ -179,7 +210,7 @@ func start() (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{dir: dir, port: port, endpoint: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	l := &Local{dir: dir, port: port, endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: dbPath}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.launchLocked(); err != nil {
@@ -194,10 +225,14 @@ func (l *Local) launchLocked() error {
 		return fmt.Errorf("dynamotest: DynamoDB Local needs java on PATH (apt-get install openjdk-17-jre-headless): %w", err)
 	}
 	out := testutil.NewLockedBuffer(64 << 10)
-	cmd := exec.Command(java, "-Xmx256m",
-		"-Djava.library.path="+filepath.Join(l.dir, "DynamoDBLocal_lib"),
-		"-jar", filepath.Join(l.dir, "DynamoDBLocal.jar"),
-		"-inMemory", "-port", fmt.Sprint(l.port), "-disableTelemetry")
+	store := []string{"-inMemory"}
+	if l.dbPath != "" {
+		store = []string{"-sharedDb", "-dbPath", l.dbPath}
+	}
+	args := append([]string{"-Xmx256m",
+		"-Djava.library.path=" + filepath.Join(l.dir, "DynamoDBLocal_lib"),
+		"-jar", filepath.Join(l.dir, "DynamoDBLocal.jar")}, store...)
+	cmd := exec.Command(java, append(args, "-port", fmt.Sprint(l.port), "-disableTelemetry")...)
 	cmd.Dir = l.dir
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -16,7 +16,8 @@ import (
 
 // Fake is a hand-written in-memory stand-in for the DynamoDB calls the store
 // makes: one table of items keyed by PK and SK, the expression subset the
-// store writes (SET of a value or of if_not_exists(path, value), ADD; =, <=,
+// store writes (SET of a value or of if_not_exists(path, value), ADD,
+// REMOVE; =, <=,
 // >=, BETWEEN, AND, OR, attribute_exists,
 // attribute_not_exists, begins_with), ALL_NEW and ALL_OLD return values,
 // transactions with cancellation reasons, and queries on the table and GSI1.
@@ -34,6 +35,18 @@ type Fake struct {
 	// failItem, when set, is asked before every UpdateItem and GetItem with
 	// the item's partition key (see SetFailItem).
 	failItem func(op, pk string) error
+	// lostItem, when set, is asked after every UpdateItem that applied,
+	// with the item's partition key (see SetLostItem).
+	lostItem func(pk string) error
+}
+
+// SetLostItem makes an UpdateItem that applied ask lost, with the item's
+// partition key: a non-nil error is returned instead of the answer, as a
+// write that landed and whose answer was lost.
+func (f *Fake) SetLostItem(lost func(pk string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lostItem = lost
 }
 
 // SetFailItem makes UpdateItem and GetItem calls ask fail, with the item's
@@ -333,6 +346,11 @@ func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ .
 		return nil, err
 	}
 	t[k] = item
+	if f.lostItem != nil {
+		if err := f.lostItem(sval(in.Key["PK"])); err != nil {
+			return nil, err
+		}
+	}
 	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(writeUnits(old, item))}
 	if in.ReturnValues == types.ReturnValueAllNew {
 		out.Attributes = clone(item)
@@ -687,7 +705,7 @@ func applyUpdate(old, key map[string]types.AttributeValue, expr *string, names m
 	mode := ""
 	for i := 0; i < len(toks); {
 		switch toks[i] {
-		case "SET", "ADD":
+		case "SET", "ADD", "REMOVE":
 			mode = toks[i]
 			i++
 			continue
@@ -749,6 +767,9 @@ func applyUpdate(old, key map[string]types.AttributeValue, expr *string, names m
 			}
 			item[n] = &types.AttributeValueMemberN{Value: cur.Add(cur, d).String()}
 			i += 2
+		case "REMOVE":
+			delete(item, n)
+			i++
 		default:
 			return nil, fmt.Errorf("fake: unsupported update %q", *expr)
 		}

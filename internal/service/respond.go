@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
@@ -84,6 +85,19 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 		resp.DynamicMetadata = metadata(req, items, resp.Statuses, s.extendedMetadata)
 	}
 	return resp
+}
+
+// LocalKey is the field of the response's dynamic metadata, true, that
+// says the decision was made on this replica's share of the limits because
+// the shared store could not make it in time (ON_UNAVAILABLE=local).
+const LocalKey = "dynalimit.local"
+
+// markLocal says in resp's dynamic metadata that it was decided locally.
+func markLocal(resp *pb.RateLimitResponse) {
+	if resp.DynamicMetadata == nil {
+		resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+	}
+	resp.DynamicMetadata.Fields[LocalKey] = structpb.NewBoolValue(true)
 }
 
 // oneResponse is the response to a one-descriptor request in one piece.

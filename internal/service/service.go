@@ -159,7 +159,9 @@ func WithDescriptorHitsCharge(on bool) Option {
 func WithHierarchy(h Hierarchy) Option { return func(s *Service) { s.hierarchy = h } }
 
 // WithOnUnavailable sets what a decision is when the store fails: block
-// (OVER_LIMIT) when true, allow (OK, the default) when false.
+// (OVER_LIMIT) when true, allow (OK, the default) when false. A store that
+// decides locally when the shared one fails (internal/degrade,
+// ON_UNAVAILABLE=local) fails only for the caller's own cancellation.
 func WithOnUnavailable(block bool) Option { return func(s *Service) { s.block = block } }
 
 // New returns a Service deciding with store against the configuration that
@@ -269,6 +271,9 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		s.settleLeases(ctx, items)
 	}
 	resp := s.respond(req, items, over, storeErr == nil)
+	if dec.Local {
+		markLocal(resp)
+	}
 	if s.adjust != nil && known && storeErr == nil && !over && dec.Admitted {
 		s.issueLease(cfg, domain, items, &plan, &dec, resp)
 	}

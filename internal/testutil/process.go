@@ -175,3 +175,19 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// BusyCore keeps one core busy in another process until t ends, as a
+// neighbour on a shared machine would: a concurrency test must hold with
+// it running.
+func BusyCore(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testutil: busy core: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+}

@@ -18,6 +18,52 @@ var ErrInvalid = errors.New("cascade: invalid plan")
 // refuses such a request (Busy), whatever ON_UNAVAILABLE says.
 var ErrContended = errors.New("cascade: contended")
 
+// ErrMayHaveLanded marks a store error whose write went unanswered: the
+// store may have applied it. A caller that decides the request another way
+// (ON_UNAVAILABLE=local) must not charge it again.
+var ErrMayHaveLanded = errors.New("cascade: write unanswered, it may have landed")
+
+// ItemError is a store's failure to decide the debits of one bucket item of
+// a plan. A store that decides item by item wraps each item's failure in
+// one (errors.Join when several failed), so that a caller can tell the
+// items in trouble from the items that were only in the same plan.
+type ItemError struct {
+	// Key is the bucket item that failed.
+	Key Key
+	// Err is why; it wraps ErrMayHaveLanded when the item's write went
+	// unanswered.
+	Err error
+}
+
+func (e *ItemError) Error() string {
+	return "item " + e.Key.Namespace + "/" + e.Key.Entity + "/" + e.Key.Resource + ": " + e.Err.Error()
+}
+
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// ItemErrors returns every ItemError in err's tree (through wrapping and
+// errors.Join), in order; none when the store did not say which items
+// failed.
+func ItemErrors(err error) []*ItemError {
+	var out []*ItemError
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) { //nolint:errorlint // walks the tree itself
+		case nil:
+		case *ItemError:
+			out = append(out, x)
+		case interface{ Unwrap() []error }:
+			for _, c := range x.Unwrap() {
+				walk(c)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
 // Key names one bucket item: the bucket of an entity for a resource in a
 // namespace. A bucket item holds one or more named limits. The fields are
 // stored as given; stores escape them so that no value can forge or collide
@@ -146,6 +192,10 @@ type Status struct {
 type Decision struct {
 	Admitted bool
 	Statuses []Status
+	// Local: the shared store could not decide the plan in time, and this
+	// replica decided it on its own buckets at its share of the fleet
+	// (ON_UNAVAILABLE=local).
+	Local bool
 }
 
 // Busy is the decision of a plan that a store could not decide because its

@@ -39,7 +39,9 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		if img == nil {
 			var err error
 			if img, err = s.fresh(ctx, b, pk, decisions); err != nil {
-				if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
+				if errors.Is(err, ErrThrottled) && s.cfg.ThrottleFails {
+					s.fail(batch, errThrottledItem)
+				} else if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
 					s.contend(batch, nil, contendReason(err))
 				} else {
 					s.fail(batch, err)
@@ -98,7 +100,11 @@ func (s *Store) runBatch(pk string, batch []*part) {
 				img = nil
 			}
 			if !sleep(ctx, backoff(attempt)) {
-				s.contend(batch, img, ContendedThrottled)
+				if s.cfg.ThrottleFails {
+					s.fail(batch, errThrottledItem)
+				} else {
+					s.contend(batch, img, ContendedThrottled)
+				}
 				return
 			}
 		default:
@@ -259,10 +265,14 @@ func (s *Store) unknown(batch []*part, img *image, err error, reason string) {
 			pt.dec = contended(pt, img, now)
 			s.obs.Contended(reason)
 		default:
-			pt.err = err
+			pt.err = fmt.Errorf("%w: %w", cascade.ErrMayHaveLanded, err)
 		}
 	}
 }
+
+// errThrottledItem fails a batch whose item DynamoDB kept throttling
+// through its budget, under Config.ThrottleFails: nothing was written.
+var errThrottledItem = fmt.Errorf("dynamo: item throttled through the decision's budget: %w: %w", ErrThrottled, ErrUnavailable)
 
 // deliver hands each part its decision and remembers the refusals.
 func (s *Store) deliver(batch []*part, j *judgement, now int64) {

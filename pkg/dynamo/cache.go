@@ -109,6 +109,9 @@ type caches struct {
 	configs *lru[cachedConfig] // config record PK\x00SK → stored limits
 	ents    *lru[cachedEntity] // entity PK → entity record
 	warned  *lru[time.Time]    // namespace\x00entity id → when a problem of its stored chain was logged
+	// forgot holds the images forgotten because a write went unanswered:
+	// no longer what a write conditions on, still what LastSeen reports.
+	forgot *lru[*image]
 }
 
 // newCaches returns caches of size entries each, but the rejection cache,
@@ -121,8 +124,12 @@ func newCaches(size, rejections int) caches {
 		configs: newLRU[cachedConfig](CacheConfig, size),
 		ents:    newLRU[cachedEntity](CacheEntity, size),
 		warned:  newLRU[time.Time]("warned", maxWarned),
+		forgot:  newLRU[*image]("forgot", maxForgot),
 	}
 }
+
+// maxForgot bounds the forgotten images kept for LastSeen.
+const maxForgot = 4096
 
 // maxWarned bounds the entities whose broken stored chain the store
 // remembers having logged.
@@ -172,6 +179,9 @@ func (s *Store) cachedImage(pk string) *image {
 func (s *Store) forgetImage(pk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if img, ok := s.images.peek(pk); ok {
+		s.forgot.add(pk, img)
+	}
 	s.images.remove(pk)
 }
 

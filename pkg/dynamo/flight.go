@@ -72,6 +72,9 @@ func (s *Store) wait(ctx context.Context, f *flight) error {
 		if !queued && !f.throttled.Load() && time.Since(start) >= s.cfg.Timeout {
 			return fmt.Errorf("dynamo: read not answered within %v: %w: %w", s.cfg.Timeout, ErrUnavailable, ctx.Err())
 		}
+		if f.throttled.Load() && s.cfg.ThrottleFails {
+			return errThrottledItem
+		}
 		return errContended
 	}
 }

@@ -65,6 +65,11 @@ type part struct {
 	start *partStart // what the decision was made on (nil: not by a batch)
 }
 
+// itemError is pt's failure as a cascade.ItemError naming its item.
+func (pt *part) itemError() error {
+	return &cascade.ItemError{Key: pt.b.key, Err: pt.err}
+}
+
 // partsOf splits p by bucket item. When the plan spans several items, each
 // part decides its quota debits as advisory (taken if they fit): the plan's
 // admission rule is applied over all parts afterwards.

@@ -80,6 +80,12 @@ type Config struct {
 	// means DefaultRejectionCacheSize, a negative size (RejectionCacheOff)
 	// disables it.
 	RejectionCacheSize int
+	// ThrottleFails makes an item that DynamoDB kept throttling through a
+	// decision's budget fail that decision (an error wrapping ErrThrottled
+	// and ErrUnavailable, in a cascade.ItemError) rather than refuse it as
+	// contended: for a caller that decides such items another way
+	// (ON_UNAVAILABLE=local decides them on the replica's share).
+	ThrottleFails bool
 }
 
 // WithDefaults returns c with every zero field but Table at its default:
@@ -316,7 +322,7 @@ var errContended = errors.New("dynamo: contended")
 // errOutcomeUnknown: a write that charges or refunds went unanswered, so it
 // may have landed; it is not written again (a second write could apply it
 // twice), and the caller is told DynamoDB did not answer.
-var errOutcomeUnknown = fmt.Errorf("dynamo: write unanswered, outcome unknown: %w", ErrUnavailable)
+var errOutcomeUnknown = fmt.Errorf("dynamo: write unanswered, outcome unknown: %w: %w", ErrUnavailable, cascade.ErrMayHaveLanded)
 
 func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 
@@ -371,7 +377,25 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		s.obs.RejectionCacheHit()
 		return dec, nil
 	}
-	return s.decide(ctx, p, buckets)
+	dec, err := s.decide(ctx, p, buckets)
+	if err != nil {
+		callerKeys(err, plan, p)
+	}
+	return dec, err
+}
+
+// callerKeys names each item of err's cascade.ItemErrors by its key as the
+// caller's plan gave it (p is the plan with the store's namespace filled
+// in), so that the caller finds its own keys.
+func callerKeys(err error, plan, p *cascade.Plan) {
+	for _, e := range cascade.ItemErrors(err) {
+		for i := range p.Debits {
+			if p.Debits[i].Key == e.Key {
+				e.Key = plan.Debits[i].Key
+				break
+			}
+		}
+	}
 }
 
 // budget bounds the decision of plan. A plan that only charges and refunds
@@ -417,7 +441,7 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 		pt := parts[0]
 		s.await(ctx, pt)
 		if pt.err != nil {
-			return cascade.Decision{}, pt.err
+			return cascade.Decision{}, pt.itemError()
 		}
 		stampShards(&pt.dec, parts)
 		return pt.dec, nil
@@ -437,7 +461,7 @@ func (s *Store) decide(ctx context.Context, p *cascade.Plan, buckets []bucket) (
 	var errs []error
 	for _, pt := range parts {
 		if pt.err != nil {
-			errs = append(errs, pt.err)
+			errs = append(errs, pt.itemError())
 			continue
 		}
 		for j, i := range pt.idx {

@@ -106,6 +106,12 @@ func (l Limit) base(nowMs int64) Int128 { return l.at(nowMs).Sub(l.span(l.Capaci
 // start full.
 func (l Limit) Full(nowMs int64) State { return State{X: l.base(nowMs)} }
 
+// Holding returns the state of a bucket of l that holds n millitokens at
+// nowMs: in debt when n is negative, full when n is Capacity or more.
+func (l Limit) Holding(n Millitokens, nowMs int64) State {
+	return State{X: l.at(nowMs).Sub(l.span(min(n, l.Capacity)))}
+}
+
 // Empty returns the state of a bucket that holds nothing at nowMs.
 func (l Limit) Empty(nowMs int64) State { return State{X: l.at(nowMs)} }
 

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/testutil"
+)
+
+// TestFleetHotTenantNewKeysLocal is the fleet on a slow store: three
+// replicas on one DynamoDB Local, a tenant of 10/s with a burst of 100,
+// and 90 callers each asking with a new API key under it, for 10 s,
+// BACKEND_TIMEOUT=200ms, with another process keeping a core busy. Every
+// new key costs reads and a write that DynamoDB Local often answers past
+// the budget. Under ON_UNAVAILABLE=local those decisions are made on each
+// replica's share of the tenant: the fleet admits at most 1.1 × (100 +
+// 10·t), and no call fails.
+func TestFleetHotTenantNewKeysLocal(t *testing.T) {
+	testutil.BusyCore(t)
+	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=local")
+	var n atomic.Int64
+	l := f.driveWith(90, 10*time.Second, func(int) *pb.RateLimitRequest {
+		return &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+			{Key: "tenant", Value: "acme"}, {Key: "api_key", Value: "new-" + strconv.FormatInt(n.Add(1), 10)},
+		}}}}
+	}, nil)
+	bound := 100 + 10*l.elapsed.Seconds()
+	ok := float64(l.ok.Load())
+	t.Logf("ON_UNAVAILABLE=local: %d OK, %d OVER_LIMIT, %d errors in %v; allowed %.0f (%.2f×); local decisions %.0f allowed, %.0f refused; settle-ups %.0f applied, %.0f failed; UpdateItem %.0f",
+		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, ok/bound,
+		f.metric(t, "ratelimit_local_decisions_total", `decision="allowed"`), f.metric(t, "ratelimit_local_decisions_total", `decision="refused"`),
+		f.metric(t, "ratelimit_settle_ups_total", `result="applied"`), f.metric(t, "ratelimit_settle_ups_total", `result="failed"`),
+		f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`))
+	if ok > 1.1*bound {
+		t.Errorf("%v OK answers, want at most %.0f (1.1 × (100 + 10/s × %v))", ok, 1.1*bound, l.elapsed)
+	}
+	if e := l.errs.Load(); e > 0 {
+		t.Errorf("%d calls failed, want none; first: %v", e, l.firstErr.Load())
+	}
+	if f.metric(t, "ratelimit_on_unavailable_total") > 0 {
+		t.Errorf("%.0f decisions by allow or block, want none under local", f.metric(t, "ratelimit_on_unavailable_total"))
+	}
+}
+
+// outageConfig is one hot key of 20 a second (burst 20).
+const outageConfig = `domain: fleet
+descriptors:
+  - key: generic_key
+    value: hot
+    rate_limit:
+      unit: second
+      requests_per_unit: 20
+`
+
+// outageRun is what callers saw in a run with an outage.
+type outageRun struct {
+	mode                         string
+	before, during, after, total int // admitted
+	asked                        int
+	outage, afterLen, run        time.Duration
+	firstSecondAfter             int // admitted in the first second after the outage
+	errs                         int64
+	local                        float64
+}
+
+// TestOutageThreeModes kills DynamoDB Local for 5 s in the middle of a 24 s
+// run of 30 callers over three replicas on one hot key of 20/s, under each
+// ON_UNAVAILABLE in turn. local: during the outage the fleet admits at
+// most 1.2 × the limit for that time, and after it the shared item is
+// charged what was admitted locally, so the whole run stays within the
+// limit and the first second after admits no burst. The outage lasts from
+// the kill until DynamoDB Local answers again (its JVM takes seconds to
+// start). allow admits every
+// request of the outage; block refuses them all.
+func TestOutageThreeModes(t *testing.T) {
+	var runs []outageRun
+	for _, mode := range []string{"local", "allow", "block"} {
+		t.Run(mode, func(t *testing.T) {
+			r := runOutage(t, mode)
+			runs = append(runs, r)
+			limit := func(d time.Duration) float64 { return 20 * d.Seconds() }
+			switch mode {
+			case "local":
+				if float64(r.during) > 1.2*limit(r.outage)+20 {
+					t.Errorf("local: %d admitted in the %v outage, want at most 1.2 × %.0f (+ one burst)", r.during, r.outage.Round(time.Millisecond), limit(r.outage))
+				}
+				if float64(r.total) > 1.1*(20+limit(r.run)) {
+					t.Errorf("local: %d admitted over the %v run, want at most 1.1 × %.0f: what was admitted locally is charged", r.total, r.run.Round(time.Millisecond), 20+limit(r.run))
+				}
+				if r.local == 0 {
+					t.Error("local: no local decision counted")
+				}
+			case "allow":
+				if r.during < r.asked/2 {
+					t.Errorf("allow: %d admitted in the outage, want nearly all", r.during)
+				}
+			case "block":
+				if r.during > 0 {
+					t.Errorf("block: %d admitted in the outage, want none", r.during)
+				}
+			}
+			if r.errs > 0 {
+				t.Errorf("%d calls failed, want none", r.errs)
+			}
+		})
+	}
+	t.Log("mode   | outage | limit in outage | admitted in outage | admitted in 1 s after | run   | limit of run | admitted in run")
+	for _, r := range runs {
+		t.Logf("%-6s | %5.1fs | %15.0f | %18d | %21d | %4.1fs | %12.0f | %15d",
+			r.mode, r.outage.Seconds(), 20*r.outage.Seconds(), r.during, r.firstSecondAfter, r.run.Seconds(), 20+20*r.run.Seconds(), r.total)
+	}
+}
+
+// runOutage runs the outage of TestOutageThreeModes under mode.
+func runOutage(t *testing.T, mode string) outageRun {
+	local := dynamotest.StartOnDisk(t)
+	env := dynamoEnvAt(t, local, "LOG_LEVEL=warn", "BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE="+mode)
+	f := startFleetEnv(t, outageConfig, 3, env)
+	var (
+		mu                sync.Mutex
+		admitted          []time.Time
+		asked             []time.Time
+		killAt, backAt    time.Time
+		stopErr, startErr error
+	)
+	start := time.Now()
+	go func() {
+		time.Sleep(6 * time.Second)
+		t.Logf("%s: fleet size as the replicas count it: %.0f (sum over 3)", mode, f.metric(t, "ratelimit_fleet_size"))
+		mu.Lock()
+		killAt = time.Now()
+		mu.Unlock()
+		stopErr = local.Stop()
+		time.Sleep(5 * time.Second)
+		startErr = local.Restart()
+		mu.Lock()
+		backAt = time.Now()
+		mu.Unlock()
+	}()
+	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "hot")}}
+	l := f.driveWith(30, 24*time.Second, func(int) *pb.RateLimitRequest { return req }, func(_ *pb.RateLimitRequest, resp *pb.RateLimitResponse) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, now)
+		if resp.GetOverallCode() == pb.RateLimitResponse_OK {
+			admitted = append(admitted, now)
+		}
+	})
+	for backAt.IsZero() && stopErr == nil && startErr == nil && time.Since(start) < 60*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if stopErr != nil || startErr != nil {
+		t.Fatalf("stopping or restarting DynamoDB Local: %v, %v", stopErr, startErr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r := outageRun{mode: mode, total: len(admitted), outage: backAt.Sub(killAt), run: l.elapsed, errs: l.errs.Load(),
+		local: f.metric(t, "ratelimit_local_decisions_total")}
+	for _, at := range asked {
+		if !at.Before(killAt) && at.Before(backAt) {
+			r.asked++
+		}
+	}
+	for _, at := range admitted {
+		switch {
+		case at.Before(killAt):
+			r.before++
+		case at.Before(backAt):
+			r.during++
+		default:
+			r.after++
+			if at.Before(backAt.Add(time.Second)) {
+				r.firstSecondAfter++
+			}
+		}
+	}
+	t.Logf("%s: %d admitted before, %d during the %v outage (of %d asked), %d after (%d in its first second); %d errors; local decisions %.0f; settle-ups %.0f applied, %.0f failed",
+		mode, r.before, r.during, r.outage.Round(time.Millisecond), r.asked, r.after, r.firstSecondAfter, r.errs, r.local,
+		f.metric(t, "ratelimit_settle_ups_total", `result="applied"`), f.metric(t, "ratelimit_settle_ups_total", `result="failed"`))
+	if l.errs.Load() > 0 {
+		t.Logf("first error: %v", l.firstErr.Load())
+	}
+	return r
+}
+
+// TestWarmingDecidesLocally: a replica whose DynamoDB does not answer yet
+// (nothing listens at its endpoint) decides under ON_UNAVAILABLE=local on
+// its own bucket, never an unconditional OK: 3 a minute admits 3 of 5, and
+// each answer says in its dynamic metadata that it was decided locally.
+func TestWarmingDecidesLocally(t *testing.T) {
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE=local")
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "DYNAMODB_ENDPOINT=") {
+			env[i] = fmt.Sprintf("DYNAMODB_ENDPOINT=http://127.0.0.1:%d", testutil.FreePort(t))
+		}
+	}
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startBinaryUnready(t, dir, env...)
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := pb.NewRateLimitServiceClient(cc)
+	var codes []pb.RateLimitResponse_Code
+	for range 5 {
+		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+			Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "three")},
+		})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit while DynamoDB is away: %v\n%s", err, p.Output())
+		}
+		codes = append(codes, resp.GetOverallCode())
+		if !resp.GetDynamicMetadata().GetFields()["dynalimit.local"].GetBoolValue() {
+			t.Errorf("answer %d has no dynalimit.local: true in its dynamic metadata: %v", len(codes), resp.GetDynamicMetadata())
+		}
+	}
+	ok := pb.RateLimitResponse_OK
+	over := pb.RateLimitResponse_OVER_LIMIT
+	if want := []pb.RateLimitResponse_Code{ok, ok, ok, over, over}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Errorf("answers while DynamoDB is away = %v, want %v", codes, want)
+	}
+}

@@ -1,0 +1,307 @@
+package degrade_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/internal/degrade"
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+const token = tokenbucket.Millitokens(1000)
+
+// slow is 100 tokens refilled at one a minute: refill does not blur counts.
+var slow = tokenbucket.Limit{Capacity: 100 * token, RefillAmount: token, RefillPeriod: time.Minute}
+
+// counts is an Observer that counts.
+type counts struct {
+	mu                sync.Mutex
+	allowed, refused  int
+	degraded, tracked int
+	settled           map[string]int
+}
+
+func (c *counts) Local(ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.allowed++
+	} else {
+		c.refused++
+	}
+}
+
+func (c *counts) Items(d, t int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.degraded, c.tracked = d, t
+}
+
+func (c *counts) SettledUp(r string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.settled == nil {
+		c.settled = map[string]int{}
+	}
+	c.settled[r]++
+}
+
+func (c *counts) get() (degraded int, settled map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.settled {
+		out[k] = v
+	}
+	return c.degraded, out
+}
+
+// rig is a degrade.Store over a DynamoDB store on the fake, settling up in
+// the background.
+type rig struct {
+	fake   *dynamotest.Fake
+	shared *dynamo.Store
+	store  *degrade.Store
+	obs    *counts
+}
+
+func newRig(t *testing.T, share int) *rig {
+	t.Helper()
+	ctx := context.Background()
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, ThrottleFails: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &counts{}
+	d := degrade.New(shared, degrade.Config{ID: "r1", Share: func() int { return share }, Observer: obs})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = d.Run(runCtx); close(done) }()
+	t.Cleanup(func() {
+		stop()
+		<-done
+		_ = shared.Close()
+	})
+	return &rig{fake: f, shared: shared, store: d, obs: obs}
+}
+
+func key(entity string) cascade.Key { return cascade.Key{Entity: entity, Resource: "api"} }
+
+func one(entity string) *cascade.Plan {
+	return &cascade.Plan{Debits: []cascade.Debit{{Key: key(entity), Limit: "l", Bucket: slow, Amount: token}}}
+}
+
+// tokens is what the shared item of entity holds now.
+func (r *rig) tokens(t *testing.T, entity string) tokenbucket.Millitokens {
+	t.Helper()
+	st, err := r.shared.Status(context.Background(), key(entity), map[string]tokenbucket.Limit{"l": slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st["l"].Remaining
+}
+
+// decide asks n times, and returns how many were admitted and how many
+// decided locally.
+func (r *rig) decide(t *testing.T, p *cascade.Plan, n int) (admitted, local int) {
+	t.Helper()
+	for range n {
+		dec, err := r.store.Acquire(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if dec.Admitted {
+			admitted++
+		}
+		if dec.Local {
+			local++
+		}
+	}
+	return admitted, local
+}
+
+// settled waits until no item is degraded and every debt is paid.
+func (r *rig) settled(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if d, _ := r.obs.get(); d == 0 && !r.store.Owes() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d, s := r.obs.get()
+	t.Fatalf("still %d degraded (settle-ups %v) after 5 s", d, s)
+}
+
+func unanswered() error { return &types.InternalServerError{Message: new(string)} }
+
+// TestOutageLocalShareThenSettleUp: while every call fails, a replica of
+// three decides on a third of what it last saw of the bucket; when calls
+// answer again, the shared item is charged what was admitted locally, once.
+func TestOutageLocalShareThenSettleUp(t *testing.T) {
+	r := newRig(t, 3)
+	if ok, local := r.decide(t, one("a"), 10); ok != 10 || local != 0 {
+		t.Fatalf("before the outage: %d admitted, %d local; want 10 by the store", ok, local)
+	}
+	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+	ok, local := r.decide(t, one("a"), 60)
+	if local != 60 {
+		t.Errorf("during the outage %d of 60 decided locally, want all", local)
+	}
+	// It last saw 90 tokens: a third of that is this replica's.
+	if ok != 30 {
+		t.Errorf("during the outage %d admitted, want 30 (90 seen / 3 replicas)", ok)
+	}
+	r.fake.SetFail(nil)
+	r.settled(t)
+	// The first decision of the outage went to DynamoDB, unanswered: it
+	// may have landed, so it is counted there or nowhere, never twice.
+	want := tokenbucket.Millitokens(90-ok) * token
+	if got := r.tokens(t, "a"); got > want+token+token/2 || got < want {
+		t.Errorf("after settling up the item holds %d, want %d to %d (100 − 10 − %d admitted locally, the unanswered one perhaps not)", got, want, want+token, ok)
+	}
+	if _, s := r.obs.get(); s[degrade.SettledApplied] < 1 || s[degrade.SettledDuplicate] > 0 {
+		t.Errorf("settle-ups %v, want applied and no duplicate", s)
+	}
+	if ok, local := r.decide(t, one("a"), 1); ok != 1 || local != 0 {
+		t.Errorf("after the outage: %d admitted, %d local; want the store's admission", ok, local)
+	}
+}
+
+// TestThrottledItemAlone: an item DynamoDB keeps throttling is decided
+// locally while other items keep going to DynamoDB, and goes back to
+// DynamoDB within a second of the throttling ending.
+func TestThrottledItemAlone(t *testing.T) {
+	r := newRig(t, 1)
+	var throttled atomic.Bool
+	throttled.Store(true)
+	r.fake.SetFailItem(func(op, pk string) error {
+		if throttled.Load() && strings.Contains(pk, "#hot#") {
+			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+		}
+		return nil
+	})
+	if _, local := r.decide(t, one("hot"), 3); local != 3 {
+		t.Errorf("throttled item: %d of 3 decided locally, want 3", local)
+	}
+	if _, local := r.decide(t, one("cold"), 3); local != 0 {
+		t.Errorf("another item: %d of 3 decided locally, want none", local)
+	}
+	throttled.Store(false)
+	end := time.Now()
+	for {
+		if _, local := r.decide(t, one("hot"), 1); local == 0 {
+			break
+		}
+		if time.Since(end) > time.Second {
+			t.Fatalf("throttled item still decided locally %v after the throttling ended", time.Since(end))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("back to DynamoDB %v after the throttling ended", time.Since(end).Round(time.Millisecond))
+	r.settled(t)
+	// 3 local admissions settled up, 1 by the store. (Throttling doubled
+	// the item's shards, which forfeits tokens: at most 96 remain.)
+	if got := r.tokens(t, "hot"); got > 96*token {
+		t.Errorf("hot holds %d, want at most 96 tokens", got)
+	}
+}
+
+// TestUnknownOutcomeCountedOnce: a write that landed but went unanswered
+// is answered locally and not charged again when settling up; one that did
+// not land is charged by the settle-up.
+func TestUnknownOutcomeCountedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		landed bool
+	}{{"landed", true}, {"not landed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1)
+			var once atomic.Bool
+			fault := func(pk string) error {
+				if strings.Contains(pk, "/BUCKET#") && once.CompareAndSwap(false, true) {
+					return unanswered()
+				}
+				return nil
+			}
+			if tc.landed {
+				r.fake.SetLostItem(fault)
+			} else {
+				r.fake.SetFailItem(func(_, pk string) error { return fault(pk) })
+			}
+			ok, local := r.decide(t, one("u"), 1)
+			if ok != 1 || local != 1 {
+				t.Fatalf("%d admitted, %d local; want 1 admitted locally", ok, local)
+			}
+			r.settled(t)
+			if got := r.tokens(t, "u"); got > 99*token+token/2 || got < 99*token {
+				t.Errorf("the item holds %d, want 99 tokens: the request counted once", got)
+			}
+		})
+	}
+}
+
+// TestRecentRefusalStands: a level the shared store refused within the
+// last second refuses locally, whatever the other level holds.
+func TestRecentRefusalStands(t *testing.T) {
+	r := newRig(t, 1)
+	tiny := tokenbucket.Limit{Capacity: token, RefillAmount: token, RefillPeriod: time.Minute}
+	plan := func(k string) *cascade.Plan {
+		return &cascade.Plan{Debits: []cascade.Debit{
+			{Key: key(k), Limit: "l", Bucket: slow, Amount: token},
+			{Key: key("tenant"), Limit: "l", Bucket: tiny, Amount: token, Depth: 1},
+		}}
+	}
+	if ok, _ := r.decide(t, plan("k1"), 2); ok != 1 {
+		t.Fatalf("%d admitted, want 1 (the tenant holds one)", ok)
+	}
+	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+	dec, err := r.store.Acquire(context.Background(), plan("k2"))
+	if err != nil || !dec.Local || dec.Admitted {
+		t.Fatalf("during the outage, after the tenant refused: %+v, %v; want a local refusal", dec, err)
+	}
+	if dec.Statuses[1].RetryAfter <= 0 {
+		t.Errorf("tenant status %+v, want a retry-after", dec.Statuses[1])
+	}
+	r.fake.SetFail(nil)
+}
+
+// TestBoundedItems: past MaxItems a plan that needs another item is
+// refused, never admitted unlimited.
+func TestBoundedItems(t *testing.T) {
+	d := degrade.New(failing{}, degrade.Config{ID: "r", MaxItems: 2})
+	for i, want := range []bool{true, true, false} {
+		dec, err := d.Acquire(context.Background(), one(string(rune('a'+i))))
+		if err != nil || dec.Admitted != want || !dec.Local {
+			t.Errorf("item %d: %+v, %v; want local, admitted %v", i, dec, err, want)
+		}
+	}
+}
+
+// failing is a shared store that never answers.
+type failing struct{}
+
+var errDown = errors.New("down")
+
+func (failing) Acquire(context.Context, *cascade.Plan) (cascade.Decision, error) {
+	return cascade.Decision{}, errDown
+}
+
+func (failing) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+	return cascade.Settled{}, errDown
+}

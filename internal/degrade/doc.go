@@ -1,0 +1,40 @@
+// Package degrade keeps a fleet limiting when its shared store cannot
+// decide in time (ON_UNAVAILABLE=local).
+//
+// A Store wraps the shared store (the DynamoDB store). A plan the shared
+// store decides is its decision, unchanged. A plan it fails (DynamoDB did
+// not answer within the budget, or kept throttling an item, or the store is
+// not open yet) is decided here, at once, on buckets of this replica's own
+// with the same limits divided by the number of live replicas (Fleet), and
+// the decision says so (cascade.Decision.Local).
+//
+// Degradation is per bucket item. The items the shared store named as
+// failed (cascade.ItemError; every item of the plan when it named none) are
+// degraded: every plan that touches one is decided locally, while plans on
+// other items keep going to the shared store. A degraded item goes back to
+// the shared store after a write to it succeeds: its settle-up, below,
+// tried first after 100 ms and then with a backoff of up to 500 ms.
+//
+// A local bucket starts from what this replica last saw of the shared one
+// (the tokens of its last image, divided by the fleet's size; full when it
+// saw none) and, while the item is tracked here, follows the shared
+// store's answers. An item the shared store refused within the last second
+// refuses locally too, whatever the other levels of the plan hold.
+//
+// Settling up. What was admitted, charged or refunded locally is owed to
+// the shared items. Each item's debt is charged to it by one settlement
+// (cascade.Settlement: applied at most once per ID, into debt if need be),
+// retried with the same ID until it lands, so that a settlement whose
+// answer was lost is never applied twice. An item leaves degradation only
+// when its debt is paid, so the first decision the shared store makes
+// again already counts what the fleet admitted meanwhile.
+//
+// A write whose outcome is unknown (it went unanswered and may have
+// landed: cascade.ErrMayHaveLanded) is counted once, by the shared store:
+// its plan is answered locally, but its debits on that item are not owed.
+// When it did not land, those debits are not counted at all; when it did,
+// they are not counted twice.
+//
+// At most Config.MaxItems items are tracked; a plan that would need one
+// more while they are all in use is refused (never admitted unlimited).
+package degrade

@@ -1,0 +1,107 @@
+package degrade
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// retryBeat is how soon a heartbeat that failed is tried again; fastBeat
+// the interval while the count changed within the last settleBeats
+// intervals.
+const (
+	retryBeat   = 250 * time.Millisecond
+	fastBeat    = time.Second
+	settleBeats = 6
+)
+
+// Heart records a replica's heartbeat in the shared store (the DynamoDB
+// store's Heartbeat): alive until now + ttl, stale the replicas to forget,
+// and how many are alive and which to forget next.
+type Heart interface {
+	Heartbeat(ctx context.Context, id string, ttl time.Duration, stale []string) (live int, expired []string, err error)
+}
+
+// Fleet knows the number of live replicas: a fixed size, or the count of
+// heartbeats in the shared store, the last one kept while the store does
+// not answer.
+type Fleet struct {
+	id    string
+	fixed int
+	live  atomic.Int64
+}
+
+// NewFleet returns a fleet of fixed replicas (FLEET_SIZE), or counted by
+// heartbeats (Beat) when fixed is 0; until the first count it is 1.
+func NewFleet(fixed int) *Fleet {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f := &Fleet{id: hex.EncodeToString(b[:]), fixed: fixed}
+	f.live.Store(1)
+	return f
+}
+
+// ID is this replica's id: random, made at start.
+func (f *Fleet) ID() string { return f.id }
+
+// Size is the number of live replicas, at least 1.
+func (f *Fleet) Size() int {
+	if f.fixed > 0 {
+		return f.fixed
+	}
+	return int(max(f.live.Load(), 1))
+}
+
+// Beat records this replica's heartbeat every interval until ctx ends
+// (alive for 3 intervals), counting the live replicas each time; a beat
+// that fails keeps the last count and is tried again after 250 ms (the
+// first beats fail until the store is open). For 6 intervals after the
+// count changes (or is first made) it beats every second, so that a fleet
+// that starts or scales agrees on its size within about a second. With a
+// fixed size it only waits.
+func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *logrus.Entry) error {
+	if f.fixed > 0 || h == nil {
+		<-ctx.Done()
+		return nil
+	}
+	var stale []string
+	failing := false
+	var changed time.Time // when the count last changed (or was first made)
+	for {
+		live, expired, err := h.Heartbeat(ctx, f.id, 3*interval, stale)
+		switch {
+		case err == nil:
+			if old := f.live.Swap(int64(live)); old != int64(live) || changed.IsZero() {
+				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local divides limits by it)")
+				changed = time.Now()
+			}
+			stale, failing = expired, false
+		case ctx.Err() == nil && !failing:
+			log.WithError(err).WithField("replicas", f.live.Load()).Warn("fleet heartbeat failed; keeping the last count")
+			failing = true
+		}
+		wait := interval
+		switch {
+		case err != nil:
+			// Not counted yet, or DynamoDB not answering: try again soon,
+			// so that a replica counts the fleet as soon as it can.
+			wait = min(interval, retryBeat)
+		case time.Since(changed) < settleBeats*interval:
+			// The fleet is starting or scaling: the other replicas are
+			// learned of at this replica's beats, so beat more often
+			// until the count has held a while.
+			wait = min(interval, fastBeat)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}

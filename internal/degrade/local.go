@@ -1,0 +1,180 @@
+package degrade
+
+import (
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// full is the retry-after of a plan refused because MaxItems are tracked.
+const full = time.Second
+
+// decideLocked decides plan on the local buckets, all-or-nothing as
+// cascade.Decide does, at this replica's share of each limit, and records
+// what it debited as owed to the shared items but those in landed (whose
+// write may have landed: counted there once). Caller holds s.mu.
+func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) cascade.Decision {
+	now := s.nowMs()
+	n := s.share()
+	local := cascade.Plan{Debits: make([]cascade.Debit, len(plan.Debits))}
+	slot := make([]int, len(plan.Debits))
+	lims := make([]*limit, 0, len(plan.Debits))
+	refuseUntil := int64(0)
+	for i := range plan.Debits {
+		d := &plan.Debits[i]
+		it := s.track(d.Key, now)
+		if it == nil {
+			dec := cascade.Busy(plan.Debits, full)
+			dec.Local = true
+			return dec
+		}
+		it.usedMs = now
+		if refuses(d) && it.refuseMs > now {
+			refuseUntil = max(refuseUntil, it.refuseMs)
+		}
+		l := s.limitOf(it, d, n, now)
+		if refuses(d) && s.seer != nil {
+			if _, _, refused := s.seer.LastSeen(d); refused {
+				refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
+			}
+		}
+		j := indexOf(lims, l)
+		if j < 0 {
+			j = len(lims)
+			lims = append(lims, l)
+		}
+		slot[i] = j
+		local.Debits[i] = *d
+		local.Debits[i].Bucket = l.local
+	}
+	var dec cascade.Decision
+	if refuseUntil > 0 {
+		// A level the shared store refused within the last second stays
+		// refused, whatever the others hold: only charges and refunds,
+		// applied regardless, are owed.
+		dec = cascade.Busy(plan.Debits, time.Duration(refuseUntil-now)*time.Millisecond)
+		for i := range plan.Debits {
+			d := &plan.Debits[i]
+			if d.Op == cascade.Charge || d.Op == cascade.Refund {
+				l := lims[slot[i]]
+				lv := tokenbucket.Stored(l.state)
+				if d.Op == cascade.Charge {
+					l.local.ChargeBlind(&lv, d.Amount, now)
+				} else {
+					l.local.Refund(&lv, d.Amount, now)
+				}
+				l.state = lv.State()
+				s.owe(l, d, landed)
+			}
+		}
+	} else {
+		levels := make([]tokenbucket.Level, len(lims))
+		for j, l := range lims {
+			levels[j] = tokenbucket.Stored(l.state)
+		}
+		dec = cascade.Decide(&local, slot, levels, now)
+		for j, l := range lims {
+			l.state = levels[j].State()
+		}
+		for i := range plan.Debits {
+			if applied(&plan.Debits[i], dec.Admitted, dec.Statuses[i].OK) {
+				s.owe(lims[slot[i]], &plan.Debits[i], landed)
+			}
+		}
+	}
+	for i := range dec.Statuses {
+		st := &dec.Statuses[i]
+		st.Bucket = plan.Debits[i].Bucket
+		st.Remaining = mulSat(st.Remaining, n)
+	}
+	dec.Local = true
+	return dec
+}
+
+// refuses reports whether a refusal of d's bucket refuses its plan.
+func refuses(d *cascade.Debit) bool {
+	return d.Role == cascade.Enforce && (d.Op == cascade.Consume || d.Op == cascade.Check)
+}
+
+// applied reports whether a local decision debited d: a consume the plan
+// admitted (and its bucket did), a charge or a refund always.
+func applied(d *cascade.Debit, admitted, ok bool) bool {
+	switch d.Op {
+	case cascade.Consume:
+		return admitted && ok
+	case cascade.Charge, cascade.Refund:
+		return true
+	}
+	return false
+}
+
+// owe records d as owed to its shared item, unless its write may have
+// landed there.
+func (s *Store) owe(l *limit, d *cascade.Debit, landed map[cascade.Key]bool) {
+	if landed[d.Key] || d.Amount <= 0 {
+		return
+	}
+	if d.Op == cascade.Refund {
+		l.pending -= d.Amount
+	} else {
+		l.pending += d.Amount
+	}
+}
+
+// limitOf returns it's local bucket for d's limit, made for a fleet of n:
+// a new one starts from what the shared store last showed (divided by n;
+// full when it showed nothing), and one made for another limit or fleet
+// size keeps its tokens in proportion.
+func (s *Store) limitOf(it *item, d *cascade.Debit, n int, now int64) *limit {
+	l := it.limits[d.Limit]
+	if l == nil {
+		l = &limit{bucket: d.Bucket, n: n, local: divide(d.Bucket, n)}
+		l.state = l.local.Full(now)
+		if s.seer != nil {
+			if tokens, seen, _ := s.seer.LastSeen(d); seen {
+				l.state = l.local.Holding(tokens/tokenbucket.Millitokens(n), now)
+			}
+		}
+		it.limits[d.Limit] = l
+		return l
+	}
+	if l.bucket != d.Bucket || l.n != n {
+		tokens := l.local.Tokens(l.state, now)
+		whole := mulSat(tokens, l.n)
+		l.bucket, l.n, l.local = d.Bucket, n, divide(d.Bucket, n)
+		l.state = l.local.Holding(whole/tokenbucket.Millitokens(n), now)
+	}
+	return l
+}
+
+// divide returns b's share for one replica of n: capacity and refill
+// divided by n, at least a millitoken each.
+func divide(b tokenbucket.Limit, n int) tokenbucket.Limit {
+	m := tokenbucket.Millitokens(n)
+	return tokenbucket.Limit{
+		Capacity:     max(b.Capacity/m, 1),
+		RefillAmount: max(b.RefillAmount/m, 1),
+		RefillPeriod: b.RefillPeriod,
+	}
+}
+
+func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
+	m := tokenbucket.Millitokens(n)
+	switch {
+	case a > 0 && a > tokenbucket.MaxMillitokens/m:
+		return tokenbucket.MaxMillitokens
+	case a < 0 && a < -tokenbucket.MaxMillitokens/m:
+		return -tokenbucket.MaxMillitokens
+	}
+	return a * m
+}
+
+func indexOf(lims []*limit, l *limit) int {
+	for j, x := range lims {
+		if x == l {
+			return j
+		}
+	}
+	return -1
+}

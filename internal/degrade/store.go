@@ -1,0 +1,305 @@
+package degrade
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultMaxItems bounds the items tracked at once.
+	DefaultMaxItems = 1 << 16
+	// DefaultProbe is how soon a degraded item is first tried again.
+	DefaultProbe = 100 * time.Millisecond
+	// DefaultMaxProbe bounds the backoff between tries of a degraded item.
+	DefaultMaxProbe = 500 * time.Millisecond
+	// DefaultIdle is how long an item whose debt is paid stays tracked
+	// after its last local decision.
+	DefaultIdle = 10 * time.Second
+	// DefaultSettleTimeout bounds one settle-up call.
+	DefaultSettleTimeout = 2 * time.Second
+	// DefaultWorkers bounds the settle-ups in flight.
+	DefaultWorkers = 8
+	// refusalWindow is how long a refusal of the shared store stands
+	// locally.
+	refusalWindow = time.Second
+	// settlementLife is how long the shared store keeps a settle-up's ID.
+	settlementLife = time.Hour
+)
+
+// Shared is the store a fleet shares: it decides plans and applies
+// settlements at most once per ID.
+type Shared interface {
+	Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error)
+	Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error)
+}
+
+// Seer is what a shared store can tell of a bucket without a call: the
+// tokens it last saw (seen false when none), and whether the item refused
+// within the last second. The DynamoDB store implements it.
+type Seer interface {
+	LastSeen(d *cascade.Debit) (tokens tokenbucket.Millitokens, seen, refused bool)
+}
+
+// Observer hears of local decisions and settle-ups. Implementations must be
+// safe for concurrent use and must not block.
+type Observer interface {
+	// Local is called once per plan decided locally, with whether it was
+	// admitted.
+	Local(admitted bool)
+	// Items is called with the number of items degraded and tracked each
+	// time a settle-up round ends.
+	Items(degraded, tracked int)
+	// SettledUp is called once per settle-up call, with its result:
+	// SettledApplied, SettledDuplicate, SettledFailed or SettledDropped.
+	SettledUp(result string)
+}
+
+// Settle-up results (Observer.SettledUp).
+const (
+	SettledApplied   = "applied"
+	SettledDuplicate = "duplicate"
+	SettledFailed    = "failed"
+	SettledDropped   = "dropped"
+)
+
+// Config configures a Store. Zero fields take the defaults above.
+type Config struct {
+	// ID names this replica in settle-up IDs; unique in the fleet.
+	ID string
+	// Share returns the number of live replicas (at least 1 is used).
+	Share func() int
+	// MaxItems bounds the items tracked at once.
+	MaxItems int
+	// Probe is how soon a degraded item is first tried again; MaxProbe
+	// bounds the backoff.
+	Probe, MaxProbe time.Duration
+	// Idle is how long an item whose debt is paid stays tracked.
+	Idle time.Duration
+	// SettleTimeout bounds one settle-up call.
+	SettleTimeout time.Duration
+	// Workers bounds the settle-ups in flight.
+	Workers int
+	// Now is the clock (time.Now).
+	Now func() time.Time
+	// Observer hears of local decisions and settle-ups (none when nil).
+	Observer Observer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Share == nil {
+		c.Share = func() int { return 1 }
+	}
+	if c.MaxItems <= 0 {
+		c.MaxItems = DefaultMaxItems
+	}
+	if c.Probe <= 0 {
+		c.Probe = DefaultProbe
+	}
+	if c.MaxProbe < c.Probe {
+		c.MaxProbe = max(DefaultMaxProbe, c.Probe)
+	}
+	if c.Idle <= 0 {
+		c.Idle = DefaultIdle
+	}
+	if c.SettleTimeout <= 0 {
+		c.SettleTimeout = DefaultSettleTimeout
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	return c
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Local(bool)       {}
+func (nopObserver) Items(int, int)   {}
+func (nopObserver) SettledUp(string) {}
+
+// Store decides on the shared store, and locally when it cannot (see the
+// package documentation). It is safe for concurrent use; Run settles up.
+type Store struct {
+	shared Shared
+	seer   Seer // nil: local buckets start full
+	cfg    Config
+
+	mu      sync.Mutex
+	items   map[cascade.Key]*item // guarded by mu
+	tracked atomic.Int64          // len(items): the fast path reads it unlocked
+	seq     uint64                // settle-ups issued (guarded by mu)
+	wake    chan struct{}
+}
+
+// item is one bucket item tracked here: degraded, owed a debt, or recently
+// decided locally. Guarded by Store.mu.
+type item struct {
+	key      cascade.Key
+	degraded bool
+	attempt  int   // failed tries since it degraded
+	retryMs  int64 // when it may be tried again
+	refuseMs int64 // until when a refusal of the shared store stands
+	usedMs   int64 // its last local decision
+	busy     bool  // a settle-up of it is in flight
+	limits   map[string]*limit
+	// owed is the settle-up in flight or to be retried, with its ID: it
+	// is sent again unchanged until it lands.
+	owed *cascade.Settlement
+}
+
+// limit is one limit of a tracked item.
+type limit struct {
+	bucket  tokenbucket.Limit // the shared limit
+	n       int               // the fleet size local was made for
+	local   tokenbucket.Limit // bucket divided by n
+	state   tokenbucket.State // local's level
+	pending tokenbucket.Millitokens
+	// settling is the part of pending in owed.
+	settling tokenbucket.Millitokens
+}
+
+// New returns a Store over shared. When shared implements Seer, local
+// buckets start from what it last saw.
+func New(shared Shared, cfg Config) *Store {
+	s := &Store{shared: shared, cfg: cfg.withDefaults(), items: map[cascade.Key]*item{}, wake: make(chan struct{}, 1)}
+	s.seer, _ = shared.(Seer)
+	return s
+}
+
+var _ interface {
+	Acquire(context.Context, *cascade.Plan) (cascade.Decision, error)
+} = (*Store)(nil)
+
+// Acquire decides plan on the shared store, or locally when one of its
+// items is degraded or the shared store fails it. Its errors are the shared
+// store's for a plan it cannot hold (cascade.ErrInvalid) and the caller's
+// own cancellation.
+func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error) {
+	if s.tracked.Load() > 0 && s.anyDegraded(plan) {
+		s.mu.Lock()
+		dec := s.decideLocked(plan, nil)
+		s.mu.Unlock()
+		s.cfg.Observer.Local(dec.Admitted)
+		return dec, nil
+	}
+	dec, err := s.shared.Acquire(ctx, plan)
+	if err == nil {
+		if s.tracked.Load() > 0 {
+			s.follow(plan, &dec)
+		}
+		return dec, nil
+	}
+	if errors.Is(err, cascade.ErrInvalid) || ctx.Err() != nil {
+		return dec, err
+	}
+	s.mu.Lock()
+	landed := s.degrade(plan, err)
+	dec = s.decideLocked(plan, landed)
+	s.mu.Unlock()
+	s.cfg.Observer.Local(dec.Admitted)
+	s.kick()
+	return dec, nil
+}
+
+// anyDegraded reports whether an item of plan is degraded.
+func (s *Store) anyDegraded(plan *cascade.Plan) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range plan.Debits {
+		if it := s.items[plan.Debits[i].Key]; it != nil && it.degraded {
+			return true
+		}
+	}
+	return false
+}
+
+// degrade marks the items err names as failed (every item of plan when it
+// names none) and returns those whose write may have landed.
+func (s *Store) degrade(plan *cascade.Plan, err error) map[cascade.Key]bool {
+	now := s.nowMs()
+	mark := func(k cascade.Key) {
+		if it := s.track(k, now); it != nil && !it.degraded {
+			it.degraded, it.attempt, it.retryMs = true, 0, now+s.cfg.Probe.Milliseconds()
+		}
+	}
+	failed := cascade.ItemErrors(err)
+	if len(failed) == 0 {
+		for i := range plan.Debits {
+			mark(plan.Debits[i].Key)
+		}
+		return nil
+	}
+	var landed map[cascade.Key]bool
+	for _, f := range failed {
+		mark(f.Key)
+		if errors.Is(f.Err, cascade.ErrMayHaveLanded) {
+			if landed == nil {
+				landed = map[cascade.Key]bool{}
+			}
+			landed[f.Key] = true
+		}
+	}
+	return landed
+}
+
+// track returns k's item, tracking it if it is not; nil when MaxItems are
+// tracked already.
+func (s *Store) track(k cascade.Key, now int64) *item {
+	if it := s.items[k]; it != nil {
+		return it
+	}
+	if len(s.items) >= s.cfg.MaxItems {
+		return nil
+	}
+	it := &item{key: k, limits: map[string]*limit{}, usedMs: now}
+	s.items[k] = it
+	s.tracked.Store(int64(len(s.items)))
+	return it
+}
+
+// follow brings the local buckets of tracked items to what the shared
+// store just decided: its remaining tokens divided by the fleet's size,
+// and its refusals.
+func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
+	now := s.nowMs()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range plan.Debits {
+		d := &plan.Debits[i]
+		it := s.items[d.Key]
+		if it == nil || i >= len(dec.Statuses) {
+			continue
+		}
+		st := &dec.Statuses[i]
+		if !st.OK && d.Role == cascade.Enforce {
+			it.refuseMs = max(it.refuseMs, now+refusalWindow.Milliseconds())
+		}
+		if l := it.limits[d.Limit]; l != nil && l.bucket == d.Bucket {
+			l.state = l.local.Holding(st.Remaining/tokenbucket.Millitokens(l.n), now)
+		}
+	}
+}
+
+func (s *Store) nowMs() int64 { return s.cfg.Now().UnixMilli() }
+
+func (s *Store) share() int { return max(s.cfg.Share(), 1) }
+
+// kick wakes Run.
+func (s *Store) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dynalimit/dynalimit/internal/degrade"
+)
+
+// degradeObserver counts what ON_UNAVAILABLE=local decided and settled up.
+type degradeObserver struct {
+	local    [2]prometheus.Counter // allowed, refused
+	degraded prometheus.Gauge
+	tracked  prometheus.Gauge
+	settled  *prometheus.CounterVec
+}
+
+// DegradeObserver returns the observer of ON_UNAVAILABLE=local
+// (internal/degrade), registered on reg.
+func DegradeObserver(reg prometheus.Registerer) degrade.Observer {
+	local := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_local_decisions_total",
+		Help: "Decisions made on this replica's share of each limit because the shared store could not make them in time (ON_UNAVAILABLE=local), by decision: allowed, refused.",
+	}, []string{"decision"}))
+	return &degradeObserver{
+		local: [2]prometheus.Counter{local.WithLabelValues("allowed"), local.WithLabelValues("refused")},
+		degraded: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratelimit_degraded_items",
+			Help: "Bucket items decided locally until a write to them succeeds (ON_UNAVAILABLE=local).",
+		})),
+		tracked: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratelimit_local_items",
+			Help: "Bucket items with a local bucket: degraded, owing what was admitted locally, or decided locally in the last 10 s.",
+		})),
+		settled: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_settle_ups_total",
+			Help: "Settle-ups of what was decided locally, charged to the shared items, by result: applied, duplicate (an earlier try landed unanswered), failed (retried with the same id), dropped.",
+		}, []string{"result"})),
+	}
+}
+
+func (o *degradeObserver) Local(admitted bool) {
+	if admitted {
+		o.local[0].Inc()
+	} else {
+		o.local[1].Inc()
+	}
+}
+
+func (o *degradeObserver) Items(degraded, tracked int) {
+	o.degraded.Set(float64(degraded))
+	o.tracked.Set(float64(tracked))
+}
+
+func (o *degradeObserver) SettledUp(result string) { o.settled.WithLabelValues(result).Inc() }
+
+// RegisterFleetSize exports the number of live replicas that
+// ON_UNAVAILABLE=local divides limits by.
+func RegisterFleetSize(reg prometheus.Registerer, size func() int) {
+	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ratelimit_fleet_size",
+		Help: "Live replicas sharing the store (FLEET_SIZE, or counted by heartbeats): ON_UNAVAILABLE=local gives each 1/N of every limit.",
+	}, func() float64 { return float64(size()) }))
+}
