@@ -30,6 +30,7 @@ import (
 func TestFleetHotTenantNewKeysLocal(t *testing.T) {
 	testutil.BusyCore(t)
 	f := startFleetWith(t, hierarchyFleetConfig, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE=local")
+	f.counted(t)
 	var n atomic.Int64
 	l := f.driveWith(90, 10*time.Second, func(int) *pb.RateLimitRequest {
 		return &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
@@ -51,6 +52,20 @@ func TestFleetHotTenantNewKeysLocal(t *testing.T) {
 	}
 	if f.metric(t, "ratelimit_on_unavailable_total") > 0 {
 		t.Errorf("%.0f decisions by allow or block, want none under local", f.metric(t, "ratelimit_on_unavailable_total"))
+	}
+}
+
+// counted waits until every replica of f counts the whole fleet by its
+// heartbeats, as in a fleet that has been running for a few seconds.
+func (f *fleet) counted(t *testing.T) {
+	t.Helper()
+	want := float64(len(f.procs) * len(f.procs))
+	deadline := time.Now().Add(15 * time.Second)
+	for f.metric(t, "ratelimit_fleet_size") != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas count %.0f in all after 15 s, want %.0f (each %d)", f.metric(t, "ratelimit_fleet_size"), want, len(f.procs))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -128,6 +143,9 @@ func runOutage(t *testing.T, mode string) outageRun {
 	local := dynamotest.StartOnDisk(t)
 	env := dynamoEnvAt(t, local, "LOG_LEVEL=warn", "BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE="+mode)
 	f := startFleetEnv(t, outageConfig, 3, env)
+	if mode == "local" {
+		f.counted(t)
+	}
 	var (
 		mu                sync.Mutex
 		admitted          []time.Time

@@ -17,8 +17,11 @@
 //
 // A local bucket starts from what this replica last saw of the shared one
 // (the tokens of its last image, divided by the fleet's size; full when it
-// saw none) and, while the item is tracked here, follows the shared
-// store's answers. An item the shared store refused within the last second
+// saw none), refills at its share of the rate and, while the item is
+// tracked here, is brought down, never up, to the shared store's answers.
+// A local bucket holds at least one token when the shared one does: a
+// limit of 2 a minute over 3 replicas admits one request on each rather
+// than none anywhere. An item the shared store refused within the last second
 // refuses locally too, whatever the other levels of the plan hold.
 //
 // Settling up. What was admitted, charged or refunded locally is owed to

@@ -54,6 +54,9 @@ func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) ca
 		// refused, whatever the others hold: only charges and refunds,
 		// applied regardless, are owed.
 		dec = cascade.Busy(plan.Debits, time.Duration(refuseUntil-now)*time.Millisecond)
+		for i := range dec.Statuses {
+			dec.Statuses[i].Contended = false // refused for the bucket, not busy
+		}
 		for i := range plan.Debits {
 			d := &plan.Debits[i]
 			if d.Op == cascade.Charge || d.Op == cascade.Refund {
@@ -148,12 +151,19 @@ func (s *Store) limitOf(it *item, d *cascade.Debit, n int, now int64) *limit {
 	return l
 }
 
+// oneToken is the least capacity of a local bucket whose shared one holds
+// that much.
+const oneToken = tokenbucket.Millitokens(1000)
+
 // divide returns b's share for one replica of n: capacity and refill
-// divided by n, at least a millitoken each.
+// divided by n, but a capacity of at least one token (when b holds one), so
+// that a small limit (2 a minute over 3 replicas) still admits a request
+// on each replica rather than none anywhere, and a refill of at least a
+// millitoken.
 func divide(b tokenbucket.Limit, n int) tokenbucket.Limit {
 	m := tokenbucket.Millitokens(n)
 	return tokenbucket.Limit{
-		Capacity:     max(b.Capacity/m, 1),
+		Capacity:     max(b.Capacity/m, min(b.Capacity, oneToken)),
 		RefillAmount: max(b.RefillAmount/m, 1),
 		RefillPeriod: b.RefillPeriod,
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
-	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // tick is how often Run looks for items due a settle-up when nothing wakes
@@ -151,7 +150,7 @@ func (s *Store) settleUp(ctx context.Context, it *item) {
 			l.pending -= l.settling
 			l.settling = 0
 			if !res.Duplicate && i < len(res.Statuses) && l.bucket == d.Bucket {
-				l.state = l.local.Holding(res.Statuses[i].Remaining/tokenbucket.Millitokens(l.n), now)
+				l.lower(res.Statuses[i].Remaining, now)
 			}
 		}
 		it.owed = nil

@@ -269,9 +269,9 @@ func (s *Store) track(k cascade.Key, now int64) *item {
 	return it
 }
 
-// follow brings the local buckets of tracked items to what the shared
-// store just decided: its remaining tokens divided by the fleet's size,
-// and its refusals.
+// follow brings the local buckets of tracked items down to what the shared
+// store just decided (its remaining tokens divided by the fleet's size),
+// and records its refusals.
 func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 	now := s.nowMs()
 	s.mu.Lock()
@@ -283,12 +283,26 @@ func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 			continue
 		}
 		st := &dec.Statuses[i]
+		if st.Contended {
+			continue // too busy to decide: says nothing of the bucket
+		}
 		if !st.OK && d.Role == cascade.Enforce {
 			it.refuseMs = max(it.refuseMs, now+refusalWindow.Milliseconds())
 		}
 		if l := it.limits[d.Limit]; l != nil && l.bucket == d.Bucket {
-			l.state = l.local.Holding(st.Remaining/tokenbucket.Millitokens(l.n), now)
+			l.lower(st.Remaining, now)
 		}
+	}
+}
+
+// lower brings l's local bucket down to its share of shared, what the
+// shared bucket holds, when that is less; never up: the shared store's
+// answer lags what other replicas admitted locally and have not settled
+// yet, and the local bucket refills on its own.
+func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
+	share := shared / tokenbucket.Millitokens(l.n)
+	if share < l.local.Tokens(l.state, now) {
+		l.state = l.local.Holding(share, now)
 	}
 }
 

@@ -185,6 +185,10 @@ type Status struct {
 	// Shard is the shard of the bucket item that decided the debit (0 in
 	// a store without shards): a Settlement of this debit names it.
 	Shard int
+	// Contended: refused because the store was too busy to decide the
+	// debit (Busy), not because its bucket was short; Remaining is then
+	// not the bucket's.
+	Contended bool
 }
 
 // Decision is the outcome of a plan: whether it was admitted, and one Status
@@ -211,6 +215,7 @@ func Busy(debits []Debit, retryAfter time.Duration) Decision {
 		st.OK = d.Role == Advisory || d.Op == Refund
 		if !st.OK {
 			st.RetryAfter = retryAfter
+			st.Contended = true
 		}
 	}
 	dec.Admitted = Admit(debits, dec.Statuses)
