@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,7 +83,7 @@ type outageRun struct {
 	mode                         string
 	before, during, after, total int // admitted
 	asked                        int
-	outage, afterLen, run        time.Duration
+	outage, run                  time.Duration
 	firstSecondAfter             int // admitted in the first second after the outage
 	errs                         int64
 	local                        float64
@@ -220,11 +219,7 @@ func runOutage(t *testing.T, mode string) outageRun {
 // each answer says in its dynamic metadata that it was decided locally.
 func TestWarmingDecidesLocally(t *testing.T) {
 	env := dynamoEnv(t, "BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE=local")
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "DYNAMODB_ENDPOINT=") {
-			env[i] = fmt.Sprintf("DYNAMODB_ENDPOINT=http://127.0.0.1:%d", testutil.FreePort(t))
-		}
-	}
+	setEnv(env, "DYNAMODB_ENDPOINT", fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t)))
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinaryUnready(t, dir, env...)

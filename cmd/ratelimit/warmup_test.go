@@ -179,11 +179,7 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	local := dynamotest.Shared(t)
 	env := dynamoEnv(t, "BACKEND_TIMEOUT=400ms", "ON_UNAVAILABLE=block", "BACKEND_WARMUP_TIMEOUT=2s")
 	late := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "DYNAMODB_ENDPOINT=") {
-			env[i] = "DYNAMODB_ENDPOINT=http://" + late
-		}
-	}
+	setEnv(env, "DYNAMODB_ENDPOINT", "http://"+late)
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinaryUnready(t, dir, env...)
@@ -231,6 +227,15 @@ func TestBinaryWaitsForDynamoDB(t *testing.T) {
 	}
 	if !strings.Contains(p.Output(), "dynamodb store ready") {
 		t.Errorf("no 'dynamodb store ready' line logged:\n%s", p.Output())
+	}
+}
+
+// setEnv sets name to value in env, a list of settings that holds it.
+func setEnv(env []string, name, value string) {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			env[i] = name + "=" + value
+		}
 	}
 }
 

@@ -95,6 +95,12 @@ func Start(t testing.TB) *Local {
 	t.Helper()
 	skipShort(t)
 	l, err := start()
+	return stopAtCleanup(t, l, err)
+}
+
+// stopAtCleanup fails t with err, or stops l when t ends.
+func stopAtCleanup(t testing.TB, l *Local, err error) *Local {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("dynamotest: %v", err)
 	}
@@ -117,15 +123,7 @@ func StartOnDisk(t testing.TB) *Local {
 		t.Fatal("dynamotest: this test stops DynamoDB Local: unset DYNAMODB_ENDPOINT to let it start its own")
 	}
 	l, err := startAt(t.TempDir())
-	if err != nil {
-		t.Fatalf("dynamotest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Stop(); err != nil {
-			t.Errorf("dynamotest: %v", err)
-		}
-	})
-	return l
+	return stopAtCleanup(t, l, err)
 }
 
 // skipShort skips t under -short: the fast loop (make test-short) runs

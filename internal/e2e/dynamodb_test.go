@@ -25,8 +25,9 @@ const dynamoDelay = 15 * time.Millisecond
 //
 //   - Envoy's default 20 ms filter timeout with the default BACKEND_TIMEOUT
 //     (15 ms): the service gives up on DynamoDB first and answers as
-//     ON_UNAVAILABLE says (allow), so the login limit is silently not
-//     enforced;
+//     ON_UNAVAILABLE says: with allow the login limit is silently not
+//     enforced; with local (the default) the service's answers keep it,
+//     and only answers that come after Envoy's 20 ms fail open;
 //   - the same filter timeout with a BACKEND_TIMEOUT above it: Envoy gives
 //     up first, counts errors and fails open, while the service's writes
 //     still land;
@@ -54,12 +55,14 @@ func TestDynamoDBTimeouts(t *testing.T) {
 		env   []string
 		// enforced: exactly 5 of 8 logins pass, with no Envoy error and no
 		// ON_UNAVAILABLE answer. Otherwise more than 5 pass, and Envoy's
-		// errors and the service's ON_UNAVAILABLE answers say why.
-		enforced, envoyErrors, onUnavailable bool
+		// errors and the service's ON_UNAVAILABLE answers say why; with
+		// local, the service's own answers admit at most 5.
+		enforced, envoyErrors, onUnavailable, local bool
 	}{
 		// 15 ms leaves 5 ms for gRPC and scheduling: the service's
 		// ON_UNAVAILABLE answer usually arrives in time, sometimes not.
-		{name: "envoy default 20ms, BACKEND_TIMEOUT default 15ms", edits: []envoytest.Edit{defaultTimeout}, onUnavailable: true},
+		{name: "envoy default 20ms, BACKEND_TIMEOUT default 15ms, ON_UNAVAILABLE=allow", edits: []envoytest.Edit{defaultTimeout}, env: []string{"ON_UNAVAILABLE=allow"}, onUnavailable: true},
+		{name: "envoy default 20ms, BACKEND_TIMEOUT default 15ms, ON_UNAVAILABLE=local (default)", edits: []envoytest.Edit{defaultTimeout}, onUnavailable: true, local: true},
 		{name: "envoy default 20ms, BACKEND_TIMEOUT=2s", edits: []envoytest.Edit{defaultTimeout}, env: []string{"BACKEND_TIMEOUT=2s"}, envoyErrors: true},
 		{name: "example: timeout 1s, BACKEND_TIMEOUT=400ms", env: []string{"BACKEND_TIMEOUT=400ms"}, enforced: true},
 	}
@@ -67,12 +70,12 @@ func TestDynamoDBTimeouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A client address of its own per attempt: a bucket of its own.
 			ip := fmt.Sprintf("127.0.1.%d", i+1)
-			ok := loginsThroughDynamoDB(t, env, tc.edits, tc.env, ip, tc.enforced, tc.envoyErrors, tc.onUnavailable, tc.enforced)
+			ok := loginsThroughDynamoDB(t, env, tc.edits, tc.env, ip, tc.enforced, tc.envoyErrors, tc.onUnavailable, tc.local, tc.enforced)
 			if !ok {
 				// DynamoDB Local on a busy machine can be slower than even a
 				// generous budget; the example's timeouts get one more try.
 				t.Logf("DynamoDB Local was slower than BACKEND_TIMEOUT; once more on new buckets")
-				loginsThroughDynamoDB(t, env, tc.edits, tc.env, fmt.Sprintf("127.0.2.%d", i+1), tc.enforced, tc.envoyErrors, tc.onUnavailable, false)
+				loginsThroughDynamoDB(t, env, tc.edits, tc.env, fmt.Sprintf("127.0.2.%d", i+1), tc.enforced, tc.envoyErrors, tc.onUnavailable, tc.local, false)
 			}
 		})
 	}
@@ -82,7 +85,7 @@ func TestDynamoDBTimeouts(t *testing.T) {
 // service and checks what users see. With retryable set, a run whose only
 // fault is the service answering by ON_UNAVAILABLE returns false instead of
 // failing t.
-func loginsThroughDynamoDB(t *testing.T, env []string, edits []envoytest.Edit, extra []string, ip string, enforced, envoyErrors, onUnavailable, retryable bool) bool {
+func loginsThroughDynamoDB(t *testing.T, env []string, edits []envoytest.Edit, extra []string, ip string, enforced, envoyErrors, onUnavailable, local, retryable bool) bool {
 	t.Helper()
 	r := envoytest.Start(t, envoytest.Options{
 		Bootstrap: plainBootstrap, ConfigDir: configDir,
@@ -104,13 +107,22 @@ func loginsThroughDynamoDB(t *testing.T, env []string, edits []envoytest.Edit, e
 		}
 	}
 	st := r.Envoy.RateLimitStats(t, appCluster)
-	unavailable := r.Service.Metrics(t)[`ratelimit_on_unavailable_total{decision="allowed"}`]
-	t.Logf("users see %v (%d of 8 admitted against 5 a minute), slowest %v; envoy %s; service answered %v by ON_UNAVAILABLE",
-		codes, admitted, slowest.Round(time.Millisecond), st, unavailable)
+	m := r.Service.Metrics(t)
+	// Answers the service made without DynamoDB: allow's, or local's.
+	localOK := m[`ratelimit_local_decisions_total{decision="allowed"}`]
+	unavailable := m[`ratelimit_on_unavailable_total{decision="allowed"}`] + localOK + m[`ratelimit_local_decisions_total{decision="refused"}`]
+	t.Logf("users see %v (%d of 8 admitted against 5 a minute), slowest %v; envoy %s; service answered %v by ON_UNAVAILABLE (%v admitted locally)",
+		codes, admitted, slowest.Round(time.Millisecond), st, unavailable, localOK)
 	if retryable && st.Error == 0 && unavailable > 0 {
 		return false
 	}
 	switch {
+	case local:
+		// The service's own answers keep the limit; only Envoy's
+		// timeouts, failing open, let more through.
+		if admitted > 5+int(st.Error) {
+			t.Errorf("%d of 8 admitted with %d Envoy errors, want at most 5 plus the errors: local decisions keep the limit", admitted, st.Error)
+		}
 	case enforced:
 		if admitted != 5 || st.Error != 0 || unavailable != 0 {
 			t.Errorf("%d of 8 admitted, envoy %s, %v ON_UNAVAILABLE answers; want exactly 5, no error, none", admitted, st, unavailable)
