@@ -195,6 +195,11 @@ func dynamoFamilies(t *testing.T) map[string]string {
 	obs.GaveBack("applied")
 	obs.GiveBacksPending(1)
 	metrics.RegisterDynamoCaches(reg, func() []dynamo.CacheStats { return []dynamo.CacheStats{{Name: "image", Entries: 1, Capacity: 2}} })
+	local := metrics.DegradeObserver(reg) // ON_UNAVAILABLE=local
+	local.Local(true)
+	local.Items(1, 2)
+	local.SettledUp("applied")
+	metrics.RegisterFleetSize(reg, func() int { return 3 })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
