@@ -18,19 +18,21 @@ var _ Writer = (*dynamo.Store)(nil)
 // Observer is told what each Process call did. Implementations must be
 // safe for concurrent use.
 type Observer interface {
-	// Processed counts records handed to Process, by outcome: "applied"
-	// (usage added, or none to add), "duplicate" (applied before) or
-	// "failed" (to be retried).
-	Processed(outcome string, n int)
+	// Records counts records handed to Process, by outcome: OutcomeApplied
+	// (usage added now or before, or none to add) or OutcomeFailed (to be
+	// retried).
+	Records(outcome string, n int)
+	// Duplicates counts the applied records that had been applied before
+	// (a redelivery): not added again.
+	Duplicates(n int)
 	// SnapshotWrites counts snapshot updates written.
 	SnapshotWrites(n int)
 }
 
-// Record outcomes (Observer.Processed).
+// Record outcomes (Observer.Records).
 const (
-	OutcomeApplied   = "applied"
-	OutcomeDuplicate = "duplicate"
-	OutcomeFailed    = "failed"
+	OutcomeApplied = "applied"
+	OutcomeFailed  = "failed"
 )
 
 // Aggregator turns stream records into snapshot writes.
@@ -62,16 +64,17 @@ func New(w Writer, opts ...Option) *Aggregator {
 func (a *Aggregator) Process(ctx context.Context, recs []Record) (failed []string, err error) {
 	batch := usageRecords(recs)
 	rep, err := a.w.ApplyUsage(ctx, batch)
-	a.obs.Processed(OutcomeApplied, rep.Applied)
-	a.obs.Processed(OutcomeDuplicate, rep.Duplicates)
-	a.obs.Processed(OutcomeFailed, len(rep.Failed))
-	a.obs.SnapshotWrites(rep.Writes)
 	if err != nil && len(rep.Failed) == 0 {
 		// The writer failed without naming records: none is known applied.
+		rep.Applied, rep.Duplicates = 0, 0
 		for _, r := range batch {
 			rep.Failed = append(rep.Failed, r.ID)
 		}
 	}
+	a.obs.Records(OutcomeApplied, rep.Applied+rep.Duplicates)
+	a.obs.Records(OutcomeFailed, len(rep.Failed))
+	a.obs.Duplicates(rep.Duplicates)
+	a.obs.SnapshotWrites(rep.Writes)
 	if len(rep.Failed) > 0 {
 		if err == nil {
 			err = fmt.Errorf("aggregator: %d records not applied", len(rep.Failed))
@@ -93,5 +96,6 @@ func usageRecords(recs []Record) []dynamo.UsageRecord {
 
 type nopObserver struct{}
 
-func (nopObserver) Processed(string, int) {}
-func (nopObserver) SnapshotWrites(int)    {}
+func (nopObserver) Records(string, int) {}
+func (nopObserver) Duplicates(int)      {}
+func (nopObserver) SnapshotWrites(int)  {}
