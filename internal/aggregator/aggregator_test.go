@@ -182,10 +182,12 @@ func nonZero(m map[string]int64) map[string]int64 {
 	return out
 }
 
-// failing is a Writer that fails the records named, and names them.
+// failing is a Writer that fails the records named, and names them (in
+// reverse order when reverse is set).
 type failing struct {
-	fail map[string]bool
-	got  [][]dynamo.UsageRecord
+	fail    map[string]bool
+	reverse bool
+	got     [][]dynamo.UsageRecord
 }
 
 func (f *failing) ApplyUsage(_ context.Context, recs []dynamo.UsageRecord) (dynamo.UsageReport, error) {
@@ -197,6 +199,9 @@ func (f *failing) ApplyUsage(_ context.Context, recs []dynamo.UsageRecord) (dyna
 		} else {
 			rep.Applied++
 		}
+	}
+	if f.reverse {
+		slices.Reverse(rep.Failed)
 	}
 	if len(rep.Failed) > 0 {
 		return rep, errors.New("throttled")
@@ -217,20 +222,21 @@ func TestProcessReportsFailed(t *testing.T) {
 		{ID: "2", Name: aggregator.Insert, At: at, New: bucket("beta", "api", "0", map[string]string{"rps": "1000"})},
 		{ID: "3", Name: aggregator.Insert, At: at, New: map[string]types.AttributeValue{"PK": s("ndefault/ENTITY#x"), "SK": s("#META")}},
 	}
-	w := &failing{fail: map[string]bool{"2": true}}
+	recs = append(recs, aggregator.Record{ID: "0", Name: aggregator.Insert, At: at, New: bucket("zeta", "api", "0", map[string]string{"rps": "1000"})})
+	w := &failing{fail: map[string]bool{"2": true, "0": true}, reverse: true}
 	obs := &counts{}
 	failed, err := aggregator.New(w, aggregator.WithObserver(obs)).Process(context.Background(), recs)
-	if !reflect.DeepEqual(failed, []string{"2"}) || err == nil {
-		t.Errorf("Process() = %v, %v, want [2] and an error", failed, err)
+	if !reflect.DeepEqual(failed, []string{"2", "0"}) || err == nil {
+		t.Errorf("Process() = %v, %v, want [2 0] (in the records' order) and an error", failed, err)
 	}
-	if obs.applied != 2 || obs.failed != 1 {
-		t.Errorf("observed %d applied, %d failed, want 2, 1", obs.applied, obs.failed)
+	if obs.applied != 2 || obs.failed != 2 {
+		t.Errorf("observed %d applied, %d failed, want 2, 2", obs.applied, obs.failed)
 	}
-	if got := w.got[0]; len(got) != 3 || len(got[0].Usage) != 1 || got[0].Usage[0].Millitokens != 1000 || len(got[2].Usage) != 0 {
+	if got := w.got[0]; len(got) != 4 || len(got[0].Usage) != 1 || got[0].Usage[0].Millitokens != 1000 || len(got[2].Usage) != 0 {
 		t.Errorf("ApplyUsage got %+v, want three records, the entity's without usage", got)
 	}
 	failed, err = aggregator.New(broken{}).Process(context.Background(), recs)
-	if len(failed) != 3 || err == nil {
+	if len(failed) != 4 || err == nil {
 		t.Errorf("Process(broken writer) = %v, %v, want every record failed", failed, err)
 	}
 	if failed, err := aggregator.New(w).Process(context.Background(), recs[:1]); failed != nil || err != nil {
