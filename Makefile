@@ -15,6 +15,21 @@ help: ## list the targets
 build: ## build the ratelimit binary into bin/
 	$(GO) build -o $(BIN)/ratelimit ./cmd/ratelimit
 
+# The usage aggregator as a Lambda function for the provided.al2023 runtime:
+# one zip per architecture holding the executable bootstrap (built without
+# cgo, and with lambda.norpc: that runtime speaks only the Runtime API).
+LAMBDA_ARCHS ?= arm64 amd64
+
+.PHONY: lambda
+lambda: ## build the usage aggregator's Lambda zips (provided.al2023, arm64 and amd64) into dist/
+	@command -v zip >/dev/null || { echo "lambda: no zip command on this machine; install it (Debian: apt-get install zip)" >&2; exit 1; }
+	@set -e; for arch in $(LAMBDA_ARCHS); do \
+	  dir=dist/aggregator-lambda-$$arch; rm -rf $$dir; mkdir -p $$dir; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -tags lambda.norpc -ldflags='-s -w' -o $$dir/bootstrap ./cmd/aggregator-lambda; \
+	  rm -f $$dir.zip; (cd $$dir && zip -q -X ../aggregator-lambda-$$arch.zip bootstrap); \
+	  echo "$$dir.zip"; \
+	done
+
 .PHONY: image
 image: ## build the container image dynalimit:dev (Dockerfile; needs docker)
 	@command -v docker >/dev/null || { echo "image: no docker command on this machine; install Docker to build the image (go test ./internal/deploytest checks the Dockerfile without it)" >&2; exit 1; }

@@ -71,6 +71,7 @@ type opts struct {
 	ns                       string
 	system, cascade          bool
 	entity, resource, parent string
+	usage                    usageOpts // usage list and summary
 }
 
 // cmdEnv is what a verb runs with.
@@ -182,6 +183,7 @@ var groups = []*group{
 		examples: []string{"ratelimit entity show acme", "ratelimit entity show key-1 -resource example"},
 		run:      runEntityShow,
 	}}},
+	usageGroup,
 }
 
 func findGroup(name string) *group {

@@ -1,6 +1,7 @@
 // Package admin implements the DynamoDB administration commands of the
 // ratelimit binary: table create, namespace register|list, limits
-// set|get|delete and entity create|show, with their help. Run parses one
+// set|get|delete, entity create|show and usage list|summary, with their
+// help. Run parses one
 // command line, talks to the table through pkg/dynamo and writes
 // human-readable results to stdout.
 //

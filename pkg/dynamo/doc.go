@@ -22,6 +22,8 @@
 //	settlement       n{ns}/LEASE#{id}                           #SETTLED
 //	version          _/SYSTEM#                                  #VERSION
 //	namespaces       _/SYSTEM#                                  #NAMESPACE#{name}, #NSID#{id}
+//	usage snapshot   n{ns}/ENTITY#{id}                          #USAGE#{resource}#{window}
+//	applied record   _/STREAM#{eventID}                         #APPLIED
 //
 // GSI1 (parent → children, on entity records) is the one index: no code
 // path queries another. Expressions use placeholders only (#a0, :v0):
@@ -178,6 +180,21 @@
 // burst); every write conditions on the shard count it assumed. A refused
 // shard retries on up to two others. Status works on one shard chosen at
 // random and reports the whole bucket.
+//
+// # Usage
+//
+// ItemUsage reads what a bucket write consumed from a stream record's
+// images: the difference of each limit's _tc, which consumes of admitted
+// parts and charges add to and refunds and give-backs subtract from (so a
+// refused plan's consumes and their give-backs cancel). A compensation
+// counts what it gives back once, in whole-bucket units, whatever the
+// shard count. ApplyUsage adds such usage to hourly, daily and monthly
+// snapshots (Window) at most once per stream record: one
+// TransactWriteItems per group of records, a marker per record put on the
+// condition that none exists and one ADD per snapshot item; a marker
+// found there drops its record from the group, which is sent again. Usage
+// reads an entity's snapshots back with one Query. docs/usage.md has the
+// costs.
 //
 // # Expiry
 //
