@@ -10,6 +10,10 @@
 // If java or npm is missing the helpers fail the test (or TestMain) with the
 // reason: tests that need DynamoDB never skip.
 //
+// Fake is a DynamoDB in memory for the store's unit tests; Serve puts it
+// behind DynamoDB's HTTP JSON protocol (GetItem and TransactWriteItems) for
+// a binary under test that makes its own client.
+//
 // Local is safe for concurrent use; Stop and Restart are meant for fault
 // tests and must not race with each other.
 package dynamotest

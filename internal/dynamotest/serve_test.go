@@ -1,0 +1,40 @@
+package dynamotest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+// TestServe: a store on an SDK client talking HTTP to Serve's endpoint
+// opens (GetItem of the schema version), applies usage in a transaction,
+// and finds a record applied twice a duplicate (a cancelled transaction's
+// reasons crossing the wire).
+func TestServe(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatal(err)
+	}
+	client, err := dynamo.NewClient(context.Background(), dynamotest.Serve(t, f), "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dynamo.NewStore(context.Background(), client, dynamo.Config{Table: "t", Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	defer s.Close()
+	rec := dynamo.UsageRecord{ID: "ev-1", At: time.Now(), Usage: []dynamo.Usage{{Namespace: "n", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 7}}}
+	if rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{rec}); err != nil || rep.Applied != 1 || rep.WriteUnits != 8 {
+		t.Fatalf("ApplyUsage() = %+v, %v, want applied, 8 write units", rep, err)
+	}
+	if rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{rec}); err != nil || rep.Duplicates != 1 {
+		t.Fatalf("ApplyUsage(again) = %+v, %v, want a duplicate", rep, err)
+	}
+	if _, err := s.Usage(context.Background(), "n", "e", "r", dynamo.Hourly, time.Now()); err == nil {
+		t.Errorf("Usage() through Serve = nil error, want Query refused")
+	}
+}
