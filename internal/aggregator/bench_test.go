@@ -1,0 +1,46 @@
+package aggregator_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/aggregator"
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+// BenchmarkProcess reports records per second through Deltas and
+// ApplyUsage on the fake, in batches of 100 (a Lambda's default batch),
+// over 10 buckets: the aggregator's own cost, without DynamoDB's latency.
+func BenchmarkProcess(b *testing.B) {
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		b.Fatal(err)
+	}
+	s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	a := aggregator.New(s)
+	batch := make([]aggregator.Record, 100)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for i := range batch {
+			e := "e" + strconv.Itoa(i%10)
+			tc := strconv.Itoa(1000 * (n + 1))
+			batch[i] = aggregator.Record{ID: fmt.Sprint("ev-", n), Name: aggregator.Modify, At: at,
+				Old: bucket(e, "api", "0", map[string]string{"rps": strconv.Itoa(1000 * n), "day": "0"}),
+				New: bucket(e, "api", "0", map[string]string{"rps": tc, "day": tc})}
+			n++
+		}
+		if failed, err := a.Process(context.Background(), batch); err != nil || len(failed) > 0 {
+			b.Fatalf("Process() = %v, %v", failed, err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}
