@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,36 +42,11 @@ var (
 
 func rie(t *testing.T) string {
 	t.Helper()
-	rieOnce.Do(func() { rieBin, rieErr = buildRIE(testutil.RepoRoot(t)) })
+	rieOnce.Do(func() { rieBin, rieErr = testutil.InstallTool(testutil.RepoRoot(t), rieModule, rieVersion) })
 	if rieErr != nil {
 		t.Fatal(rieErr)
 	}
 	return rieBin
-}
-
-func buildRIE(root string) (string, error) {
-	dir := filepath.Join(root, ".cache", "aws-lambda-rie", rieVersion)
-	bin := filepath.Join(dir, "aws-lambda-rie")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(dir), ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", dir, err)
-	}
-	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
-		return bin, nil
-	}
-	cmd := exec.Command("go", "install", rieModule+"@"+rieVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s@%s (needs the Go module proxy the first time): %w\n%s", rieModule, rieVersion, err, out)
-	}
-	return bin, nil
 }
 
 // invoke posts a DynamoDB event to the emulator and decodes the answer.
@@ -121,10 +94,7 @@ func snapshots(f *dynamotest.Fake) map[string]string {
 // reported by its sequence number (the entity record's has none to fail).
 func TestUnderEmulator(t *testing.T) {
 	bootstrap := testutil.Build(t, "./cmd/aggregator-lambda")
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatal(err)
-	}
+	f := dynamotest.NewFakeTable(t, "t")
 	addr, api := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	cmd := exec.Command(rie(t), "--runtime-interface-emulator-address", addr, "--runtime-api-address", api, bootstrap)
 	cmd.Env = append(os.Environ(), "DYNAMODB_TABLE=t", "AWS_REGION=us-east-1", "DYNAMODB_ENDPOINT="+dynamotest.Serve(t, f), "USAGE_RETENTION=720h")
@@ -143,10 +113,7 @@ func TestUnderEmulator(t *testing.T) {
 		t.Errorf("snapshots after the event again = %v, want %v", again, got)
 	}
 
-	inProcess := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), inProcess, "t"); err != nil {
-		t.Fatal(err)
-	}
+	inProcess := dynamotest.NewFakeTable(t, "t")
 	h := &handler{log: quiet(), open: func(ctx context.Context) (aggregator.Writer, error) {
 		return dynamo.NewStore(ctx, inProcess, dynamo.Config{Table: "t", UsageRetention: 720 * time.Hour})
 	}}

@@ -89,10 +89,7 @@ func decide(t *testing.T, s *dynamo.Store, want map[string]int64, plans ...*casc
 // every window.
 func TestUsageFromStream(t *testing.T) {
 	at := time.Date(2026, 11, 26, 14, 30, 0, 0, time.UTC)
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatalf("CreateTable() = %v", err)
-	}
+	f := dynamotest.NewFakeTable(t, "t")
 	st := &streamed{Fake: f, table: "t", at: at}
 	s := newStore(t, st, at)
 	big, small := mustRate(t, 1000000, time.Hour), mustRate(t, 5, time.Hour)

@@ -16,10 +16,7 @@ import (
 // ApplyUsage on the fake, in batches of 100 (a Lambda's default batch),
 // over 10 buckets: the aggregator's own cost, without DynamoDB's latency.
 func BenchmarkProcess(b *testing.B) {
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		b.Fatal(err)
-	}
+	f := dynamotest.NewFakeTable(b, "t")
 	s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second})
 	if err != nil {
 		b.Fatal(err)

@@ -1,12 +1,9 @@
 package charttest
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
-	"syscall"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // HelmVersion is the Helm release the chart is checked with.
@@ -30,26 +27,5 @@ func Helm(root string) (string, error) {
 }
 
 func buildHelm(root string) (string, error) {
-	dir := filepath.Join(root, ".cache", "helm", HelmVersion)
-	bin := filepath.Join(dir, "helm")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(dir), ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", dir, err)
-	}
-	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
-		return bin, nil
-	}
-	cmd := exec.Command("go", "install", HelmModule+"@"+HelmVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s@%s (needs the Go module proxy the first time): %w\n%s", HelmModule, HelmVersion, err, out)
-	}
-	return bin, nil
+	return testutil.InstallTool(root, HelmModule, HelmVersion)
 }

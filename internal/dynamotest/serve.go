@@ -261,3 +261,14 @@ func avJSON(v types.AttributeValue) any {
 	}
 	return map[string]any{"NULL": true}
 }
+
+// NewFakeTable returns a Fake holding table, created by dynamo.CreateTable
+// (its schema version written), or fails t.
+func NewFakeTable(t testing.TB, table string) *Fake {
+	t.Helper()
+	f := NewFake()
+	if err := dynamo.CreateTable(context.Background(), f, table); err != nil {
+		t.Fatalf("dynamotest: create table %s on the fake: %v", table, err)
+	}
+	return f
+}

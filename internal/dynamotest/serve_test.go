@@ -14,10 +14,7 @@ import (
 // and finds a record applied twice a duplicate (a cancelled transaction's
 // reasons crossing the wire).
 func TestServe(t *testing.T) {
-	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatal(err)
-	}
+	f := dynamotest.NewFakeTable(t, "t")
 	client, err := dynamo.NewClient(context.Background(), dynamotest.Serve(t, f), "us-east-1")
 	if err != nil {
 		t.Fatal(err)

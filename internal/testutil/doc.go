@@ -4,8 +4,9 @@
 // root (RepoRoot), a test PKI (NewPKI, NewAuthority), child processes
 // stopped at cleanup with their output logged when the test failed
 // (StartProcess, Launch), main packages of the repository built once per
-// test binary (Build, Binary), and the ratelimit binary serving on ports of
-// its own (StartServer, NewServer).
+// test binary (Build, Binary), Go tools at pinned versions built into
+// .cache/ (InstallTool), and the ratelimit binary serving on ports of its
+// own (StartServer, NewServer).
 //
 // The helpers that take a testing.TB fail it with the reason; for code
 // that runs outside a test (a recorder, a TestMain), FindFreePort,
