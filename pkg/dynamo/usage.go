@@ -164,8 +164,8 @@ type UsageSnapshot struct {
 // counts from zero. Levels are never read: refill and clamping distort them.
 // Items other than bucket items, removals (a new image without the item:
 // expiry or a purge) and counters that did not change give nothing; so
-// does a counter that is not an integer. keys, when the images lack them,
-// names the item (PK).
+// does a counter that is not an integer, and a difference past int64.
+// keys, when the new image lacks them, names the item (PK).
 func ItemUsage(keys, old, new map[string]types.AttributeValue) []Usage {
 	pk := getS(new, attrPK)
 	if pk == "" {
@@ -191,7 +191,7 @@ func ItemUsage(keys, old, new map[string]types.AttributeValue) []Usage {
 				continue
 			}
 		}
-		if d := now - was; d != 0 && (d > 0) == (now > was) {
+		if d := now - was; d != 0 && (d > 0) == (now > was) { // the sign says it did not overflow
 			out = append(out, Usage{
 				Namespace: getS(new, attrNamespace), Entity: entity, Resource: getS(new, attrResource),
 				Limit: strings.TrimPrefix(prefix, "b_"), Millitokens: d,
