@@ -355,22 +355,7 @@ func judge(batch []*part, img *image, now int64) *judgement {
 		for m, k := range mine {
 			j.levels[k] = lv[m]
 		}
-		for i, d := range pt.debits {
-			k := mine[slot[i]]
-			switch {
-			case d.Op == cascade.Charge:
-				j.used[k] += int64(d.Amount)
-			case d.Op == cascade.Refund:
-				j.used[k] -= int64(d.Amount)
-			case d.Op == cascade.Consume && dec.Admitted && dec.Statuses[i].OK:
-				j.used[k] += int64(d.Amount)
-			}
-		}
-		if pt.scale > 1 {
-			for _, k := range mine {
-				j.used[k] /= int64(pt.scale) // a compensation counts what it gives back once
-			}
-		}
+		j.count(pt, mine, slot, &dec)
 		j.decs = append(j.decs, dec)
 		j.admitted = j.admitted || dec.Admitted
 	}
@@ -378,6 +363,26 @@ func judge(batch []*part, img *image, now int64) *judgement {
 		j.changed = j.changed || j.levels[k].Changed()
 	}
 	return j
+}
+
+// count adds what part pt used, as decided by dec, to the consumption
+// counters of its limits (mine: the batch index of each of the part's
+// limits; slot: each debit's). A compensation's amounts are scaled to the
+// shard count it gives back on: it counts what it gives back once, in
+// whole-bucket units as every other part does.
+func (j *judgement) count(pt *part, mine, slot []int, dec *cascade.Decision) {
+	scale := int64(max(pt.scale, 1))
+	for i, d := range pt.debits {
+		k := mine[slot[i]]
+		switch {
+		case d.Op == cascade.Charge:
+			j.used[k] += int64(d.Amount) / scale
+		case d.Op == cascade.Refund:
+			j.used[k] -= int64(d.Amount) / scale
+		case d.Op == cascade.Consume && dec.Admitted && dec.Statuses[i].OK:
+			j.used[k] += int64(d.Amount) / scale
+		}
+	}
 }
 
 // startLevel is the level a batch starts from: the stored one, or, for a

@@ -86,11 +86,14 @@ type Config struct {
 	// contended: for a caller that decides such items another way
 	// (ON_UNAVAILABLE=local decides them on the replica's share).
 	ThrottleFails bool
+	// UsageRetention is how long a usage snapshot lives past the end of
+	// its window (ApplyUsage); zero means DefaultUsageRetention.
+	UsageRetention time.Duration
 }
 
 // WithDefaults returns c with every zero field but Table at its default:
-// DefaultTimeout, DefaultConfigCacheTTL, DefaultRejectionCacheSize and
-// DefaultNamespace. A negative RejectionCacheSize stays (the cache is off).
+// DefaultTimeout, DefaultConfigCacheTTL, DefaultRejectionCacheSize,
+// DefaultNamespace and DefaultUsageRetention. A negative RejectionCacheSize stays (the cache is off).
 // NewStore applies it.
 func (c Config) WithDefaults() Config {
 	if c.Timeout <= 0 {
@@ -104,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
+	}
+	if c.UsageRetention <= 0 {
+		c.UsageRetention = DefaultUsageRetention
 	}
 	return c
 }

@@ -1,0 +1,103 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Usage returns the usage snapshots of one entity (its id, as in
+// PutEntity) in window w that end after since, oldest first and, within a
+// window, by resource: one Query of the entity's partition (paged), on the
+// sort keys of one resource's snapshots in w, or every resource's when
+// resource is empty. ns empty is the store's namespace. Each snapshot's
+// Limits are by limit name (a name longer than 64 bytes escaped reads as
+// its hash, "~…"); the values are millitokens.
+func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error) {
+	if w.prefix() == "" {
+		return nil, fmt.Errorf("dynamo: usage: unknown window %q", w)
+	}
+	if ns == "" {
+		ns = s.cfg.Namespace
+	}
+	e := newExpr()
+	cond := e.name(attrPK) + " = " + e.value(strAV(entityPK(ns, entity)))
+	if resource != "" {
+		lo := usageSK(resource, w.Key(since))
+		hi := usageSK(resource, w.prefix()+"~") // '~' sorts after every digit
+		cond += " AND " + e.name(attrSK) + " BETWEEN " + e.value(strAV(lo)) + " AND " + e.value(strAV(hi))
+	} else {
+		cond += " AND begins_with(" + e.name(attrSK) + ", " + e.value(strAV(skUsage)) + ")"
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.cfg.Table), KeyConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+	}
+	var out []UsageSnapshot
+	for {
+		cctx, cancel := s.adminCall(ctx)
+		page, err := s.api.Query(cctx, in)
+		cancel()
+		if err != nil {
+			return nil, classify("usage "+entity, err)
+		}
+		for _, item := range page.Items {
+			if snap, ok := decodeSnapshot(item, w); ok && snap.Window.End(snap.Start).After(since) {
+				out = append(out, snap)
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Start.Equal(out[j].Start) {
+			return out[i].Start.Before(out[j].Start)
+		}
+		return out[i].Resource < out[j].Resource
+	})
+	return out, nil
+}
+
+// decodeSnapshot decodes a snapshot item of window w.
+func decodeSnapshot(item map[string]types.AttributeValue, w Window) (UsageSnapshot, bool) {
+	win, start, ok := parseWindowKey(getS(item, attrWindow))
+	if !ok || win != w {
+		return UsageSnapshot{}, false
+	}
+	snap := UsageSnapshot{
+		Namespace: getS(item, attrNamespace), Entity: getS(item, attrEntity), Resource: getS(item, attrResource),
+		Window: win, Start: start, Limits: map[string]int64{},
+	}
+	for name, av := range item {
+		l, ok := strings.CutPrefix(name, usagePre)
+		if !ok {
+			continue
+		}
+		if v, ok := number(av); ok {
+			snap.Limits[unesc(l)] = v
+		}
+	}
+	return snap, true
+}
+
+// unesc undoes esc for a component short enough to be stored escaped; a
+// hashed one ("~…") stays as it is.
+func unesc(s string) string {
+	if strings.HasPrefix(s, "~") {
+		return s
+	}
+	raw, err := url.PathUnescape(s)
+	if err != nil {
+		return s
+	}
+	return raw
+}
