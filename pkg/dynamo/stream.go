@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // The stream poller's records, under the table's system partition (the
@@ -127,4 +128,33 @@ func (s *Store) StreamLeaseHolder(ctx context.Context) (string, time.Time, error
 		return "", time.Time{}, err
 	}
 	return getS(item, attrOwner), time.UnixMilli(getN(item, attrUntil)), nil
+}
+
+// NewStreamsClient returns a DynamoDB Streams client that reaches the
+// table's stream as c reaches the table: its region, endpoint, credentials
+// and HTTP client (the stream poller, `ratelimit aggregator`).
+func NewStreamsClient(c *dynamodb.Client) *dynamodbstreams.Client {
+	o := c.Options()
+	return dynamodbstreams.New(dynamodbstreams.Options{
+		Region:           o.Region,
+		BaseEndpoint:     o.BaseEndpoint,
+		Credentials:      o.Credentials,
+		HTTPClient:       o.HTTPClient,
+		RetryMaxAttempts: 3,
+	})
+}
+
+// StreamARN returns the table's latest stream (DescribeTable), or an
+// error when the table has no stream enabled.
+func (s *Store) StreamARN(ctx context.Context) (string, error) {
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
+	if err != nil {
+		return "", classify("describe "+s.cfg.Table, err)
+	}
+	if out.Table == nil || out.Table.LatestStreamArn == nil {
+		return "", fmt.Errorf("dynamo: table %s has no stream: enable one with NEW_AND_OLD_IMAGES (`ratelimit table create` does)", s.cfg.Table)
+	}
+	return *out.Table.LatestStreamArn, nil
 }
