@@ -126,7 +126,7 @@ func New(streams Streams, cps Checkpoints, proc Processor, cfg Config) *Poller {
 
 type nopObserver struct{}
 
-func (nopObserver) Read(int, time.Duration)   {}
+func (nopObserver) Read(int, time.Duration)    {}
 func (nopObserver) Checkpointed(time.Duration) {}
 func (nopObserver) Leading(bool)               {}
 
