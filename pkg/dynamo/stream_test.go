@@ -26,8 +26,11 @@ func TestStreamLease(t *testing.T) {
 				}
 				return ok
 			}
-			if !held("a") || !held("a") {
-				t.Fatal("a could not take and renew a free lease")
+			if !held("a") {
+				t.Fatal("a could not take a free lease")
+			}
+			if !held("a") {
+				t.Fatal("a could not renew its lease")
 			}
 			if held("b") {
 				t.Fatal("b took a's lease before its time passed")
