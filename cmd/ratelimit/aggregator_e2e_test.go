@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -143,6 +145,29 @@ func TestAggregatorExactUsage(t *testing.T) {
 			t.Errorf("%s usage %v, want %v", w, g, want)
 		}
 	}
+
+	// Under load: 30 callers on the plain bucket for 3 s while the poller
+	// reads; how long after the last decision the usage is exact again.
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(3 * time.Second)
+	for range 30 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "usage", Descriptors: []*rlv3.RateLimitDescriptor{loads[0].d}})
+				if err == nil && resp.GetOverallCode() == pb.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	last := time.Now()
+	want["generic_key=plain"] += admitted.Load() * 1000
+	if !testutil.Eventually(30*time.Second, func() bool { return same(got(dynamo.Hourly), want) }) {
+		t.Fatalf("after the load: hourly usage %v, want %v", got(dynamo.Hourly), want)
+	}
+	t.Logf("load: %d decisions in 3 s (%.0f/s); usage exact %v after the last one", admitted.Load(), float64(admitted.Load())/3, time.Since(last).Round(time.Millisecond))
 }
 
 // lastLines returns the last n lines of s.
