@@ -79,9 +79,26 @@ func (a *Aggregator) Process(ctx context.Context, recs []Record) (failed []strin
 		if err == nil {
 			err = fmt.Errorf("aggregator: %d records not applied", len(rep.Failed))
 		}
-		return rep.Failed, fmt.Errorf("aggregator: process: %w", err)
+		return inOrder(recs, rep.Failed), fmt.Errorf("aggregator: process: %w", err)
 	}
 	return nil, nil
+}
+
+// inOrder returns the IDs of ids in the order their records have in recs,
+// each once.
+func inOrder(recs []Record, ids []string) []string {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := make([]string, 0, len(ids))
+	for _, r := range recs {
+		if want[r.ID] {
+			out = append(out, r.ID)
+			delete(want, r.ID)
+		}
+	}
+	return out
 }
 
 // usageRecords is the usage of each record, one UsageRecord per record

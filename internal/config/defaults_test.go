@@ -78,13 +78,15 @@ func TestDynamoConfig(t *testing.T) {
 		{"defaults", nil, dynamo.Config{
 			Table: dynamo.DefaultTable, Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+			UsageRetention: dynamo.DefaultUsageRetention,
 		}},
-		{"set", map[string]string{"DYNAMODB_TABLE": "t", "NAMESPACE": "team-a", "BACKEND_TIMEOUT": "40ms", "CONFIG_CACHE_TTL": "5s", "REJECTION_CACHE_SIZE": "7"}, dynamo.Config{
-			Table: "t", Namespace: "team-a", Timeout: 40e6, ConfigCacheTTL: 5e9, RejectionCacheSize: 7,
+		{"set", map[string]string{"DYNAMODB_TABLE": "t", "NAMESPACE": "team-a", "BACKEND_TIMEOUT": "40ms", "CONFIG_CACHE_TTL": "5s", "REJECTION_CACHE_SIZE": "7", "USAGE_RETENTION": "720h"}, dynamo.Config{
+			Table: "t", Namespace: "team-a", Timeout: 40e6, ConfigCacheTTL: 5e9, RejectionCacheSize: 7, UsageRetention: 720 * 3600e9,
 		}},
 		{"rejection cache disabled", map[string]string{"REJECTION_CACHE_SIZE": "0"}, dynamo.Config{
 			Table: dynamo.DefaultTable, Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.RejectionCacheOff,
+			UsageRetention: dynamo.DefaultUsageRetention,
 		}},
 	}
 	for _, c := range cases {

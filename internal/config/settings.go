@@ -168,6 +168,7 @@ type Settings struct {
 	Namespace          string        // NAMESPACE: storage namespace
 	ConfigCacheTTL     time.Duration // CONFIG_CACHE_TTL: lifetime of cached stored limit configs
 	RejectionCacheSize int           // REJECTION_CACHE_SIZE: entries in the over-limit cache; 0 disables it
+	UsageRetention     time.Duration // USAGE_RETENTION: how long usage snapshots live past their window
 
 	LeaseSigningKey         string        // LEASE_SIGNING_KEY: key signing leases (never printed)
 	LeaseSigningKeyPrevious string        // LEASE_SIGNING_KEY_PREVIOUS: keys still verifying leases, comma-separated (never printed)
@@ -271,13 +272,15 @@ func Defaults() Settings {
 		Namespace:          dynamo.DefaultNamespace,
 		ConfigCacheTTL:     dynamo.DefaultConfigCacheTTL,
 		RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+		UsageRetention:     dynamo.DefaultUsageRetention,
 
 		LeaseTTL: lease.DefaultTTL,
 	}
 }
 
 // DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,
-// NAMESPACE, BACKEND_TIMEOUT, CONFIG_CACHE_TTL and REJECTION_CACHE_SIZE, whose
+// NAMESPACE, BACKEND_TIMEOUT, CONFIG_CACHE_TTL, USAGE_RETENTION and
+// REJECTION_CACHE_SIZE, whose
 // 0 (disabled) is dynamo.RejectionCacheOff (the library's zero is its
 // default size).
 func (s Settings) DynamoConfig() dynamo.Config {
@@ -287,6 +290,7 @@ func (s Settings) DynamoConfig() dynamo.Config {
 		Timeout:            s.BackendTimeout,
 		ConfigCacheTTL:     s.ConfigCacheTTL,
 		RejectionCacheSize: s.RejectionCacheSize,
+		UsageRetention:     s.UsageRetention,
 	}
 	if c.RejectionCacheSize == 0 {
 		c.RejectionCacheSize = dynamo.RejectionCacheOff
@@ -419,6 +423,7 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"NAMESPACE", "Namespace of this deployment's rules (those whose descriptor file names none) and admin commands: on a shared DynamoDB table, buckets, stored limits, entities and audit records of one namespace are invisible to another.", (*stringValue)(&s.Namespace)},
 		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store.", (*durationValue)(&s.ConfigCacheTTL)},
 		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
+		{"USAGE_RETENTION", "How long a usage snapshot (hourly, daily, monthly) lives past the end of its window before DynamoDB's TTL deletes it; read by the usage aggregator (docs/usage.md).", (*durationValue)(&s.UsageRetention)},
 
 		{"LEASE_SIGNING_KEY", "Key signing the leases an admission returns for settling its cost after the response (docs/leases.md): its raw bytes, at least 32 (e.g. openssl rand -base64 48), the same on every replica. Never printed; prefer LEASE_SIGNING_KEY_FILE. With neither set, a random key is generated and a warning logged: leases then settle only on the replica that issued them, until it restarts.", (*secretValue)(&s.LeaseSigningKey)},
 		{"LEASE_SIGNING_KEY_PREVIOUS", "Keys that still verify leases while a new LEASE_SIGNING_KEY is rolled out, comma-separated (docs/leases.md#rotating-the-key). Never printed.", (*secretValue)(&s.LeaseSigningKeyPrevious)},

@@ -292,6 +292,7 @@ func TestTableDefaults(t *testing.T) {
 		"NAMESPACE":                "default",
 		"CONFIG_CACHE_TTL":         "1m0s",
 		"REJECTION_CACHE_SIZE":     "100000",
+		"USAGE_RETENTION":          "9600h0m0s",
 		"LEASE_SIGNING_KEY":        "",
 		"LEASE_SIGNING_KEY_FILE":   "",
 		"LEASE_TTL":                "15m0s",

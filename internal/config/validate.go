@@ -184,6 +184,7 @@ func (s Settings) validateDurations(p *problems) {
 		{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", s.XDSConnectRetryInterval, false},
 		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", s.XDSBackoffInitial, false},
 		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
+		{"USAGE_RETENTION", s.UsageRetention, false},
 	} {
 		switch {
 		case d.v < 0:

@@ -78,38 +78,51 @@ type usageGroup struct {
 // says why; a record ID appearing twice in recs counts once.
 func (s *Store) ApplyUsage(ctx context.Context, recs []UsageRecord) (UsageReport, error) {
 	var rep UsageReport
-	seen := make(map[string]bool, len(recs))
-	var g *usageGroup
 	var errs []error
-	flush := func() {
-		if g != nil && len(g.recs) > 0 {
+	g := s.newUsageGroup()
+	for _, r := range s.uniqueRecords(recs, &rep) {
+		adds := s.snapshotsOf(r)
+		if !g.fits(r, adds) {
 			errs = append(errs, s.applyGroup(ctx, g, &rep))
+			g = s.newUsageGroup()
 		}
-		g = s.newUsageGroup()
-	}
-	flush()
-	for _, r := range recs {
-		if seen[r.ID] {
-			rep.Duplicates++
+		if !g.fits(r, adds) {
+			rep.Failed = append(rep.Failed, r.ID)
+			errs = append(errs, fmt.Errorf("dynamo: usage of record %s: %d snapshot items exceed a transaction", r.ID, len(adds)))
 			continue
+		}
+		g.add(r, adds)
+	}
+	if len(g.recs) > 0 {
+		errs = append(errs, s.applyGroup(ctx, g, &rep))
+	}
+	return rep, errors.Join(errs...)
+}
+
+// uniqueRecords returns the records of recs that have usage, each ID once,
+// ordered by the first snapshot item each adds to (so that a group holds
+// few items); it counts the others in rep: an ID seen before is a
+// duplicate, a record without usage is applied.
+func (s *Store) uniqueRecords(recs []UsageRecord, rep *UsageReport) []UsageRecord {
+	seen := make(map[string]bool, len(recs))
+	out := make([]UsageRecord, 0, len(recs))
+	for _, r := range recs {
+		switch {
+		case seen[r.ID]:
+			rep.Duplicates++
+		case len(r.Usage) == 0:
+			rep.Applied++
+		default:
+			out = append(out, r)
 		}
 		seen[r.ID] = true
-		if len(r.Usage) == 0 {
-			rep.Applied++
-			continue
-		}
-		if !g.fits(s, r) {
-			flush()
-		}
-		if !g.fits(s, r) {
-			rep.Failed = append(rep.Failed, r.ID)
-			errs = append(errs, fmt.Errorf("dynamo: usage of record %s: %d snapshot items exceed a transaction", r.ID, len(s.snapshotsOf(r))))
-			continue
-		}
-		g.add(s, r)
 	}
-	flush()
-	return rep, errors.Join(errs...)
+	first := func(r UsageRecord) string {
+		u := r.Usage[0]
+		return nsPart(u.Namespace) + "|" + esc(u.Entity) + "|" + esc(u.Resource)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return first(out[i]) < first(out[j]) })
+	return out
 }
 
 func (s *Store) newUsageGroup() *usageGroup {
@@ -138,10 +151,11 @@ func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
 	return out
 }
 
-// fits reports whether r can join the group within one transaction.
-func (g *usageGroup) fits(s *Store, r UsageRecord) bool {
+// fits reports whether r, adding to adds, can join the group within one
+// transaction.
+func (g *usageGroup) fits(r UsageRecord, adds []*snapshotAdd) bool {
 	n := len(g.recs) + 1 + len(g.items)
-	for _, a := range s.snapshotsOf(r) {
+	for _, a := range adds {
 		if g.items[a.pk+"|"+a.sk] == nil {
 			n++
 		}
@@ -150,9 +164,9 @@ func (g *usageGroup) fits(s *Store, r UsageRecord) bool {
 }
 
 // add puts r in the group, merging its additions into the group's items.
-func (g *usageGroup) add(s *Store, r UsageRecord) {
+func (g *usageGroup) add(r UsageRecord, adds []*snapshotAdd) {
 	g.recs = append(g.recs, r)
-	for _, a := range s.snapshotsOf(r) {
+	for _, a := range adds {
 		have := g.items[a.pk+"|"+a.sk]
 		if have == nil {
 			g.items[a.pk+"|"+a.sk] = a
@@ -169,7 +183,7 @@ func (g *usageGroup) without(s *Store, drop map[string]bool) *usageGroup {
 	out := s.newUsageGroup()
 	for _, r := range g.recs {
 		if !drop[r.ID] {
-			out.add(s, r)
+			out.add(r, s.snapshotsOf(r))
 		}
 	}
 	return out
