@@ -14,13 +14,13 @@ import (
 // value goes through a placeholder (#a0, :v0, …): names built from user text
 // or from configured limit names never appear in the expression itself.
 type expr struct {
-	names  map[string]string
-	byName map[string]string
-	values map[string]types.AttributeValue
-	set    []string
-	add    []string
+	names   map[string]string
+	byName  map[string]string
+	values  map[string]types.AttributeValue
+	set     []string
+	add     []string
 	removes []string
-	cond   []string
+	cond    []string
 }
 
 func newExpr() *expr {
