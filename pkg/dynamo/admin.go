@@ -341,6 +341,11 @@ func newULID(t time.Time) string {
 type Namespace struct {
 	Name string
 	ID   string
+	// State is NamespaceActive, NamespaceDeleted or NamespacePurged.
+	State string
+	// Changed is when the state last changed (zero: never since it was
+	// registered).
+	Changed time.Time
 }
 
 // RegisterNamespace registers name (idempotent) and returns its record.
@@ -353,7 +358,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 		return Namespace{}, err
 	}
 	if len(item) > 0 {
-		return Namespace{Name: name, ID: getS(item, "id")}, nil
+		return namespaceOf(item), nil
 	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
@@ -380,7 +385,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 	if err := s.audit(ctx, name, Scope{System: true}, "namespace.register", "", "name="+name+" id="+id); err != nil {
 		return Namespace{}, err
 	}
-	return Namespace{Name: name, ID: id}, nil
+	return Namespace{Name: name, ID: id, State: NamespaceActive}, nil
 }
 
 // Namespaces lists registered namespaces by name.
@@ -402,7 +407,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]Namespace, error) {
 			return nil, classify("list namespaces", err)
 		}
 		for _, it := range res.Items {
-			out = append(out, Namespace{Name: getS(it, "name"), ID: getS(it, "id")})
+			out = append(out, namespaceOf(it))
 		}
 		if start = res.LastEvaluatedKey; len(start) == 0 {
 			return out, nil
