@@ -94,8 +94,8 @@ var (
 	scopeFlags   = []flagSpec{flagSystem, flagEntity, flagResource}
 	// flagPrincipal is on every command that writes an audit record.
 	flagPrincipal = flagSpec{"principal", "P", "who the audit record names as making the change (default: $USER, else the OS user)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.principal, "principal", "", "") }}
-	scopeArg     = [2]string{"SCOPE", "-system | -resource R | -entity E [-resource R]"}
-	specArg      = [2]string{"SPEC", "name:rate[/sec|/min|/hour|/day][:burst], e.g. rpm:100/min or tpm:50000/min:80000; the rate is per second when no unit is given, the burst is the rate when not given"}
+	scopeArg      = [2]string{"SCOPE", "-system | -resource R | -entity E [-resource R]"}
+	specArg       = [2]string{"SPEC", "name:rate[/sec|/min|/hour|/day][:burst], e.g. rpm:100/min or tpm:50000/min:80000; the rate is per second when no unit is given, the burst is the rate when not given"}
 )
 
 var groups = []*group{
