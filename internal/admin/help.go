@@ -60,7 +60,7 @@ func connectionHelp(w io.Writer) {
 	for _, v := range config.Table() {
 		defaults[v.Name] = v.Default
 	}
-	fmt.Fprintln(w, "\nDynamoDB flags (every table, namespace, limits and entity command reads the\nsame settings as serve, from the environment first, with the same defaults):")
+	fmt.Fprintln(w, "\nDynamoDB flags (every table, namespace, limits, entity, bucket and audit\ncommand reads the same settings as serve, from the environment first, with\nthe same defaults):")
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	for _, c := range connection {
 		name := "-" + c.name
