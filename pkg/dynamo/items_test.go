@@ -145,9 +145,10 @@ func TestConfigWithDefaults(t *testing.T) {
 		{"zero", dynamo.Config{Table: "t"}, dynamo.Config{
 			Table: "t", Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+			UsageRetention: dynamo.DefaultUsageRetention,
 		}},
-		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff},
-			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff}},
+		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true},
+			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true}},
 	}
 	for _, c := range cases {
 		if got := c.in.WithDefaults(); got != c.want {
