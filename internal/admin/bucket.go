@@ -253,7 +253,10 @@ func writeBucketsTable(w io.Writer, states []dynamo.BucketState) {
 
 func limitRow(l dynamo.LimitState) string {
 	full := "full"
-	if l.FullIn > 0 {
+	switch {
+	case l.FullIn >= time.Second:
+		full = l.FullIn.Round(time.Second).String()
+	case l.FullIn > 0:
 		full = l.FullIn.Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity), full, tokens(tokenbucket.Millitokens(l.Consumed)))

@@ -244,7 +244,7 @@ func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*image, limits 
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("full on %d shards", n))})
+	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
