@@ -116,7 +116,7 @@ func (d *doublingRace) TransactWriteItems(ctx context.Context, in *dynamodb.Tran
 		for _, u := range []struct {
 			pk, expr string
 		}{{d.pk0, "SET #n = :two"}, {d.pk1, "SET #n = :two, #e = :t"}} {
-			_, err := d.Fake.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			_, err := d.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String("t"), Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: u.pk}, "SK": &types.AttributeValueMemberS{Value: "#STATE"}},
 				UpdateExpression:          aws.String(u.expr),
 				ExpressionAttributeNames:  map[string]string{"#n": "shard_count", "#e": "empty_start"},
