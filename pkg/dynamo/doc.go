@@ -215,7 +215,8 @@
 // shard count read. Audit records name the principal the store was given
 // (WithPrincipal). A namespace's registry record carries its lifecycle
 // state (DeleteNamespace, RecoverNamespace: conditional updates, audited);
-// decisions do not read it. Orphans and PurgeNamespace scan the table
+// decisions do not read it, the service does (DeletedNamespaces, refreshed
+// by the binary every Config.ConfigCacheTTL). Orphans and PurgeNamespace scan the table
 // (there is no index by namespace) and PurgeNamespace deletes by
 // BatchWriteItem: the only callers of Scan and BatchWriteItem, which the
 // service never makes.
