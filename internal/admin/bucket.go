@@ -25,7 +25,7 @@ var (
 		{"resource", "R", "the bucket's resource: the rule's domain, or the resource a stored limit names", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
 		{"domain", "D", "with -descriptor: the request's domain (the bucket's resource)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.domain, "domain", "", "") }},
 		{"descriptor", "KEY=VALUE,…", "with -domain: the request descriptor's entries, in order (the bucket's entity, escaped as the service escapes it)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.descriptor, "descriptor", "", "") }},
-		{"config_dir", "DIR", "with -domain and -descriptor: resolve the bucket through the descriptor files of DIR as serve does (its rule, namespace, tiers and limits)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.configDir, "config_dir", "", "") }},
+		{"config_dir", "DIR", "with -domain and -descriptor: resolve the bucket through the descriptor files of DIR as serve does (its rule, namespace, tiers and limits); default CONFIG_DIR when set", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.configDir, "config_dir", "", "") }},
 	}
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
@@ -42,10 +42,11 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 		"full: it has never been written, or it expired full.\n\n" +
 		"-domain and -descriptor name the bucket of a plain rule as the request\n" +
 		"would: the entity is the entries KEY=VALUE joined by '&', each escaped.\n" +
-		"With -config_dir the request is matched against those descriptor files\n" +
-		"as serve matches it: the rule's namespace, its share_threshold, and for\n" +
-		"a hierarchical rule each configured tier (then, with cascade, the stored\n" +
-		"ancestors), each with the rule's limits.",
+		"With -config_dir (default: CONFIG_DIR when set) the request is matched\n" +
+		"against those descriptor files as serve matches it: the rule's\n" +
+		"namespace, its share_threshold, and for a hierarchical rule each\n" +
+		"configured tier (then, with cascade, the stored ancestors), each with\n" +
+		"the rule's limits.",
 	args:  argSpec{names: [][2]string{bucketArg}},
 	flags: append(append([]flagSpec{}, bucketFlags...), flagOutput),
 	check: checkBucket,
@@ -130,26 +131,31 @@ func descriptorEntries(desc string) ([]descriptors.Entry, error) {
 	return entries, nil
 }
 
-// levelsOf returns the buckets the flags name: with -config_dir, those
+// levelsOf returns the buckets the flags name: with -config_dir (or
+// CONFIG_DIR, for -domain and -descriptor), those
 // the matching rule charges, as serve resolves them (configured tiers, then
 // with cascade the stored ancestors above the top one); otherwise the
 // bucket named and, when chain, the stored ancestors its debits cascade to.
 func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error) {
-	if e.opts.configDir == "" {
+	dir := e.opts.configDir
+	if dir == "" && e.opts.domain != "" {
+		dir = e.settings.ConfigDirOverride // CONFIG_DIR, as serve reads it
+	}
+	if dir == "" {
 		key, _ := bucketKey(&e.opts)
 		if !chain {
 			return []bucketLevel{{key: key}}, nil
 		}
 		return chainOf(ctx, e.store, key)
 	}
-	cfg, err := e.settings.Loader()(e.opts.configDir)
+	cfg, err := e.settings.Loader()(dir)
 	if err != nil {
-		return nil, fmt.Errorf("-config_dir %s: %w", e.opts.configDir, err)
+		return nil, fmt.Errorf("-config_dir %s: %w", dir, err)
 	}
 	entries, _ := descriptorEntries(e.opts.descriptor) // checked by checkBucket
 	m, ok := cfg.Match(e.opts.domain, entries)
 	if !ok {
-		return nil, fmt.Errorf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", e.opts.configDir, e.opts.domain, e.opts.descriptor)
+		return nil, fmt.Errorf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", dir, e.opts.domain, e.opts.descriptor)
 	}
 	ns := m.Rule.Namespace
 	if ns == "" {
