@@ -66,7 +66,9 @@ var lifecycleVerbs = []*verb{{
 		"It refuses an active namespace (delete it first) and runs only with -yes.\n" +
 		"The namespace is then marked purged in the registry (registered first if\n" +
 		"it was an orphan) and one audit record says who purged how many items.\n" +
-		"Run it again after a failure: it deletes what is left.",
+		"Run it again after a failure: it deletes what is left. Purge CONFIG_CACHE_TTL\n" +
+		"after the delete, once no replica decides for the namespace: one still\n" +
+		"deciding would write the buckets it needs again.",
 	args: nameArg,
 	flags: []flagSpec{
 		{"yes", "", "confirm: without it, purge deletes nothing and exits 2", func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.yes, "yes", false, "") }},
