@@ -51,13 +51,14 @@ type shownLimit struct {
 //   - bucket reset of a bucket both replicas refused: the next decisions,
 //     alternating between the replicas, are admitted up to the capacity
 //     (3), and audit list shows who reset it and when;
-//   - namespace delete then recover: the old buckets serve again (still
-//     drained);
+//   - namespace delete: both replicas stop deciding for the namespace's
+//     rules within CONFIG_CACHE_TTL (admitted, its buckets untouched);
+//     recover: the old buckets serve again (still drained);
 //   - namespace purge of team-a (after refusing without -yes): a scan finds
 //     team-b's items as they were, and nothing of team-a but the purge's
 //     audit record.
 func TestOperatorCommands(t *testing.T) {
-	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block", "LOG_LEVEL=warn", "NAMESPACE=team-a", "USER=ops-bot")
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block", "LOG_LEVEL=warn", "NAMESPACE=team-a", "USER=ops-bot", "CONFIG_CACHE_TTL=500ms")
 	teamB := append(append([]string(nil), env...), "NAMESPACE=team-b")
 	dir := t.TempDir()
 	writeConfig(t, dir, "ops.yaml", opsConfig)
@@ -154,16 +155,25 @@ func TestOperatorCommands(t *testing.T) {
 		t.Errorf("audit record = %+v, want bucket.reset by alice at about %v", r, resetAt)
 	}
 
-	// delete and recover: the old buckets serve again.
+	// delete: the replicas stop deciding for team-a's rules (every request
+	// admitted, no bucket touched) within CONFIG_CACHE_TTL; recover: the
+	// old buckets serve again, as they were.
 	admin(env, "namespace", "register", "team-a")
 	admin(env, "namespace", "register", "team-b")
 	admin(env, "namespace", "delete", "team-a")
-	admin(env, "namespace", "recover", "team-a")
-	if ask(0, "drain") {
-		t.Errorf("drain admitted after delete and recover, want the old, drained bucket")
+	eventually(t, "both replicas answer drain OK after the delete", func() bool { return ask(0, "drain") && ask(1, "drain") })
+	for i := range 4 {
+		if !ask(i%2, "drain") {
+			t.Errorf("drain refused on replica %d while team-a is deleted, want OK: its rules are not decided", i%2)
+		}
 	}
 	if got := show("drain"); got.Consumed != 6 {
-		t.Errorf("bucket show drain after recover = %+v, want the 6 consumed before", got)
+		t.Errorf("bucket show drain while team-a is deleted = %+v, want the 6 consumed before: no decision touched it", got)
+	}
+	admin(env, "namespace", "recover", "team-a")
+	eventually(t, "both replicas refuse drain after the recover", func() bool { return !ask(0, "drain") && !ask(1, "drain") })
+	if got := show("drain"); got.Consumed != 6 {
+		t.Errorf("bucket show drain after recover = %+v, want the old bucket: 6 consumed, nothing more", got)
 	}
 
 	// purge team-a: team-b's items stay as they were.
@@ -254,4 +264,16 @@ func equalItems(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// eventually polls cond every 100 ms for up to 10 s, and fails t naming
+// what when it never holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within 10 s", what)
 }

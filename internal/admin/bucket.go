@@ -25,6 +25,7 @@ var (
 		{"resource", "R", "the bucket's resource: the rule's domain, or the resource a stored limit names", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
 		{"domain", "D", "with -descriptor: the request's domain (the bucket's resource)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.domain, "domain", "", "") }},
 		{"descriptor", "KEY=VALUE,…", "with -domain: the request descriptor's entries, in order (the bucket's entity, escaped as the service escapes it)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.descriptor, "descriptor", "", "") }},
+		{"config_dir", "DIR", "with -domain and -descriptor: resolve the bucket through the descriptor files of DIR as serve does (its rule, namespace, tiers and limits); default CONFIG_DIR when set", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.configDir, "config_dir", "", "") }},
 	}
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
@@ -41,8 +42,11 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 		"full: it has never been written, or it expired full.\n\n" +
 		"-domain and -descriptor name the bucket of a plain rule as the request\n" +
 		"would: the entity is the entries KEY=VALUE joined by '&', each escaped.\n" +
-		"A rule with share_threshold or a hierarchical rule names its buckets\n" +
-		"otherwise: name them with -entity and -resource.",
+		"With -config_dir (default: CONFIG_DIR when set) the request is matched\n" +
+		"against those descriptor files as serve matches it: the rule's\n" +
+		"namespace, its share_threshold, and for a hierarchical rule each\n" +
+		"configured tier (then, with cascade, the stored ancestors), each with\n" +
+		"the rule's limits.",
 	args:  argSpec{names: [][2]string{bucketArg}},
 	flags: append(append([]flagSpec{}, bucketFlags...), flagOutput),
 	check: checkBucket,
@@ -62,7 +66,7 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 		"none (a shard doubling meanwhile: it reads again). The usage counters are\n" +
 		"kept. A bucket without an item is full: nothing is written. With -chain,\n" +
 		"the buckets of the ancestors its debits cascade to are reset too, each\n" +
-		"in its own transaction. Replicas that refused the bucket within the last\n" +
+		"in its own transaction (with -config_dir: every tier the rule charges). Replicas that refused the bucket within the last\n" +
 		"second may answer from their rejection cache until that refusal's\n" +
 		"retry-after (at most a second). Cost: 2 write units per shard and 2 for\n" +
 		"the audit record.",
@@ -91,6 +95,8 @@ func checkBucket(o *opts, _ []string) error {
 		return errors.New("a bucket is named by both -entity and -resource")
 	case byRequest && (o.domain == "" || o.descriptor == ""):
 		return errors.New("a bucket is named by both -domain and -descriptor")
+	case o.configDir != "" && !byRequest:
+		return errors.New("-config_dir resolves -domain and -descriptor: name the bucket by them")
 	}
 	if o.output != "" && o.output != "table" && o.output != "json" {
 		return fmt.Errorf("-o %s: want table or json", o.output)
@@ -105,15 +111,83 @@ func bucketKey(o *opts) (cascade.Key, error) {
 	if o.domain == "" {
 		return cascade.Key{Namespace: o.ns, Entity: o.entity, Resource: o.resource}, nil
 	}
+	entries, err := descriptorEntries(o.descriptor)
+	if err != nil {
+		return cascade.Key{}, err
+	}
+	return cascade.Key{Namespace: o.ns, Entity: descriptors.Match{Entries: entries}.EntityID(), Resource: o.domain}, nil
+}
+
+// descriptorEntries parses -descriptor's KEY=VALUE[,KEY=VALUE…].
+func descriptorEntries(desc string) ([]descriptors.Entry, error) {
 	var entries []descriptors.Entry
-	for _, kv := range strings.Split(o.descriptor, ",") {
+	for _, kv := range strings.Split(desc, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return cascade.Key{}, fmt.Errorf("-descriptor %q: want KEY=VALUE[,KEY=VALUE…], got %q", o.descriptor, kv)
+			return nil, fmt.Errorf("-descriptor %q: want KEY=VALUE[,KEY=VALUE…], got %q", desc, kv)
 		}
 		entries = append(entries, descriptors.Entry{Key: k, Value: v})
 	}
-	return cascade.Key{Namespace: o.ns, Entity: descriptors.Match{Entries: entries}.EntityID(), Resource: o.domain}, nil
+	return entries, nil
+}
+
+// levelsOf returns the buckets the flags name: with -config_dir (or
+// CONFIG_DIR, for -domain and -descriptor), those
+// the matching rule charges, as serve resolves them (configured tiers, then
+// with cascade the stored ancestors above the top one); otherwise the
+// bucket named and, when chain, the stored ancestors its debits cascade to.
+func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error) {
+	dir := e.opts.configDir
+	if dir == "" && e.opts.domain != "" {
+		dir = e.settings.ConfigDirOverride // CONFIG_DIR, as serve reads it
+	}
+	if dir == "" {
+		key, _ := bucketKey(&e.opts)
+		if !chain {
+			return []bucketLevel{{key: key}}, nil
+		}
+		return chainOf(ctx, e.store, key)
+	}
+	cfg, err := e.settings.Loader()(dir)
+	if err != nil {
+		return nil, fmt.Errorf("-config_dir %s: %w", dir, err)
+	}
+	entries, _ := descriptorEntries(e.opts.descriptor) // checked by checkBucket
+	m, ok := cfg.Match(e.opts.domain, entries)
+	if !ok {
+		return nil, fmt.Errorf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", dir, e.opts.domain, e.opts.descriptor)
+	}
+	ns := m.Rule.Namespace
+	if ns == "" {
+		ns = e.opts.ns
+	}
+	if m.NumTiers() == 0 {
+		return []bucketLevel{{key: cascade.Key{Namespace: ns, Entity: m.EntityID(), Resource: e.opts.domain}, limits: configured(m.Rule.Limits)}}, nil
+	}
+	var out []bucketLevel
+	for _, t := range m.Tiers() {
+		out = append(out, bucketLevel{key: cascade.Key{Namespace: ns, Entity: t.Entity, Resource: t.Resource}, limits: configured(t.Limits)})
+	}
+	if !m.Rule.Cascade || !chain {
+		return out, nil
+	}
+	up, err := chainOf(ctx, e.store, out[len(out)-1].key)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, up[1:]...), nil
+}
+
+// configured returns the bucket limits of a rule's limits by storage name
+// (a limit that denies every hit has no bucket).
+func configured(ls []descriptors.Limit) map[string]tokenbucket.Limit {
+	out := map[string]tokenbucket.Limit{}
+	for _, l := range ls {
+		if !l.Deny {
+			out[l.ID] = l.Bucket
+		}
+	}
+	return out
 }
 
 // bucketLevel is one bucket of a chain: the bucket asked about (level 0)
@@ -141,8 +215,7 @@ func chainOf(ctx context.Context, st *dynamo.Store, key cascade.Key) ([]bucketLe
 }
 
 func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
-	key, _ := bucketKey(&e.opts)
-	levels, err := chainOf(ctx, e.store, key)
+	levels, err := levelsOf(ctx, e, true)
 	if err != nil {
 		return err
 	}
@@ -162,13 +235,12 @@ func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
 }
 
 func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
-	key, _ := bucketKey(&e.opts)
-	levels := []bucketLevel{{key: key}}
-	if e.opts.chain {
-		var err error
-		if levels, err = chainOf(ctx, e.store, key); err != nil {
-			return err
-		}
+	levels, err := levelsOf(ctx, e, e.opts.chain)
+	if err != nil {
+		return err
+	}
+	if !e.opts.chain {
+		levels = levels[:1]
 	}
 	for _, lv := range levels {
 		before, reset, err := e.store.ResetBucket(ctx, lv.key, lv.limits)
@@ -253,7 +325,10 @@ func writeBucketsTable(w io.Writer, states []dynamo.BucketState) {
 
 func limitRow(l dynamo.LimitState) string {
 	full := "full"
-	if l.FullIn > 0 {
+	switch {
+	case l.FullIn >= time.Second:
+		full = l.FullIn.Round(time.Second).String()
+	case l.FullIn > 0:
 		full = l.FullIn.Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity), full, tokens(tokenbucket.Millitokens(l.Consumed)))

@@ -74,6 +74,7 @@ type opts struct {
 	principal                string // -principal: who the audit records name
 	output                   string // -o: table or json
 	domain, descriptor       string // a bucket named as a request names it
+	configDir                string // resolve domain and descriptor through these descriptor files
 	chain, yes               bool
 }
 

@@ -26,12 +26,13 @@ var lifecycleVerbs = []*verb{{
 	name: "delete", synopsis: "NAME", summary: "soft-delete a namespace: mark it deleted, keep its items",
 	about: "Marks the registered namespace NAME deleted in the registry (a\n" +
 		"conditional write: only an active namespace is deleted), with an audit\n" +
-		"record. Its items (buckets, limits, entities, audit records) are kept:\n" +
-		"'namespace recover' undoes it, and 'namespace purge' deletes them. The\n" +
-		"registry state is an operator's record: replicas do not read it, and go\n" +
-		"on deciding for a deleted namespace's rules until they stop naming it\n" +
-		"(remove its descriptor file, or NAMESPACE). Deleting a deleted\n" +
-		"namespace says so and exits 0.",
+		"record. Within CONFIG_CACHE_TTL every replica on DynamoDB stops deciding\n" +
+		"for it: a descriptor whose rule is in NAME is answered as one no rule\n" +
+		"matches (OK, no limit), and its buckets are not touched (nor limit\n" +
+		"overrides while NAME is the replica's NAMESPACE). Its items (buckets,\n" +
+		"limits, entities, audit records) are kept: 'namespace recover' undoes it\n" +
+		"and the buckets serve again as they were; 'namespace purge' deletes\n" +
+		"them. Deleting a deleted namespace says so and exits 0.",
 	args:     nameArg,
 	flags:    []flagSpec{flagPrincipal},
 	examples: []string{"ratelimit namespace delete team-a -principal alice"},
@@ -39,9 +40,10 @@ var lifecycleVerbs = []*verb{{
 }, {
 	name: "recover", synopsis: "NAME", summary: "undo a delete: mark a namespace active again",
 	about: "Marks the deleted (or purged) namespace NAME active again, with an\n" +
-		"audit record. A deleted namespace's items were kept: its buckets, limits\n" +
-		"and entities serve again as they were. Recovering an active namespace\n" +
-		"says so and exits 0.",
+		"audit record; every replica decides for it again within CONFIG_CACHE_TTL.\n" +
+		"A deleted namespace's items were kept: its buckets, limits and entities\n" +
+		"serve again as they were. Recovering an active namespace says so and\n" +
+		"exits 0.",
 	args:     nameArg,
 	flags:    []flagSpec{flagPrincipal},
 	examples: []string{"ratelimit namespace recover team-a"},
@@ -64,7 +66,9 @@ var lifecycleVerbs = []*verb{{
 		"It refuses an active namespace (delete it first) and runs only with -yes.\n" +
 		"The namespace is then marked purged in the registry (registered first if\n" +
 		"it was an orphan) and one audit record says who purged how many items.\n" +
-		"Run it again after a failure: it deletes what is left.",
+		"Run it again after a failure: it deletes what is left. Purge CONFIG_CACHE_TTL\n" +
+		"after the delete, once no replica decides for the namespace: one still\n" +
+		"deciding would write the buckets it needs again.",
 	args: nameArg,
 	flags: []flagSpec{
 		{"yes", "", "confirm: without it, purge deletes nothing and exits 2", func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.yes, "yes", false, "") }},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,12 +98,36 @@ func TestBucketAndAuditAgainstLocal(t *testing.T) {
 	if got := show("-domain", "example", "-descriptor", "generic_key=demo"); len(got) != 1 || got[0].Entity != "generic_key=demo" || tokensOf(got)[0] != 3 {
 		t.Errorf("bucket show -domain example -descriptor generic_key=demo = %+v, want the bucket generic_key=demo holding 3", got)
 	}
+	// Through descriptor files, as serve resolves the request: a
+	// hierarchical rule's own tier with its configured limit (no item yet:
+	// full), then acme's stored level; a plain rule in a file's namespace.
+	dir := t.TempDir()
+	for name, yaml := range map[string]string{
+		"users.yaml": "domain: example\ndescriptors:\n  - key: user\n    entity: true\n    cascade: true\n    rate_limit: {unit: day, requests_per_unit: 5}\n",
+		"other.yaml": "namespace: elsewhere\ndomain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 7}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	via := show("-domain", "example", "-descriptor", "user=key-1", "-config_dir", dir)
+	if len(via) != 2 || via[0].Entity != "key-1" || via[0].Resource != "example" || via[1].Entity != "acme" || tokensOf(via)[0] != 5 || tokensOf(via)[1] != 10 {
+		t.Errorf("bucket show -config_dir (user=key-1) = %+v, want key-1's tier full at 5, then acme at 10", via)
+	}
+	out, err := run(t, env, "bucket", "show", "-domain", "other", "-descriptor", "k=v", "-config_dir", dir, "-o", "json")
+	if err != nil || !strings.Contains(out, `"namespace": "elsewhere"`) || !strings.Contains(out, `"entity": "k=v"`) || !strings.Contains(out, `"capacity": 7`) {
+		t.Errorf("bucket show -config_dir (k=v) = %s, %v, want the bucket k=v of namespace elsewhere with the rule's 7", out, err)
+	}
+	if _, err := run(t, env, "bucket", "show", "-domain", "nowhere", "-descriptor", "k=v", "-config_dir", dir); err == nil || !strings.Contains(err.Error(), "no rule of") {
+		t.Errorf("bucket show -config_dir of an unmatched request = %v, want no rule matches", err)
+	}
+
 	table, err := run(t, env, "bucket", "show", "-entity", "key-1", "-resource", "r")
 	if err != nil || !strings.HasPrefix(table, "LEVEL  ENTITY  RESOURCE  SHARD  LIMIT  TOKENS  CAPACITY  FULL IN") || !strings.Contains(table, "\n1      acme    r         all    rpm    8       10") {
 		t.Errorf("bucket show (table) = %q, %v", table, err)
 	}
 
-	out, err := run(t, env, "bucket", "reset", "-entity", "key-1", "-resource", "r", "-chain", "-principal", "carol")
+	out, err = run(t, env, "bucket", "reset", "-entity", "key-1", "-resource", "r", "-chain", "-principal", "carol")
 	want := "bucket \"key-1\" resource \"r\": reset to full on 1 shard (was rpd 3 of 5), by carol\n" +
 		"bucket \"acme\" resource \"r\": reset to full on 1 shard (was rpm 8 of 10), by carol\n"
 	if err != nil || out != want {
@@ -133,6 +159,7 @@ func TestBucketAndAuditAgainstLocal(t *testing.T) {
 		{"bucket", "show", "-domain", "d", "-descriptor", "novalue"},
 		{"bucket", "reset"},
 		{"audit", "list", "-entity", "e", "-o", "yaml"},
+		{"bucket", "show", "-entity", "e", "-resource", "r", "-config_dir", "x"},
 		{"namespace", "purge", "team-x"},
 	} {
 		if _, err := run(t, env, bad...); !errors.Is(err, admin.ErrUsage) {

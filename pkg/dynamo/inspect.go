@@ -21,8 +21,8 @@ type LimitState struct {
 	// Name is the limit's name (a name longer than 64 bytes escaped is
 	// stored hashed, and shows as "~" and its hash).
 	Name string
-	// Limit is the limit the shard is read with: the one given to Bucket,
-	// else the one its level was written with.
+	// Limit is the limit the shard is read with: the one its level was
+	// written with, else the one given to Bucket.
 	Limit tokenbucket.Limit
 	// Tokens is what the shard holds now: its share (1/ShardCount) of the
 	// level's tokens, negative in debt.
@@ -88,8 +88,9 @@ func (b BucketState) Total() map[string]LimitState {
 
 // Bucket reads every shard of key's bucket (strongly consistent; shard 0
 // first, which holds the shard count) and returns what each holds of every
-// limit its item stores and of every limit in limits (the limits a level
-// is read with when given; a limit the item does not store is full). It
+// limit its item stores (read with the limit its level was written with)
+// and of every other limit in limits (full, as a limit the item does not
+// store is, unless the shard was created empty by a doubling). It
 // never writes: a bucket read costs nothing of its tokens. Cost: one read
 // unit per shard.
 func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
@@ -151,19 +152,24 @@ func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]to
 }
 
 // shardLimits returns the limits to read a shard with, by attribute
-// prefix: those given, and every other limit the item stores with the
-// limit its level was written with (a level without a valid one is left
-// out: it cannot be read).
+// prefix: every limit the item stores, with the limit its level was
+// written with, and those given that it does not store (a level without a
+// valid limit is read with the one given, else left out: it cannot be
+// read).
 func shardLimits(img *image, limits map[string]tokenbucket.Limit) map[string]LimitState {
 	out := map[string]LimitState{}
 	for name, l := range limits {
 		out[limitPrefix(name)] = LimitState{Name: name, Limit: l}
 	}
 	for prefix, li := range img.limitsOrNil() {
-		if _, ok := out[prefix]; ok || li.Shape.Validate() != nil {
+		if li.Shape.Validate() != nil {
 			continue
 		}
-		out[prefix] = LimitState{Name: limitName(prefix), Limit: li.Shape}
+		name := limitName(prefix)
+		if given, ok := out[prefix]; ok {
+			name = given.Name
+		}
+		out[prefix] = LimitState{Name: name, Limit: li.Shape}
 	}
 	return out
 }
@@ -183,8 +189,8 @@ func limitName(prefix string) string {
 const resetAttempts = 3
 
 // ResetBucket refills every limit of key's bucket to its capacity on every
-// shard: every limit its items store (with the limit its level was written
-// with) and every limit in limits (written with it). It reads every shard,
+// shard: every limit its items store (the capacity of the limit its level
+// was written with) and every other limit in limits. It reads every shard,
 // then writes them and an audit record under key's entity (action
 // "bucket.reset", with the principal, see WithPrincipal) in one
 // TransactWriteItems: every shard's update is conditional on the item
@@ -244,7 +250,7 @@ func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*image, limits 
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("full on %d shards", n))})
+	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {

@@ -3,9 +3,15 @@ package dynamo_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -93,5 +99,73 @@ func TestBucketShowAndReset(t *testing.T) {
 				t.Errorf("Audit(nobody) = %+v, want none", recs)
 			}
 		})
+	}
+}
+
+// doublingRace is the fake with a shard doubling landing just before the
+// first TransactWriteItems: shard 0 of pk0's bucket gets shard count 2 and
+// shard pk1 is created empty, as another replica's doubling would.
+type doublingRace struct {
+	*dynamotest.Fake
+	pk0, pk1 string
+	done     atomic.Bool
+}
+
+func (d *doublingRace) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if !d.done.Swap(true) {
+		for _, u := range []struct {
+			pk, expr string
+		}{{d.pk0, "SET #n = :two"}, {d.pk1, "SET #n = :two, #e = :t"}} {
+			_, err := d.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String("t"), Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: u.pk}, "SK": &types.AttributeValueMemberS{Value: "#STATE"}},
+				UpdateExpression:          aws.String(u.expr),
+				ExpressionAttributeNames:  map[string]string{"#n": "shard_count", "#e": "empty_start"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":two": &types.AttributeValueMemberN{Value: "2"}, ":t": &types.AttributeValueMemberBOOL{Value: true}},
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return d.Fake.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestResetBucketRacesADoubling: a doubling that lands between the
+// reset's read and its write fails the reset's conditions (nothing of it
+// lands, its audit record neither); the reset reads again and refills both
+// shards, the new one created empty included, with one audit record.
+func TestResetBucketRacesADoubling(t *testing.T) {
+	ctx := context.Background()
+	d := &doublingRace{Fake: newFakeTable(t), pk0: "nops/BUCKET#tenant#r#0", pk1: "nops/BUCKET#tenant#r#1"}
+	c := newClock()
+	s := newStore(t, d, "t", c)
+	lim := mustLimit(t, 10, 24*time.Hour, 0)
+	key := cascade.Key{Namespace: "ops", Entity: "tenant", Resource: "r"}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rpd", Bucket: lim, Amount: 4 * tokenbucket.PerToken}}}
+	if dec, err := s.Acquire(ctx, p); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire() = %+v, %v", dec, err)
+	}
+	d.ResetCalls()
+	before, reset, err := s.ResetBucket(ctx, key, nil)
+	if err != nil || !reset {
+		t.Fatalf("ResetBucket() = %t, %v, want reset", reset, err)
+	}
+	if n := d.Calls("TransactWriteItems"); n != 2 {
+		t.Errorf("TransactWriteItems calls = %d, want 2: the first failed on the doubling, the second landed", n)
+	}
+	if before.ShardCount != 2 {
+		t.Errorf("ResetBucket() reset a bucket of %d shards, want the 2 it read again", before.ShardCount)
+	}
+	st, err := s.Bucket(ctx, key, map[string]tokenbucket.Limit{"rpd": lim})
+	if err != nil || st.ShardCount != 2 {
+		t.Fatalf("Bucket() = %+v, %v, want 2 shards", st, err)
+	}
+	for _, sh := range st.Shards {
+		if got := sh.Limits[0].Tokens; got != 5*tokenbucket.PerToken {
+			t.Errorf("shard %d holds %d after the reset, want its share 5 000 (the new shard no longer empty)", sh.Shard, got)
+		}
+	}
+	if recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"}); err != nil || len(recs) != 1 {
+		t.Errorf("Audit(tenant) = %+v, %v, want one record: the failed transaction wrote none", recs, err)
 	}
 }

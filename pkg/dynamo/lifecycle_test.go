@@ -123,3 +123,50 @@ func TestNamespaceLifecycle(t *testing.T) {
 		t.Errorf("Orphans() after purging stray = %+v, %v, want none (stray is registered, purged)", orphans, err)
 	}
 }
+
+// TestDeletedNamespaces: Refresh reads the registry records of the names
+// asked ("" the deployment's) and holds those deleted or purged; a
+// recovered namespace leaves the set; unregistered names are never in it;
+// a failed read keeps the set read last.
+func TestDeletedNamespaces(t *testing.T) {
+	ctx := context.Background()
+	f := dynamotest.NewFake()
+	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	s := newStore(t, f, "t", newClock())
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := s.RegisterNamespace(ctx, ns); err != nil {
+			t.Fatalf("RegisterNamespace(%s) = %v", ns, err)
+		}
+	}
+	d := dynamo.NewDeletedNamespaces("team-b")
+	names := []string{"", "team-a", "nowhere"}
+	check := func(step string, wantA, wantDeployment bool) {
+		t.Helper()
+		if err := d.Refresh(ctx, s, names); err != nil {
+			t.Fatalf("%s: Refresh() = %v", step, err)
+		}
+		if d.Deleted("team-a") != wantA || d.Deleted("") != wantDeployment || d.Deleted("team-b") != wantDeployment || d.Deleted("nowhere") {
+			t.Errorf("%s: Deleted(team-a, \"\", team-b, nowhere) = %t %t %t %t, want %t %t %t false (set %v)", step,
+				d.Deleted("team-a"), d.Deleted(""), d.Deleted("team-b"), d.Deleted("nowhere"), wantA, wantDeployment, wantDeployment, d.Names())
+		}
+	}
+	check("all active", false, false)
+	if _, err := s.DeleteNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	check("team-a deleted", true, false)
+	if _, err := s.DeleteNamespace(ctx, "team-b"); err != nil {
+		t.Fatal(err)
+	}
+	check("the deployment's deleted", true, true)
+	if _, err := s.RecoverNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	check("team-a recovered", false, true)
+	f.SetFail(func(context.Context, string) error { return errors.New("down") })
+	if err := d.Refresh(ctx, s, names); err == nil || !d.Deleted("") || d.Deleted("team-a") {
+		t.Errorf("Refresh() on a failing table = %v, set %v; want an error and the set read last", err, d.Names())
+	}
+}

@@ -28,7 +28,7 @@ const (
 	attrChangedAt = "changed_at"
 )
 
-// ErrNamespaceActive: a purge of a namespace the registry holds active
+// ErrNamespaceActive is the error of a purge of a namespace the registry holds active
 // (delete it first).
 var ErrNamespaceActive = errors.New("dynamo: namespace is active")
 
