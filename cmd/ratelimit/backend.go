@@ -41,6 +41,12 @@ type backend struct {
 	// another schema): the service then stops.
 	warmup func(context.Context) error
 	close  func()
+	// gate holds the namespaces the registry marks deleted (DynamoDB);
+	// nil on the embedded store, which has no registry.
+	gate service.NamespaceGate
+	// watch keeps gate current for the namespaces names returns, until
+	// ctx ends (DynamoDB).
+	watch func(ctx context.Context, names func() []string) error
 }
 
 // warmupCondition is what health awaits while a backend warms up.

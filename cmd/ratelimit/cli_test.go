@@ -47,6 +47,9 @@ func TestHelpEveryCommand(t *testing.T) {
 		{"namespace"}, {"namespace", "register"}, {"namespace", "list"},
 		{"limits"}, {"limits", "set"}, {"limits", "get"}, {"limits", "delete"},
 		{"entity"}, {"entity", "create"}, {"entity", "show"},
+		{"namespace", "show"}, {"namespace", "delete"}, {"namespace", "recover"}, {"namespace", "orphans"}, {"namespace", "purge"},
+		{"bucket"}, {"bucket", "show"}, {"bucket", "reset"},
+		{"audit"}, {"audit", "list"},
 	}
 	for _, p := range paths {
 		t.Run(strings.Join(p, " "), func(t *testing.T) {

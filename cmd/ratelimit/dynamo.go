@@ -43,6 +43,11 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		},
 		close: w.close,
 	}
+	deleted := dynamo.NewDeletedNamespaces(s.Namespace)
+	b.gate = deleted
+	b.watch = func(ctx context.Context, names func() []string) error {
+		return watchNamespaces(ctx, w, deleted, names, cfg.WithDefaults().ConfigCacheTTL, log)
+	}
 	if s.OnUnavailable == config.OnUnavailableLocal {
 		degraded(&b, w, s, reg, log)
 	}

@@ -36,6 +36,7 @@ func commands() []command {
 		{"serve", "serve the rate-limit service (the default when no command is given)"},
 		{"check-config", "load a descriptor directory and report every problem"},
 		{"settings", "list every setting, its default and meaning"},
+		{"aggregator", "DynamoDB: read the table's stream into usage snapshots"},
 	}
 	for _, g := range admin.Groups() {
 		cs = append(cs, command{g[0], g[1]})
@@ -131,6 +132,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return checkConfig(rest, getenv, stdout, stderr)
 	case "settings":
 		return printSettings(rest, stdout, stderr)
+	case "aggregator":
+		return runAggregator(ctx, rest, getenv, stdout, stderr)
 	}
 	for _, g := range admin.Groups() {
 		if cmd == g[0] {

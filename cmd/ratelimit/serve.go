@@ -119,7 +119,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
 		})
 	}
-	startBackend(bg, b, srv, fail)
+	startBackend(bg, b, src, srv, fail)
 	if certs != nil {
 		bg.start("tls", certs.Run)
 	}
@@ -165,6 +165,7 @@ func newService(s config.Settings, b backend, src configSource, m *metrics.Metri
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock ||
 			(s.OnUnavailable == config.OnUnavailableLocal && s.BackendType == config.BackendDynamoDB)),
 		service.WithHierarchy(b.hierarchy),
+		service.WithNamespaceGate(b.gate),
 		service.WithAdjuster(adj),
 		service.WithRequestLimits(service.RequestLimits{
 			Descriptors: s.RequestMaxDescriptors,
@@ -252,12 +253,18 @@ func (t *tasks) stop() {
 	t.wg.Wait()
 }
 
-// startBackend starts the backend's own work and its warm-up: a warm-up
-// that fails for good fails run (fail), one that succeeds meets health's
-// warm-up condition.
-func startBackend(bg *tasks, b backend, srv *server.Server, fail context.CancelCauseFunc) {
+// startBackend starts the backend's own work, its watch of the namespace
+// registry (for the namespaces src's rules name) and its warm-up: a
+// warm-up that fails for good fails run (fail), one that succeeds meets
+// health's warm-up condition.
+func startBackend(bg *tasks, b backend, src configSource, srv *server.Server, fail context.CancelCauseFunc) {
 	if b.run != nil {
 		bg.start("store", b.run)
+	}
+	if b.watch != nil {
+		bg.start("namespaces", func(ctx context.Context) error {
+			return b.watch(ctx, func() []string { return configNamespaces(src.current()) })
+		})
 	}
 	if b.warmup != nil {
 		bg.start("store", func(ctx context.Context) error {

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/user"
 	"strings"
+	"time"
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
@@ -109,6 +111,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	o.ns = s.Namespace
+	if o.principal == "" {
+		o.principal = defaultPrincipal(getenv)
+	}
 
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
@@ -116,7 +121,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	env := &cmdEnv{client: client, settings: s, opts: o, out: stdout, errOut: stderr}
 	if !v.noStore {
-		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: s.BackendTimeout})
+		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, minCallTimeout)}, dynamo.WithPrincipal(o.principal))
 		if err != nil {
 			return Explain(err, s)
 		}
@@ -124,6 +129,26 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		env.store = st
 	}
 	return Explain(v.run(ctx, env, rest), s)
+}
+
+// minCallTimeout is the least deadline of an admin command's calls
+// (BACKEND_TIMEOUT is a decision's budget, often a few milliseconds): the
+// store's admin calls have it already, and the walk up an entity's
+// ancestors (bucket show) gets it too.
+const minCallTimeout = 5 * time.Second
+
+// defaultPrincipal is who the audit records name when -principal is not
+// given: $USER, else the OS user running the command, else "unknown".
+// (On DynamoDB the caller's AWS identity would need an STS call; the
+// binary makes none.)
+func defaultPrincipal(getenv func(string) string) string {
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown"
 }
 
 // Explain rewrites an error from pkg/dynamo into what a user of the binary

@@ -71,6 +71,11 @@ type opts struct {
 	ns                       string
 	system, cascade          bool
 	entity, resource, parent string
+	principal                string // -principal: who the audit records name
+	output                   string // -o: table or json (usage: or chart)
+	domain, descriptor       string // a bucket named as a request names it
+	configDir                string // resolve domain and descriptor through these descriptor files
+	chain, yes               bool
 	usage                    usageOpts // usage list and summary
 }
 
@@ -89,8 +94,10 @@ var (
 	flagEntity   = flagSpec{"entity", "E", "an entity's scope (e.g. generic_key=demo, an API key, a tenant)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.entity, "entity", "", "") }}
 	flagResource = flagSpec{"resource", "R", "a resource's scope (e.g. a model or route); with -entity, that entity's limits on it", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }}
 	scopeFlags   = []flagSpec{flagSystem, flagEntity, flagResource}
-	scopeArg     = [2]string{"SCOPE", "-system | -resource R | -entity E [-resource R]"}
-	specArg      = [2]string{"SPEC", "name:rate[/sec|/min|/hour|/day][:burst], e.g. rpm:100/min or tpm:50000/min:80000; the rate is per second when no unit is given, the burst is the rate when not given"}
+	// flagPrincipal is on every command that writes an audit record.
+	flagPrincipal = flagSpec{"principal", "P", "who the audit record names as making the change (default: $USER, else the OS user)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.principal, "principal", "", "") }}
+	scopeArg      = [2]string{"SCOPE", "-system | -resource R | -entity E [-resource R]"}
+	specArg       = [2]string{"SPEC", "name:rate[/sec|/min|/hour|/day][:burst], e.g. rpm:100/min or tpm:50000/min:80000; the rate is per second when no unit is given, the burst is the rate when not given"}
 )
 
 var groups = []*group{
@@ -105,7 +112,7 @@ var groups = []*group{
 		noStore:  true,
 		run:      runTableCreate,
 	}}},
-	{name: "namespace", summary: "DynamoDB: register and list namespaces", verbs: []*verb{{
+	{name: "namespace", summary: "DynamoDB: register, list, delete, recover and purge namespaces", verbs: append([]*verb{{
 		name: "register", synopsis: "NAME", summary: "register a namespace (idempotent) and print its id",
 		about: "Records NAME in the table's namespace registry (namespace list) with\n" +
 			"an id it generates (12 hex digits), and prints both; registering a name\n" +
@@ -113,20 +120,23 @@ var groups = []*group{
 			"namespace's keys hold its name, so a namespace works whether it is\n" +
 			"registered or not.",
 		args:     argSpec{names: [][2]string{{"NAME", "the namespace's name"}}, of: "NAME", min: 1, max: 1},
+		flags:    []flagSpec{flagPrincipal},
 		examples: []string{"ratelimit namespace register team-a"},
 		run:      runNamespaceRegister,
 	}, {
 		name: "list", summary: "list registered namespaces with their ids",
-		about:    "Prints one line per registered namespace: its name and id, separated\nby a tab.",
+		about: "Prints one line per registered namespace: its name and id, separated\n" +
+			"by a tab; a namespace that is not active has a third column: its state\n" +
+			"and since when (deleted 2006-01-02T15:04:05Z).",
 		examples: []string{"ratelimit namespace list"},
 		run:      runNamespaceList,
-	}}},
+	}}, lifecycleVerbs...)},
 	{name: "limits", summary: "DynamoDB: set, get and delete stored limits", verbs: []*verb{{
 		name: "set", synopsis: "SCOPE SPEC...", summary: "store limits at a scope, merged over those already there",
 		about: "Stores each SPEC at SCOPE; a limit of the same name already stored is\n" +
 			"replaced, the others are kept. Every change writes an audit record.",
 		args:     argSpec{names: [][2]string{scopeArg, specArg}, of: "SPEC (name:rate[/unit][:burst])", min: 1, max: -1},
-		flags:    scopeFlags,
+		flags:    append(scopeFlags, flagPrincipal),
 		check:    checkSet,
 		examples: []string{"ratelimit limits set -entity 'generic_key=demo' -resource example default:5/min", "ratelimit limits set -system rpm:1000/min:1500"},
 		run:      runLimitsSet,
@@ -145,7 +155,7 @@ var groups = []*group{
 			"delete-item): the command says nothing was there and exits 0. Every\n" +
 			"change writes an audit record.",
 		args:     argSpec{names: [][2]string{scopeArg, {"NAME", "a limit's name, as in its SPEC (rpm in rpm:100/min)"}}, of: "NAME", max: -1},
-		flags:    scopeFlags,
+		flags:    append(scopeFlags, flagPrincipal),
 		check:    checkScopeOnly,
 		examples: []string{"ratelimit limits delete -resource example", "ratelimit limits delete -entity 'generic_key=demo' -resource example default"},
 		run:      runLimitsDelete,
@@ -163,6 +173,7 @@ var groups = []*group{
 		flags: []flagSpec{
 			{"parent", "P", "the parent entity's id", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.parent, "parent", "", "") }},
 			{"cascade", "", "debits of this entity's children cascade to it", func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.cascade, "cascade", false, "") }},
+			flagPrincipal,
 		},
 		examples: []string{"ratelimit entity create acme -cascade", "ratelimit entity create key-1 -parent acme"},
 		run:      runEntityCreate,
@@ -183,6 +194,8 @@ var groups = []*group{
 		examples: []string{"ratelimit entity show acme", "ratelimit entity show key-1 -resource example"},
 		run:      runEntityShow,
 	}}},
+	bucketGroup,
+	auditGroup,
 	usageGroup,
 }
 
@@ -276,7 +289,11 @@ func runNamespaceList(ctx context.Context, e *cmdEnv, _ []string) error {
 		fmt.Fprintln(e.errOut, "no namespaces registered (ratelimit namespace register NAME)")
 	}
 	for _, ns := range nss {
-		fmt.Fprintf(e.out, "%s\t%s\n", ns.Name, ns.ID)
+		if ns.State == dynamo.NamespaceActive {
+			fmt.Fprintf(e.out, "%s\t%s\n", ns.Name, ns.ID)
+			continue
+		}
+		fmt.Fprintf(e.out, "%s\t%s\t%s %s\n", ns.Name, ns.ID, ns.State, ns.Changed.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package admin implements the DynamoDB administration commands of the
-// ratelimit binary: table create, namespace register|list, limits
-// set|get|delete, entity create|show and usage list|summary, with their
-// help. Run parses one
+// ratelimit binary: table create, namespace
+// register|list|show|delete|recover|orphans|purge, limits set|get|delete,
+// entity create|show, bucket show|reset, audit list and usage list|summary,
+// with their help. Run parses one
 // command line, talks to the table through pkg/dynamo and writes
 // human-readable results to stdout.
 //
@@ -13,7 +14,9 @@
 // is a *UsageError (wrapping ErrUsage) naming the command whose help to
 // point at. Explain turns a missing table or missing credentials into what
 // to do. Deleting limits that are not stored succeeds and says so. Every
-// config change writes an audit record (pkg/dynamo does it).
+// change writes an audit record (pkg/dynamo does it) naming -principal,
+// else $USER, else the OS user. bucket show only reads; namespace purge
+// runs only with -yes.
 //
 // Run holds no state between calls and is safe for concurrent use.
 package admin

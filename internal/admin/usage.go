@@ -18,7 +18,7 @@ import (
 
 // usageOpts are the flags of usage list and usage summary.
 type usageOpts struct {
-	window, since, output string
+	window, since string
 }
 
 var usageFlags = []flagSpec{
@@ -26,7 +26,7 @@ var usageFlags = []flagSpec{
 	{"resource", "R", "one resource only (default: every resource the entity used)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
 	{"window", "W", "hourly, daily (default) or monthly snapshots", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.window, "window", string(dynamo.Daily), "") }},
 	{"since", "T", "from when: a time (2026-11-26T14:00:00Z), a date (2026-11-26) or an age (36h, 7d); default 24 hours, 30 days or 12 months ago by window", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.since, "since", "", "") }},
-	{"o", "FORMAT", "table (default), json or chart (a bar per row, scaled to the largest)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.output, "o", "table", "") }},
+	{"o", "FORMAT", "table (default), json or chart (a bar per row, scaled to the largest)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }},
 }
 
 var usageGroup = &group{name: "usage", summary: "DynamoDB: what an entity consumed, per hour, day or month", verbs: []*verb{{
@@ -59,10 +59,10 @@ func checkUsage(o *opts, _ []string) error {
 	if _, err := dynamo.ParseWindow(o.usage.window); err != nil {
 		return fmt.Errorf("-window %q: want hourly, daily or monthly", o.usage.window)
 	}
-	switch o.usage.output {
+	switch o.output {
 	case "table", "json", "chart":
 	default:
-		return fmt.Errorf("-o %q: want table, json or chart", o.usage.output)
+		return fmt.Errorf("-o %q: want table, json or chart", o.output)
 	}
 	if _, err := parseSince(o.usage.since, dynamo.Window(o.usage.window), time.Now()); err != nil {
 		return err
@@ -124,7 +124,7 @@ func runUsageList(ctx context.Context, e *cmdEnv, _ []string) error {
 	if err != nil {
 		return err
 	}
-	return writeUsage(e.out, e.opts.usage.output, listRows(snaps), fmt.Sprintf("entity %q: no %s usage since then", e.opts.entity, e.opts.usage.window))
+	return writeUsage(e.out, e.opts.output, listRows(snaps), fmt.Sprintf("entity %q: no %s usage since then", e.opts.entity, e.opts.usage.window))
 }
 
 func runUsageSummary(ctx context.Context, e *cmdEnv, _ []string) error {
@@ -132,7 +132,7 @@ func runUsageSummary(ctx context.Context, e *cmdEnv, _ []string) error {
 	if err != nil {
 		return err
 	}
-	return writeUsage(e.out, e.opts.usage.output, summaryRows(snaps), fmt.Sprintf("entity %q: no %s usage since then", e.opts.entity, e.opts.usage.window))
+	return writeUsage(e.out, e.opts.output, summaryRows(snaps), fmt.Sprintf("entity %q: no %s usage since then", e.opts.entity, e.opts.usage.window))
 }
 
 // listRows is one row per snapshot and limit, oldest first.

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
+	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/streampoll"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -170,6 +172,19 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 		t.Fatalf("Status() = %v", err)
 	}
 	rc.decide = rec.Take()
+
+	// aggregator: the stream poller over the records the decisions above
+	// wrote, applying their usage.
+	rec.Step("aggregator")
+	arn, err := st.StreamARN(ctx)
+	if err != nil {
+		t.Fatalf("StreamARN() = %v", err)
+	}
+	poll, stop := context.WithTimeout(ctx, 3*time.Second)
+	agg := aggregator.New(st)
+	_ = streampoll.New(dynamo.NewStreamsClient(client), st, agg, streampoll.Config{StreamARN: arn, Idle: 50 * time.Millisecond}).Run(poll)
+	stop()
+	rc.aggregator = rec.Take()
 	var transact bool
 	for _, c := range rc.decide {
 		transact = transact || c.Step == "decide hot (throttled)" && c.Action == "dynamodb:UpdateItem" && strings.HasSuffix(c.Keys[0], "#hot#r#1")
@@ -207,7 +222,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 }
 
 func logCalls(t *testing.T, rc roleCalls) {
-	for role, calls := range map[string][]call{"decide": rc.decide, "admin": rc.admin, "table-admin": rc.tableAdmin, "read-only": rc.readOnly} {
+	for role, calls := range map[string][]call{"decide": rc.decide, "admin": rc.admin, "table-admin": rc.tableAdmin, "read-only": rc.readOnly, "aggregator": rc.aggregator} {
 		seen := map[string]bool{}
 		for _, c := range calls {
 			s := c.Action + " " + c.Index + " " + c.Step

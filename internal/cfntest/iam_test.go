@@ -137,6 +137,9 @@ func (s statement) leadingOK(keys []string, tags map[string]string) bool {
 // resourceOf is the ARN a call is authorized on.
 func resourceOf(c call) string {
 	arn := "arn:aws:dynamodb:" + fakeRegion + ":" + fakeAccount + ":table/dynalimit"
+	if c.Stream {
+		return arn + "/stream/2026-01-01T00:00:00.000"
+	}
 	if c.Index != "" {
 		return arn + "/index/" + c.Index
 	}
@@ -259,7 +262,7 @@ func checkScoped(pol policy, calls []call, tagKey, ns string) []error {
 // roles maps each policy to the calls of its role and, for the scoped
 // ones, says so.
 type roleCalls struct {
-	decide, admin, adminScoped, tableAdmin, readOnly []call
+	decide, admin, adminScoped, tableAdmin, readOnly, aggregator []call
 }
 
 // checkAll checks every policy of the template against the recorded calls.
@@ -271,7 +274,7 @@ func checkAll(t testing.TB, src []byte, rc roleCalls, ns string) []error {
 		return []error{fmt.Errorf("NamespaceTagKey has no default")}
 	}
 	want := map[string]bool{"DecidePolicy": true, "AdminPolicy": true, "TableAdminPolicy": true, "ReadOnlyPolicy": true,
-		"DecideNamespacePolicy": true, "AdminNamespacePolicy": true, "ReadOnlyNamespacePolicy": true}
+		"DecideNamespacePolicy": true, "AdminNamespacePolicy": true, "ReadOnlyNamespacePolicy": true, "AggregatorPolicy": true}
 	var errs []error
 	for name := range pols {
 		if !want[name] {
@@ -289,6 +292,7 @@ func checkAll(t testing.TB, src []byte, rc roleCalls, ns string) []error {
 	errs = append(errs, checkExact(get("AdminPolicy"), rc.admin, nil)...)
 	errs = append(errs, checkExact(get("TableAdminPolicy"), rc.tableAdmin, nil)...)
 	errs = append(errs, checkExact(get("ReadOnlyPolicy"), rc.readOnly, nil)...)
+	errs = append(errs, checkExact(get("AggregatorPolicy"), rc.aggregator, nil)...)
 	errs = append(errs, checkScoped(get("DecideNamespacePolicy"), rc.decide, tagKey, ns)...)
 	errs = append(errs, checkScoped(get("AdminNamespacePolicy"), rc.adminScoped, tagKey, ns)...)
 	errs = append(errs, checkScoped(get("ReadOnlyNamespacePolicy"), rc.readOnly, tagKey, ns)...)

@@ -22,6 +22,7 @@ type call struct {
 	Index  string   // the index a Query reads ("" for the table)
 	Table  string   // the table named
 	Keys   []string // the partition keys named (for a Query on an index, the index's)
+	Stream bool     // a DynamoDB Streams call: on the table's stream
 }
 
 // recorder is an HTTP proxy in front of DynamoDB Local that notes every
@@ -48,8 +49,11 @@ func newRecorder(t testing.TB, endpoint string) *recorder {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+		api, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
 		calls := parseCall(op, body)
+		if strings.HasPrefix(api, "DynamoDBStreams_") {
+			calls = []call{{Action: "dynamodb:" + op, Stream: true}}
+		}
 		r.mu.Lock()
 		for i := range calls {
 			calls[i].Step = r.step

@@ -332,3 +332,81 @@ spec:
 		t.Fatalf("a valid ServiceAccount: %v, %v", objs, err)
 	}
 }
+
+// TestAggregatorDeployment: with aggregator.enabled on DynamoDB, the chart
+// runs the stream poller beside the service: `ratelimit aggregator` with
+// settings the binary knows, on the service's table, alive on /livez.
+func TestAggregatorDeployment(t *testing.T) {
+	objs := render(t, []string{"--set", "backend=dynamodb", "--set", "aggregator.enabled=true", "--set", "aggregator.replicas=2"})
+	var deps []*appsv1.Deployment
+	for _, o := range objs {
+		if d, ok := o.Value.(*appsv1.Deployment); ok {
+			deps = append(deps, d)
+		}
+	}
+	if len(deps) != 2 {
+		t.Fatalf("%d Deployments, want the service's and the aggregator's", len(deps))
+	}
+	var svc, agg *appsv1.Deployment
+	for _, d := range deps {
+		if strings.HasSuffix(d.Name, "-aggregator") {
+			agg = d
+		} else {
+			svc = d
+		}
+	}
+	if agg == nil || svc == nil {
+		t.Fatalf("Deployments %s and %s, want one named …-aggregator", deps[0].Name, deps[1].Name)
+	}
+	if r := agg.Spec.Replicas; r == nil || *r != 2 {
+		t.Errorf("aggregator replicas %v, want 2", r)
+	}
+	c := agg.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Args, []string{"aggregator"}) {
+		t.Errorf("aggregator args %q, want [aggregator]", c.Args)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	s, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil || s.Validate() != nil {
+		t.Fatalf("the aggregator's env does not load as valid settings: %v, %v", err, s.Validate())
+	}
+	svcEnv := map[string]string{}
+	for _, e := range svc.Spec.Template.Spec.Containers[0].Env {
+		svcEnv[e.Name] = e.Value
+	}
+	for _, k := range []string{"DYNAMODB_TABLE", "AWS_REGION", "NAMESPACE"} {
+		if env[k] != svcEnv[k] {
+			t.Errorf("%s: aggregator %q, service %q; want the same table", k, env[k], svcEnv[k])
+		}
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/livez" || p.HTTPGet.Port.String() != "metrics" {
+		t.Errorf("aggregator liveness probe %+v, want GET /livez on metrics", p)
+	}
+	// Neither the Service nor the service's Deployment selects the
+	// aggregator's pods.
+	pods := agg.Spec.Template.Labels
+	for _, o := range objs {
+		var sel map[string]string
+		switch v := o.Value.(type) {
+		case *corev1.Service:
+			sel = v.Spec.Selector
+		case *appsv1.Deployment:
+			if v == agg {
+				continue
+			}
+			sel = v.Spec.Selector.MatchLabels
+		default:
+			continue
+		}
+		selects := true
+		for k, v := range sel {
+			selects = selects && pods[k] == v
+		}
+		if selects {
+			t.Errorf("%s %v selects the aggregator's pods %v", o.Kind, sel, pods)
+		}
+	}
+}

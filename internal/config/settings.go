@@ -421,7 +421,7 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"DYNAMODB_ENDPOINT", "DynamoDB endpoint URL (e.g. DynamoDB Local); empty means AWS.", (*stringValue)(&s.DynamoDBEndpoint)},
 		{"AWS_REGION", "AWS region of the table.", (*stringValue)(&s.AWSRegion)},
 		{"NAMESPACE", "Namespace of this deployment's rules (those whose descriptor file names none) and admin commands: on a shared DynamoDB table, buckets, stored limits, entities and audit records of one namespace are invisible to another.", (*stringValue)(&s.Namespace)},
-		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store.", (*durationValue)(&s.ConfigCacheTTL)},
+		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store, and how often a replica reads the namespace registry: a namespace deleted with `ratelimit namespace delete` stops being decided within it.", (*durationValue)(&s.ConfigCacheTTL)},
 		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
 		{"USAGE_RETENTION", "How long a usage snapshot (hourly, daily, monthly) lives past the end of its window before DynamoDB's TTL deletes it; read by the usage aggregator (docs/usage.md).", (*durationValue)(&s.UsageRetention)},
 

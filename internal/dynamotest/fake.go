@@ -20,7 +20,8 @@ import (
 // REMOVE; =, <=,
 // >=, BETWEEN, AND, OR, attribute_exists,
 // attribute_not_exists, begins_with), ALL_NEW and ALL_OLD return values,
-// transactions with cancellation reasons, and queries on the table and GSI1.
+// transactions with cancellation reasons, queries on the table and GSI1,
+// scans (paged, filtered, projected) and batch writes.
 // It counts calls by operation and can inject failures. Safe for concurrent
 // use.
 type Fake struct {

@@ -293,7 +293,7 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 	t.Helper()
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"dynamodb", "envoy", "init", "ratelimit", "upstream"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"aggregator", "dynamodb", "envoy", "init", "ratelimit", "upstream"}; !slices.Equal(got, want) {
 		return []error{fmt.Errorf("services %v, want %v", got, want)}
 	}
 	svc := func(name string) types.ServiceConfig { return p.Services[name] }
@@ -309,9 +309,10 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 		"envoy": `^envoyproxy/envoy:v` + regexp.QuoteMeta(envoyPin[1]) + `$`,
 	}
 	built := map[string]struct{ image, target string }{
-		"init":      {"dynalimit:dev", "ratelimit"},
-		"ratelimit": {"dynalimit:dev", "ratelimit"},
-		"upstream":  {"dynalimit-upstream:dev", "upstream"},
+		"init":       {"dynalimit:dev", "ratelimit"},
+		"ratelimit":  {"dynalimit:dev", "ratelimit"},
+		"aggregator": {"dynalimit:dev", "ratelimit"},
+		"upstream":   {"dynalimit-upstream:dev", "upstream"},
 	}
 	for name, re := range pulled {
 		s := svc(name)
@@ -324,7 +325,7 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 		if s.Image != want.image {
 			fail("%s: image %q, want %q", name, s.Image, want.image)
 		}
-		if name == "ratelimit" {
+		if name == "ratelimit" || name == "aggregator" {
 			continue // init builds the image they share
 		}
 		if s.Build == nil {
@@ -343,11 +344,12 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 
 	// The order they start in, and who is run again.
 	deps := map[string]map[string]string{
-		"dynamodb":  {},
-		"init":      {"dynamodb": types.ServiceConditionStarted},
-		"ratelimit": {"init": types.ServiceConditionStarted},
-		"upstream":  {},
-		"envoy":     {"ratelimit": types.ServiceConditionStarted, "upstream": types.ServiceConditionStarted},
+		"dynamodb":   {},
+		"init":       {"dynamodb": types.ServiceConditionStarted},
+		"ratelimit":  {"init": types.ServiceConditionStarted},
+		"aggregator": {"init": types.ServiceConditionStarted},
+		"upstream":   {},
+		"envoy":      {"ratelimit": types.ServiceConditionStarted, "upstream": types.ServiceConditionStarted},
 	}
 	for name, want := range deps {
 		got := map[string]string{}
@@ -358,7 +360,7 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 			fail("%s: depends_on %v, want %v", name, got, want)
 		}
 	}
-	for _, name := range []string{"init", "ratelimit"} {
+	for _, name := range []string{"init", "ratelimit", "aggregator"} {
 		if r := svc(name).Restart; r != types.RestartPolicyOnFailure {
 			fail("%s: restart %q, want on-failure (DynamoDB Local and the table come up after them)", name, r)
 		}
@@ -366,11 +368,12 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 
 	// Published ports.
 	ports := map[string][]string{
-		"dynamodb":  {"127.0.0.1:8000:8000"},
-		"ratelimit": {"127.0.0.1:8080:8080", "127.0.0.1:8081:8081", "127.0.0.1:6070:6070"},
-		"envoy":     {":10000:10000", "127.0.0.1:9901:9901"},
-		"upstream":  nil,
-		"init":      nil,
+		"dynamodb":   {"127.0.0.1:8000:8000"},
+		"ratelimit":  {"127.0.0.1:8080:8080", "127.0.0.1:8081:8081", "127.0.0.1:6070:6070"},
+		"envoy":      {":10000:10000", "127.0.0.1:9901:9901"},
+		"upstream":   nil,
+		"init":       nil,
+		"aggregator": nil,
 	}
 	for name, want := range ports {
 		var got []string
@@ -393,10 +396,14 @@ func checkCompose(t *testing.T, p *types.Project, root string) []error {
 			fail("ratelimit: %s=%q, want %q", k, rl[k], v)
 		}
 	}
+	ag := composeEnv(svc("aggregator"))
 	for _, k := range []string{"BACKEND_TYPE", "DYNAMODB_ENDPOINT", "DYNAMODB_TABLE", "AWS_REGION", "NAMESPACE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
-		if rl[k] != in[k] {
-			fail("%s: ratelimit has %q, init %q: want the same table", k, rl[k], in[k])
+		if rl[k] != in[k] || rl[k] != ag[k] {
+			fail("%s: ratelimit has %q, init %q, aggregator %q: want the same table", k, rl[k], in[k], ag[k])
 		}
+	}
+	if cmd := svc("aggregator").Command; !slices.Equal(cmd, []string{"aggregator"}) {
+		fail("aggregator: command %q, want aggregator", cmd)
 	}
 	if rl["AWS_ACCESS_KEY_ID"] == "" || rl["AWS_SECRET_ACCESS_KEY"] == "" {
 		fail("ratelimit: want dummy AWS credentials")
@@ -570,9 +577,10 @@ func trimOutput(s string) string {
 // service's command and environment, the demo application with the
 // upstream's command, and Envoy with the compose bootstrap, each with its
 // addresses rewritten to loopback ports. Then the README's compose
-// commands must print what the README says.
+// commands must print what the README says, and the aggregator service
+// writes usage snapshots of those requests.
 func TestCompose(t *testing.T) {
-	envoytest.Scenario(t, "10 docker-compose.yml without containers: DynamoDB Local, table create, the service, the demo app and Envoy; the README's answers")
+	envoytest.Scenario(t, "10 docker-compose.yml without containers: DynamoDB Local, table create, the service, the demo app and Envoy; the README's answers; the aggregator's usage of them")
 	p, root := loadCompose(t)
 	svc := func(name string) types.ServiceConfig {
 		s, err := p.GetService(name)
@@ -693,5 +701,26 @@ func TestCompose(t *testing.T) {
 	t.Logf("envoy %s; the service answered %v requests by ON_UNAVAILABLE", st, unavailable)
 	if st.OverLimit == 0 || st.Error != 0 || unavailable != 0 {
 		t.Errorf("envoy %s, %v ON_UNAVAILABLE answers: want refusals decided on DynamoDB, no error", st, unavailable)
+	}
+	composeAggregator(t, bin, svc("aggregator"), rewrite(composeEnv(svc("aggregator"))))
+}
+
+// composeAggregator runs the compose file's aggregator service (its
+// command and environment, here) after the README's requests: it takes
+// the stream's lease and writes usage snapshots of them.
+func composeAggregator(t *testing.T, bin string, ag types.ServiceConfig, env []string) {
+	t.Helper()
+	debug := testutil.FreePort(t)
+	cmd := exec.Command(bin, ag.Command...)
+	cmd.Env = append(os.Environ(), append(env, "DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", debug))...)
+	testutil.StartProcess(t, "aggregator", cmd, testutil.Answers200(fmt.Sprintf("http://127.0.0.1:%d/livez", debug)))
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", debug)
+	var lease, writes float64
+	if !testutil.Eventually(30*time.Second, func() bool {
+		m := testutil.ScrapeMetrics(t, metricsURL)
+		lease, writes = m["ratelimit_aggregator_lease_held"], m["ratelimit_aggregator_snapshot_writes_total"]
+		return lease == 1 && writes > 0
+	}) {
+		t.Errorf("aggregator: lease held %v, snapshot writes %v after 30 s; want the lease and snapshots of the README's requests", lease, writes)
 	}
 }

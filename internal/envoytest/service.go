@@ -1,11 +1,7 @@
 package envoytest
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -53,29 +49,5 @@ func (s *Service) Stop() {
 // `ratelimit_decisions_total{code="OK",domain="edge"}`.
 func (s *Service) Metrics(t testing.TB) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.DebugPort))
-	if err != nil {
-		t.Fatalf("envoytest: service metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	out := make(map[string]float64)
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("envoytest: service metrics: %v", err)
-	}
-	return out
+	return testutil.ScrapeMetrics(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", s.DebugPort))
 }

@@ -7,7 +7,8 @@
 //   - each request descriptor is matched against the descriptor
 //     configuration; unknown domains and unmatched descriptors are OK with no
 //     current_limit, unlimited rules are OK without touching the store, and a
-//     limit with requests_per_unit 0 denies without touching the store;
+//     limit with requests_per_unit 0 denies without touching the store; a
+//     rule whose namespace is deleted (WithNamespaceGate) is unmatched;
 //   - hits are the descriptor's hits_addend when set (0 checks without
 //     debiting), else the request's hits_addend, else 1; is_negative_hits
 //     refunds them; a limit with charge: post, and by default a limit with

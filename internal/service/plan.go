@@ -35,6 +35,10 @@ func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, ite
 		}
 		r := &items[i].rule
 		r.match, r.matched = cfg.Match(domain, items[i].asked.entries)
+		if s.gone(r, ds[i].GetLimit() != nil) {
+			r.matched = false // its namespace is deleted: as if no rule matched
+			continue
+		}
 		if o := ds[i].GetLimit(); o != nil {
 			l, err := overrideLimit(o)
 			if err != nil {
@@ -55,6 +59,20 @@ func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, ite
 		r.quota = rr.QuotaMode
 	}
 	return nil
+}
+
+// gone reports whether the namespace gate holds the namespace of r's
+// bucket deleted: the rule's, or for a limit override the deployment's.
+func (s *Service) gone(r *rule, override bool) bool {
+	switch {
+	case s.gate == nil:
+		return false
+	case override:
+		return s.gate.Deleted("")
+	case r.matched:
+		return s.gate.Deleted(r.match.Rule.Namespace)
+	}
+	return false
 }
 
 // overrideLimit builds the limit of a descriptor's limit override.

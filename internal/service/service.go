@@ -34,7 +34,8 @@ const contendedRetry = 10 * time.Millisecond
 // Service answers ShouldRateLimit. Build it with New.
 type Service struct {
 	store     Store
-	hierarchy Hierarchy // stored entity ancestors; nil: configured chains only
+	hierarchy Hierarchy     // stored entity ancestors; nil: configured chains only
+	gate      NamespaceGate // deleted namespaces; nil: none
 	config    func() *descriptors.Config
 	metrics   *metrics.Metrics
 	log       *logrus.Entry
@@ -157,6 +158,11 @@ func WithDescriptorHitsCharge(on bool) Option {
 // entity of every cascading rule (see Hierarchy); without it only the
 // entity levels of the descriptor configuration are charged.
 func WithHierarchy(h Hierarchy) Option { return func(s *Service) { s.hierarchy = h } }
+
+// WithNamespaceGate makes the service answer the rules of the namespaces
+// g holds deleted as unmatched (see NamespaceGate); nil, the default,
+// decides for every namespace.
+func WithNamespaceGate(g NamespaceGate) Option { return func(s *Service) { s.gate = g } }
 
 // WithOnUnavailable sets what a decision is when the store fails: block
 // (OVER_LIMIT) when true, allow (OK, the default) when false. A store that

@@ -17,3 +17,16 @@ import (
 type Store interface {
 	Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error)
 }
+
+// NamespaceGate tells which namespaces the service no longer decides for:
+// those deleted in the DynamoDB store's namespace registry
+// (dynamo.DeletedNamespaces). A descriptor whose rule is in one is
+// answered as a descriptor no rule matches (OK, no bucket touched), and so
+// is a limit override while the deployment's namespace is deleted.
+// Implementations MUST be safe for concurrent use and cheap: the service
+// asks once per matched descriptor.
+type NamespaceGate interface {
+	// Deleted reports whether namespace ns ("" the deployment's) is
+	// deleted.
+	Deleted(ns string) bool
+}

@@ -216,34 +216,56 @@ func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
 	}
 }
 
-// AuditRecord is one config change.
+// AuditRecord is one change an operator made: of limits, entities,
+// namespaces, or a bucket reset.
 type AuditRecord struct {
 	ID     string // ULID: sorts by time
 	At     time.Time
-	Action string
+	Action string // "limits.set", "entity.put", "namespace.register", "bucket.reset", …
 	Scope  string
 	Before string
 	After  string
+	// Principal is who made the change, as the store that wrote it was
+	// told (WithPrincipal); empty when it was not.
+	Principal string
 }
+
+// Audit attributes.
+const (
+	attrAction    = "action"
+	attrScope     = "scope"
+	attrAt        = "at"
+	attrBefore    = "before"
+	attrAfter     = "after"
+	attrPrincipal = "principal"
+)
 
 // audit writes one audit record under the entity it concerns (or "_system"
 // and "_resource" for scopes without an entity).
 func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, after string) error {
-	now := s.now()
-	id := newULID(now)
-	item := itemKey(auditPK(ns, auditEntity(sc)), auditSK(id))
-	item["action"] = strAV(action)
-	item["scope"] = strAV(sc.String())
-	item["at"] = numAV(now.UnixMilli())
-	item["before"] = strAV(before)
-	item["after"] = strAV(after)
-	item[attrNamespace] = strAV(ns)
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
-	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
+	p := s.auditPut(ns, sc, action, before, after)
+	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item}); err != nil {
 		return classify("put audit", err)
 	}
 	return nil
+}
+
+// auditPut is the write of one audit record, for audit or a transaction.
+func (s *Store) auditPut(ns string, sc Scope, action, before, after string) *types.Put {
+	now := s.now()
+	item := itemKey(auditPK(ns, auditEntity(sc)), auditSK(newULID(now)))
+	item[attrAction] = strAV(action)
+	item[attrScope] = strAV(sc.String())
+	item[attrAt] = numAV(now.UnixMilli())
+	item[attrBefore] = strAV(before)
+	item[attrAfter] = strAV(after)
+	item[attrNamespace] = strAV(ns)
+	if s.principal != "" {
+		item[attrPrincipal] = strAV(s.principal)
+	}
+	return &types.Put{TableName: aws.String(s.cfg.Table), Item: item}
 }
 
 func auditEntity(sc Scope) string {
@@ -257,31 +279,39 @@ func auditEntity(sc Scope) string {
 	}
 }
 
-// Audit returns the audit records of an entity, oldest first. Pass
-// Scope{System: true} or Scope{Resource: r} for config changes without an
-// entity.
+// Audit returns the audit records of an entity (its limits, its record,
+// resets of its buckets), oldest first. Pass Scope{System: true} (limits
+// of the system scope, the namespace's registration and lifecycle) or
+// Scope{Resource: r} for changes without an entity.
 func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 	ns := s.nsOr(sc.Namespace)
-	cctx, cancel := s.adminCall(ctx)
-	defer cancel()
-	res, err := s.api.Query(cctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.cfg.Table),
-		KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
-		ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(auditPK(ns, auditEntity(sc))), ":s": strAV("#AUDIT#")},
-		ConsistentRead:            aws.Bool(true),
-	})
-	if err != nil {
-		return nil, classify("query audit", err)
-	}
-	out := make([]AuditRecord, 0, len(res.Items))
-	for _, it := range res.Items {
-		out = append(out, AuditRecord{
-			ID: strings.TrimPrefix(getS(it, attrSK), "#AUDIT#"), At: time.UnixMilli(getN(it, "at")),
-			Action: getS(it, "action"), Scope: getS(it, "scope"), Before: getS(it, "before"), After: getS(it, "after"),
+	var out []AuditRecord
+	var start map[string]types.AttributeValue
+	for {
+		cctx, cancel := s.adminCall(ctx)
+		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.cfg.Table),
+			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+			ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(auditPK(ns, auditEntity(sc))), ":s": strAV("#AUDIT#")},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
 		})
+		cancel()
+		if err != nil {
+			return nil, classify("query audit", err)
+		}
+		for _, it := range res.Items {
+			out = append(out, AuditRecord{
+				ID: strings.TrimPrefix(getS(it, attrSK), "#AUDIT#"), At: time.UnixMilli(getN(it, attrAt)),
+				Action: getS(it, attrAction), Scope: getS(it, attrScope), Before: getS(it, attrBefore), After: getS(it, attrAfter),
+				Principal: getS(it, attrPrincipal),
+			})
+		}
+		if start = res.LastEvaluatedKey; len(start) == 0 {
+			return out, nil
+		}
 	}
-	return out, nil
 }
 
 // newULID returns a ULID: 48 bits of unix ms and 80 random bits in
@@ -311,6 +341,11 @@ func newULID(t time.Time) string {
 type Namespace struct {
 	Name string
 	ID   string
+	// State is NamespaceActive, NamespaceDeleted or NamespacePurged.
+	State string
+	// Changed is when the state last changed (zero: never since it was
+	// registered).
+	Changed time.Time
 }
 
 // RegisterNamespace registers name (idempotent) and returns its record.
@@ -323,7 +358,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 		return Namespace{}, err
 	}
 	if len(item) > 0 {
-		return Namespace{Name: name, ID: getS(item, "id")}, nil
+		return namespaceOf(item), nil
 	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
@@ -350,7 +385,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 	if err := s.audit(ctx, name, Scope{System: true}, "namespace.register", "", "name="+name+" id="+id); err != nil {
 		return Namespace{}, err
 	}
-	return Namespace{Name: name, ID: id}, nil
+	return Namespace{Name: name, ID: id, State: NamespaceActive}, nil
 }
 
 // Namespaces lists registered namespaces by name.
@@ -372,7 +407,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]Namespace, error) {
 			return nil, classify("list namespaces", err)
 		}
 		for _, it := range res.Items {
-			out = append(out, Namespace{Name: getS(it, "name"), ID: getS(it, "id")})
+			out = append(out, namespaceOf(it))
 		}
 		if start = res.LastEvaluatedKey; len(start) == 0 {
 			return out, nil

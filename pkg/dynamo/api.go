@@ -14,6 +14,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -31,6 +32,10 @@ type API interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	// Scan and BatchWriteItem serve the admin commands only (namespace
+	// orphans and purge): the service's policy grants neither.
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
@@ -124,9 +129,14 @@ func classify(op string, err error) error {
 // NewClient returns a DynamoDB client for region (DefaultRegion when
 // empty), talking to endpoint when it is not empty (DynamoDB Local, or a VPC
 // endpoint). The client makes one attempt per call (the store's deadlines
-// bound every call, and a retry is the store's decision). For an endpoint outside amazonaws.com (DynamoDB Local)
-// it uses fixed local credentials and skips response-checksum validation:
-// DynamoDB Local's error responses carry no x-amz-crc32. optFns are applied
+// bound every call, and a retry is the store's decision). For an endpoint
+// outside amazonaws.com (DynamoDB Local) it uses the environment's
+// credentials as the AWS CLI finds them (keys, AWS_PROFILE or the default
+// profile, web identity, a container's endpoint; not the instance metadata
+// service), and LocalAccessKeyID only when there are none, so that it sees
+// the same DynamoDB Local database as `aws dynamodb --endpoint-url`; and it
+// skips response-checksum validation: DynamoDB Local's error responses
+// carry no x-amz-crc32. optFns are applied
 // after these (metrics.DynamoDB and tracing.DynamoDB instrument the client
 // this way).
 func NewClient(ctx context.Context, endpoint, region string, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
@@ -145,11 +155,16 @@ func NewClient(ctx context.Context, endpoint, region string, optFns ...func(*dyn
 			})),
 	}
 	if local {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+		// The instance metadata service is not asked for a local
+		// endpoint: off EC2 it only makes a start wait for its timeout.
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: load aws config: %w", err)
+	}
+	if local && !hasCredentials(ctx, cfg.Credentials) {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(LocalAccessKeyID, "local", "")
 	}
 	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		if endpoint != "" {
@@ -159,6 +174,29 @@ func NewClient(ctx context.Context, endpoint, region string, optFns ...func(*dyn
 			o.DisableValidateResponseChecksum = true
 		}
 	}}, optFns...)...), nil
+}
+
+// LocalAccessKeyID is the access key id NewClient signs with on a local
+// endpoint when the environment has no credentials. DynamoDB Local keeps
+// one database per access key id and region: `aws dynamodb --endpoint-url`
+// run with the same environment sees the same one.
+const LocalAccessKeyID = "local"
+
+// localCredentialsWait bounds the look for the environment's credentials
+// on a local endpoint (a profile's role or SSO may call AWS).
+const localCredentialsWait = 5 * time.Second
+
+// hasCredentials reports whether the default chain found credentials: keys
+// in the environment, a profile of the shared files, web identity, a
+// container's endpoint, a credential process.
+func hasCredentials(ctx context.Context, p aws.CredentialsProvider) bool {
+	if p == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, localCredentialsWait)
+	defer cancel()
+	c, err := p.Retrieve(ctx)
+	return err == nil && c.HasKeys()
 }
 
 func isLocalEndpoint(endpoint string) bool {

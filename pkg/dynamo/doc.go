@@ -224,6 +224,20 @@
 // decision that started it, linked to the others; the package itself
 // imports no tracing library.
 //
+// # Operators' calls
+//
+// Bucket reads every shard of a bucket (strongly consistent) and never
+// writes; ResetBucket refills every limit on every shard in one
+// TransactWriteItems with its audit record, each shard conditional on the
+// shard count read. Audit records name the principal the store was given
+// (WithPrincipal). A namespace's registry record carries its lifecycle
+// state (DeleteNamespace, RecoverNamespace: conditional updates, audited);
+// decisions do not read it, the service does (DeletedNamespaces, refreshed
+// by the binary every Config.ConfigCacheTTL). Orphans and PurgeNamespace scan the table
+// (there is no index by namespace) and PurgeNamespace deletes by
+// BatchWriteItem: the only callers of Scan and BatchWriteItem, which the
+// service never makes.
+//
 // A Store is safe for concurrent use; its goroutines (lane runners, reads
 // that fill the caches, the retrier of pending give-backs) end by Close.
 package dynamo

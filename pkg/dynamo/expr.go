@@ -14,12 +14,13 @@ import (
 // value goes through a placeholder (#a0, :v0, …): names built from user text
 // or from configured limit names never appear in the expression itself.
 type expr struct {
-	names  map[string]string
-	byName map[string]string
-	values map[string]types.AttributeValue
-	set    []string
-	add    []string
-	cond   []string
+	names   map[string]string
+	byName  map[string]string
+	values  map[string]types.AttributeValue
+	set     []string
+	add     []string
+	removes []string
+	cond    []string
 }
 
 func newExpr() *expr {
@@ -54,6 +55,9 @@ func (e *expr) addNum(attr string, v int64) {
 
 func (e *expr) condition(c string) { e.cond = append(e.cond, c) }
 
+// removeAttr removes an attribute (REMOVE).
+func (e *expr) removeAttr(attr string) { e.removes = append(e.removes, e.name(attr)) }
+
 func (e *expr) update() *string {
 	var parts []string
 	if len(e.set) > 0 {
@@ -61,6 +65,9 @@ func (e *expr) update() *string {
 	}
 	if len(e.add) > 0 {
 		parts = append(parts, "ADD "+strings.Join(e.add, ", "))
+	}
+	if len(e.removes) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(e.removes, ", "))
 	}
 	if len(parts) == 0 {
 		return nil

@@ -147,8 +147,8 @@ func TestConfigWithDefaults(t *testing.T) {
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
 			UsageRetention: dynamo.DefaultUsageRetention,
 		}},
-		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour},
-			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour}},
+		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true},
+			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true}},
 	}
 	for _, c := range cases {
 		if got := c.in.WithDefaults(); got != c.want {

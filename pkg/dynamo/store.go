@@ -178,6 +178,11 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // WithLogger sets the store's logger.
 func WithLogger(l *logrus.Entry) Option { return func(s *Store) { s.log = l } }
 
+// WithPrincipal sets who the audit records the store writes name as
+// having made the change (AuditRecord.Principal): an operator's name, a
+// role. Empty (the default) records none.
+func WithPrincipal(p string) Option { return func(s *Store) { s.principal = p } }
+
 // WithObserver sets the observer of the store's events.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
@@ -249,6 +254,9 @@ type Store struct {
 	// callCtx derives the context of a call the store makes on its own
 	// (WithCallContext); nil leaves it as it is.
 	callCtx func(call context.Context, decisions []context.Context) context.Context
+	// principal is who the audit records this store writes name
+	// (WithPrincipal).
+	principal string
 
 	// life ends at Close: it bounds the work that outlives a caller (batch
 	// writes, cold reads, compensations), and wg waits for that work.

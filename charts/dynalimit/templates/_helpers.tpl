@@ -36,6 +36,13 @@ app.kubernetes.io/name: {{ include "dynalimit.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* Selector labels of the aggregator's pods: never the service's, so that
+the Service and the service's Deployment do not select them. */}}
+{{- define "dynalimit.aggregatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "dynalimit.name" . }}-aggregator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
 {{/* Name of the ServiceAccount the pods run as. */}}
 {{- define "dynalimit.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}

@@ -1,0 +1,393 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+var (
+	bucketArg   = [2]string{"BUCKET", "-entity E -resource R | -domain D -descriptor KEY=VALUE[,KEY=VALUE…]"}
+	bucketFlags = []flagSpec{
+		{"entity", "E", "the bucket's entity, as 'entity show' and the rules name it (e.g. generic_key=demo, an API key); with a hierarchical rule, the entity followed by '#' and its branch", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.entity, "entity", "", "") }},
+		{"resource", "R", "the bucket's resource: the rule's domain, or the resource a stored limit names", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
+		{"domain", "D", "with -descriptor: the request's domain (the bucket's resource)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.domain, "domain", "", "") }},
+		{"descriptor", "KEY=VALUE,…", "with -domain: the request descriptor's entries, in order (the bucket's entity, escaped as the service escapes it)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.descriptor, "descriptor", "", "") }},
+		{"config_dir", "DIR", "with -domain and -descriptor: resolve the bucket through the descriptor files of DIR as serve does (its rule, namespace, tiers and limits); default CONFIG_DIR when set", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.configDir, "config_dir", "", "") }},
+	}
+	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
+)
+
+var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tokens without consuming, reset it to full", verbs: []*verb{{
+	name: "show", synopsis: "BUCKET", summary: "what a bucket holds now, on every shard and every level of its chain",
+	about: "Reads the bucket's items (strongly consistent, every shard) and prints\n" +
+		"what each limit holds now: its tokens of its capacity, the time until it\n" +
+		"is full, and the tokens consumed on it so far (the usage counter), in all\n" +
+		"and per shard when the bucket has several. For an entity in a hierarchy,\n" +
+		"the buckets of the ancestors its debits cascade to follow, one level each,\n" +
+		"with the limits stored for them. A read only: it consumes nothing and\n" +
+		"writes nothing (one read unit per shard). A bucket without an item is\n" +
+		"full: it has never been written, or it expired full.\n\n" +
+		"-domain and -descriptor name the bucket of a plain rule as the request\n" +
+		"would: the entity is the entries KEY=VALUE joined by '&', each escaped.\n" +
+		"With -config_dir (default: CONFIG_DIR when set) the request is matched\n" +
+		"against those descriptor files as serve matches it: the rule's\n" +
+		"namespace, its share_threshold, and for a hierarchical rule each\n" +
+		"configured tier (then, with cascade, the stored ancestors), each with\n" +
+		"the rule's limits.",
+	args:  argSpec{names: [][2]string{bucketArg}},
+	flags: append(append([]flagSpec{}, bucketFlags...), flagOutput),
+	check: checkBucket,
+	examples: []string{
+		"ratelimit bucket show -entity 'generic_key=demo' -resource example",
+		"ratelimit bucket show -domain example -descriptor generic_key=demo -o json",
+		"ratelimit bucket show -entity key-1 -resource gpt-4 -namespace team-a",
+	},
+	run: runBucketShow,
+}, {
+	name: "reset", synopsis: "BUCKET", summary: "refill every limit of a bucket to its capacity on every shard, audited",
+	about: "Refills every limit the bucket's items hold to its capacity, on every\n" +
+		"shard, in one DynamoDB transaction with an audit record (action\n" +
+		"bucket.reset, under the bucket's entity: 'ratelimit audit list -entity E')\n" +
+		"naming -principal and the bucket as it was. Each shard's write is\n" +
+		"conditional on the shard count read, so the reset lands on every shard or\n" +
+		"none (a shard doubling meanwhile: it reads again). The usage counters are\n" +
+		"kept. A bucket without an item is full: nothing is written. With -chain,\n" +
+		"the buckets of the ancestors its debits cascade to are reset too, each\n" +
+		"in its own transaction (with -config_dir: every tier the rule charges). Replicas that refused the bucket within the last\n" +
+		"second may answer from their rejection cache until that refusal's\n" +
+		"retry-after (at most a second). Cost: 2 write units per shard and 2 for\n" +
+		"the audit record.",
+	args: argSpec{names: [][2]string{bucketArg}},
+	flags: append(append([]flagSpec{}, bucketFlags...),
+		flagSpec{"chain", "", "also reset the buckets of the ancestors the bucket's debits cascade to", func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.chain, "chain", false, "") }},
+		flagPrincipal),
+	check: checkBucket,
+	examples: []string{
+		"ratelimit bucket reset -entity 'generic_key=demo' -resource example -principal alice",
+		"ratelimit bucket reset -entity key-1 -resource gpt-4 -chain",
+	},
+	run: runBucketReset,
+}}}
+
+// checkBucket checks that the bucket is named one way, whole.
+func checkBucket(o *opts, _ []string) error {
+	byKey := o.entity != "" || o.resource != ""
+	byRequest := o.domain != "" || o.descriptor != ""
+	switch {
+	case byKey && byRequest:
+		return errors.New("name the bucket by -entity and -resource, or by -domain and -descriptor, not both")
+	case !byKey && !byRequest:
+		return errors.New("missing BUCKET: name it by -entity E -resource R, or by -domain D -descriptor KEY=VALUE")
+	case byKey && (o.entity == "" || o.resource == ""):
+		return errors.New("a bucket is named by both -entity and -resource")
+	case byRequest && (o.domain == "" || o.descriptor == ""):
+		return errors.New("a bucket is named by both -domain and -descriptor")
+	case o.configDir != "" && !byRequest:
+		return errors.New("-config_dir resolves -domain and -descriptor: name the bucket by them")
+	}
+	if o.output != "" && o.output != "table" && o.output != "json" {
+		return fmt.Errorf("-o %s: want table or json", o.output)
+	}
+	_, err := bucketKey(o)
+	return err
+}
+
+// bucketKey is the bucket the flags name. A descriptor's entity is its
+// entries as the service writes a plain rule's (descriptors.Match.EntityID).
+func bucketKey(o *opts) (cascade.Key, error) {
+	if o.domain == "" {
+		return cascade.Key{Namespace: o.ns, Entity: o.entity, Resource: o.resource}, nil
+	}
+	entries, err := descriptorEntries(o.descriptor)
+	if err != nil {
+		return cascade.Key{}, err
+	}
+	return cascade.Key{Namespace: o.ns, Entity: descriptors.Match{Entries: entries}.EntityID(), Resource: o.domain}, nil
+}
+
+// descriptorEntries parses -descriptor's KEY=VALUE[,KEY=VALUE…].
+func descriptorEntries(desc string) ([]descriptors.Entry, error) {
+	var entries []descriptors.Entry
+	for _, kv := range strings.Split(desc, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-descriptor %q: want KEY=VALUE[,KEY=VALUE…], got %q", desc, kv)
+		}
+		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+	}
+	return entries, nil
+}
+
+// levelsOf returns the buckets the flags name: with -config_dir (or
+// CONFIG_DIR, for -domain and -descriptor), those
+// the matching rule charges, as serve resolves them (configured tiers, then
+// with cascade the stored ancestors above the top one); otherwise the
+// bucket named and, when chain, the stored ancestors its debits cascade to.
+func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error) {
+	dir := e.opts.configDir
+	if dir == "" && e.opts.domain != "" {
+		dir = e.settings.ConfigDirOverride // CONFIG_DIR, as serve reads it
+	}
+	if dir == "" {
+		key, _ := bucketKey(&e.opts)
+		if !chain {
+			return []bucketLevel{{key: key}}, nil
+		}
+		return chainOf(ctx, e.store, key)
+	}
+	cfg, err := e.settings.Loader()(dir)
+	if err != nil {
+		return nil, fmt.Errorf("-config_dir %s: %w", dir, err)
+	}
+	entries, _ := descriptorEntries(e.opts.descriptor) // checked by checkBucket
+	m, ok := cfg.Match(e.opts.domain, entries)
+	if !ok {
+		return nil, fmt.Errorf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", dir, e.opts.domain, e.opts.descriptor)
+	}
+	ns := m.Rule.Namespace
+	if ns == "" {
+		ns = e.opts.ns
+	}
+	if m.NumTiers() == 0 {
+		return []bucketLevel{{key: cascade.Key{Namespace: ns, Entity: m.EntityID(), Resource: e.opts.domain}, limits: configured(m.Rule.Limits)}}, nil
+	}
+	var out []bucketLevel
+	for _, t := range m.Tiers() {
+		out = append(out, bucketLevel{key: cascade.Key{Namespace: ns, Entity: t.Entity, Resource: t.Resource}, limits: configured(t.Limits)})
+	}
+	if !m.Rule.Cascade || !chain {
+		return out, nil
+	}
+	up, err := chainOf(ctx, e.store, out[len(out)-1].key)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, up[1:]...), nil
+}
+
+// configured returns the bucket limits of a rule's limits by storage name
+// (a limit that denies every hit has no bucket).
+func configured(ls []descriptors.Limit) map[string]tokenbucket.Limit {
+	out := map[string]tokenbucket.Limit{}
+	for _, l := range ls {
+		if !l.Deny {
+			out[l.ID] = l.Bucket
+		}
+	}
+	return out
+}
+
+// bucketLevel is one bucket of a chain: the bucket asked about (level 0)
+// or an ancestor its debits cascade to, with the limits stored for it.
+type bucketLevel struct {
+	key    cascade.Key
+	limits map[string]tokenbucket.Limit
+}
+
+// chainOf returns the bucket and the ancestors its debits cascade to.
+func chainOf(ctx context.Context, st *dynamo.Store, key cascade.Key) ([]bucketLevel, error) {
+	out := []bucketLevel{{key: key}}
+	anc, err := st.Ancestors(ctx, key, descriptors.MaxChain)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range anc {
+		lv := bucketLevel{key: a.Key, limits: map[string]tokenbucket.Limit{}}
+		for _, l := range a.Limits {
+			lv.limits[l.Name] = l.Bucket
+		}
+		out = append(out, lv)
+	}
+	return out, nil
+}
+
+func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
+	levels, err := levelsOf(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	states := make([]dynamo.BucketState, 0, len(levels))
+	for _, lv := range levels {
+		b, err := e.store.Bucket(ctx, lv.key, lv.limits)
+		if err != nil {
+			return err
+		}
+		states = append(states, b)
+	}
+	if e.opts.output == "json" {
+		return writeBucketsJSON(e.out, states)
+	}
+	writeBucketsTable(e.out, states)
+	return nil
+}
+
+func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
+	levels, err := levelsOf(ctx, e, e.opts.chain)
+	if err != nil {
+		return err
+	}
+	if !e.opts.chain {
+		levels = levels[:1]
+	}
+	for _, lv := range levels {
+		before, reset, err := e.store.ResetBucket(ctx, lv.key, lv.limits)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("bucket %q resource %q", lv.key.Entity, lv.key.Resource)
+		if !reset {
+			fmt.Fprintf(e.out, "%s: no item, the bucket is full: nothing to reset\n", name)
+			continue
+		}
+		fmt.Fprintf(e.out, "%s: reset to full on %d %s (was %s), by %s\n", name, before.ShardCount, plural(before.ShardCount, "shard"), holdings(before), e.opts.principal)
+	}
+	return nil
+}
+
+// holdings is each limit's tokens of its capacity, in all shards.
+func holdings(b dynamo.BucketState) string {
+	var parts []string
+	for _, l := range sortedTotal(b) {
+		parts = append(parts, fmt.Sprintf("%s %s of %s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity)))
+	}
+	if len(parts) == 0 {
+		return "no limits"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sortedTotal is b.Total() by limit name.
+func sortedTotal(b dynamo.BucketState) []dynamo.LimitState {
+	tot := b.Total()
+	out := make([]dynamo.LimitState, 0, len(tot))
+	for _, l := range tot {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// tokens writes millitokens as tokens, with the thousandths when there
+// are any.
+func tokens(m tokenbucket.Millitokens) string {
+	if m%tokenbucket.PerToken == 0 {
+		return fmt.Sprint(int64(m / tokenbucket.PerToken))
+	}
+	return fmt.Sprintf("%.3f", float64(m)/float64(tokenbucket.PerToken))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// writeBucketsTable writes one row per level and limit (shard "all"),
+// then one per shard when the bucket has several.
+func writeBucketsTable(w io.Writer, states []dynamo.BucketState) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEVEL\tENTITY\tRESOURCE\tSHARD\tLIMIT\tTOKENS\tCAPACITY\tFULL IN\tCONSUMED")
+	for i, b := range states {
+		head := fmt.Sprintf("%d\t%s\t%s", i, b.Key.Entity, b.Key.Resource)
+		total := sortedTotal(b)
+		if len(total) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\tfull (no item)\t-\t-\t-\n", head)
+			continue
+		}
+		for _, l := range total {
+			fmt.Fprintf(tw, "%s\tall\t%s\n", head, limitRow(l))
+		}
+		if b.ShardCount < 2 {
+			continue
+		}
+		for _, sh := range b.Shards {
+			for _, l := range sh.Limits {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", head, sh.Shard, limitRow(l))
+			}
+		}
+	}
+	_ = tw.Flush()
+}
+
+func limitRow(l dynamo.LimitState) string {
+	full := "full"
+	switch {
+	case l.FullIn >= time.Second:
+		full = l.FullIn.Round(time.Second).String()
+	case l.FullIn > 0:
+		full = l.FullIn.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity), full, tokens(tokenbucket.Millitokens(l.Consumed)))
+}
+
+// jsonLimit is a limit in bucket show's JSON: token counts in tokens
+// (thousandths as decimals).
+type jsonLimit struct {
+	Name     string  `json:"name"`
+	Tokens   float64 `json:"tokens"`
+	Capacity float64 `json:"capacity"`
+	Refill   string  `json:"refill"` // "amount/period"
+	FullInMs int64   `json:"full_in_ms"`
+	Consumed float64 `json:"consumed"`
+	Stored   bool    `json:"stored"`
+}
+
+type jsonShard struct {
+	Shard  int         `json:"shard"`
+	Exists bool        `json:"exists"`
+	Limits []jsonLimit `json:"limits"`
+}
+
+type jsonBucket struct {
+	Level      int         `json:"level"`
+	Namespace  string      `json:"namespace"`
+	Entity     string      `json:"entity"`
+	Resource   string      `json:"resource"`
+	ShardCount int         `json:"shard_count"`
+	At         time.Time   `json:"at"`
+	Limits     []jsonLimit `json:"limits"`
+	Shards     []jsonShard `json:"shards"`
+}
+
+func toJSONLimit(l dynamo.LimitState) jsonLimit {
+	t := func(m tokenbucket.Millitokens) float64 { return float64(m) / float64(tokenbucket.PerToken) }
+	return jsonLimit{
+		Name: l.Name, Tokens: t(l.Tokens), Capacity: t(l.Limit.Capacity), FullInMs: l.FullIn.Milliseconds(),
+		Refill: tokens(l.Limit.RefillAmount) + "/" + l.Limit.RefillPeriod.String(), Consumed: t(tokenbucket.Millitokens(l.Consumed)), Stored: l.Stored,
+	}
+}
+
+func writeBucketsJSON(w io.Writer, states []dynamo.BucketState) error {
+	out := make([]jsonBucket, 0, len(states))
+	for i, b := range states {
+		jb := jsonBucket{Level: i, Namespace: b.Key.Namespace, Entity: b.Key.Entity, Resource: b.Key.Resource, ShardCount: b.ShardCount, At: b.At.UTC(), Limits: []jsonLimit{}}
+		for _, l := range sortedTotal(b) {
+			jb.Limits = append(jb.Limits, toJSONLimit(l))
+		}
+		for _, sh := range b.Shards {
+			js := jsonShard{Shard: sh.Shard, Exists: sh.Exists, Limits: []jsonLimit{}}
+			for _, l := range sh.Limits {
+				js.Limits = append(js.Limits, toJSONLimit(l))
+			}
+			jb.Shards = append(jb.Shards, js)
+		}
+		out = append(out, jb)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

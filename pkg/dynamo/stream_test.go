@@ -1,0 +1,60 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+)
+
+// TestStreamLease: one poller holds the lease until its time passes; only
+// the holder moves a checkpoint.
+func TestStreamLease(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			api, table := b.api(t)
+			c := newClock()
+			s := newStore(t, api, table, c)
+			ctx := context.Background()
+			held := func(owner string) bool {
+				t.Helper()
+				ok, err := s.StreamLease(ctx, owner, 10*time.Second)
+				if err != nil {
+					t.Fatalf("StreamLease(%s) = %v", owner, err)
+				}
+				return ok
+			}
+			if !held("a") {
+				t.Fatal("a could not take a free lease")
+			}
+			if !held("a") {
+				t.Fatal("a could not renew its lease")
+			}
+			if held("b") {
+				t.Fatal("b took a's lease before its time passed")
+			}
+			if err := s.SetStreamCheckpoint(ctx, "b", "shard-1", dynamo.Checkpoint{Sequence: "9"}); !errors.Is(err, dynamo.ErrConflict) {
+				t.Errorf("b's checkpoint without the lease = %v, want ErrConflict", err)
+			}
+			if err := s.SetStreamCheckpoint(ctx, "a", "shard-1", dynamo.Checkpoint{Sequence: "7"}); err != nil {
+				t.Fatalf("a's checkpoint = %v", err)
+			}
+			c.Advance(11 * time.Second)
+			if !held("b") {
+				t.Fatal("b could not take the lease after a's time passed")
+			}
+			if err := s.SetStreamCheckpoint(ctx, "a", "shard-1", dynamo.Checkpoint{Sequence: "3", Closed: true}); !errors.Is(err, dynamo.ErrConflict) {
+				t.Errorf("a's checkpoint after losing the lease = %v, want ErrConflict", err)
+			}
+			cp, err := s.StreamCheckpoint(ctx, "shard-1")
+			if err != nil || cp != (dynamo.Checkpoint{Sequence: "7"}) {
+				t.Errorf("checkpoint = %+v, %v; want sequence 7, open", cp, err)
+			}
+			if owner, _, err := s.StreamLeaseHolder(ctx); err != nil || owner != "b" {
+				t.Errorf("holder = %q, %v; want b", owner, err)
+			}
+		})
+	}
+}
