@@ -75,13 +75,7 @@ func TestAggregatorExactUsage(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeConfig(t, dir, "usage.yaml", usageConfig)
-	svc := startBinary(t, dir, env...)
-	cc, err := grpc.NewClient(svc.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	client := pb.NewRateLimitServiceClient(cc)
+	client := rlsClient(t, startBinary(t, dir, env...))
 	chain := &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}, {Key: "project", Value: "web"}, {Key: "api_key", Value: "k1"}}}
 	loads := []usageLoad{
 		{n: 400, cost: 1, d: descriptor("generic_key", "plain"), entities: []string{"generic_key=plain"}},
@@ -168,6 +162,17 @@ func TestAggregatorExactUsage(t *testing.T) {
 		t.Fatalf("after the load: hourly usage %v, want %v", got(dynamo.Hourly), want)
 	}
 	t.Logf("load: %d decisions in 3 s (%.0f/s); usage exact %v after the last one", admitted.Load(), float64(admitted.Load())/3, time.Since(last).Round(time.Millisecond))
+}
+
+// rlsClient dials p's gRPC port (closed when t ends).
+func rlsClient(t *testing.T, p *proc) pb.RateLimitServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return pb.NewRateLimitServiceClient(cc)
 }
 
 // lastLines returns the last n lines of s.

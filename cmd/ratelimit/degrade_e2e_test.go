@@ -11,8 +11,6 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/testutil"
@@ -223,12 +221,7 @@ func TestWarmingDecidesLocally(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
 	p := startBinaryUnready(t, dir, env...)
-	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	client := pb.NewRateLimitServiceClient(cc)
+	client := rlsClient(t, p)
 	var codes []pb.RateLimitResponse_Code
 	for range 5 {
 		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
