@@ -33,12 +33,14 @@ func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) ca
 		if refuses(d) && it.refuseMs > now {
 			refuseUntil = max(refuseUntil, it.refuseMs)
 		}
-		l := s.limitOf(it, d, n, now)
-		if refuses(d) && s.seer != nil {
-			if _, _, refused := s.seer.LastSeen(d); refused {
-				refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
-			}
+		var sn seen
+		if s.seer != nil {
+			sn.tokens, sn.ok, sn.refused = s.seer.LastSeen(d)
 		}
+		if refuses(d) && sn.refused {
+			refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
+		}
+		l := limitOf(it, d, n, now, sn)
 		j := indexOf(lims, l)
 		if j < 0 {
 			j = len(lims)
@@ -126,18 +128,16 @@ func (s *Store) owe(l *limit, d *cascade.Debit, landed map[cascade.Key]bool) {
 }
 
 // limitOf returns it's local bucket for d's limit, made for a fleet of n:
-// a new one starts from what the shared store last showed (divided by n;
-// full when it showed nothing), and one made for another limit or fleet
+// a new one starts from sn, what the shared store last showed (divided by
+// n; full when it showed nothing), and one made for another limit or fleet
 // size keeps its tokens in proportion.
-func (s *Store) limitOf(it *item, d *cascade.Debit, n int, now int64) *limit {
+func limitOf(it *item, d *cascade.Debit, n int, now int64, sn seen) *limit {
 	l := it.limits[d.Limit]
 	if l == nil {
 		l = &limit{bucket: d.Bucket, n: n, local: divide(d.Bucket, n)}
 		l.state = l.local.Full(now)
-		if s.seer != nil {
-			if tokens, seen, _ := s.seer.LastSeen(d); seen {
-				l.state = l.local.Holding(tokens/tokenbucket.Millitokens(n), now)
-			}
+		if sn.ok {
+			l.state = l.local.Holding(sn.tokens/tokenbucket.Millitokens(n), now)
 		}
 		it.limits[d.Limit] = l
 		return l
@@ -149,6 +149,13 @@ func (s *Store) limitOf(it *item, d *cascade.Debit, n int, now int64) *limit {
 		l.state = l.local.Holding(whole/tokenbucket.Millitokens(n), now)
 	}
 	return l
+}
+
+// seen is what the shared store last showed of a debit's bucket (Seer),
+// asked once per debit of a local decision.
+type seen struct {
+	tokens      tokenbucket.Millitokens
+	ok, refused bool
 }
 
 // oneToken is the least capacity of a local bucket whose shared one holds

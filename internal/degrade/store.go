@@ -187,12 +187,11 @@ var _ interface {
 // store's for a plan it cannot hold (cascade.ErrInvalid) and the caller's
 // own cancellation.
 func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error) {
-	if s.tracked.Load() > 0 && s.anyDegraded(plan) {
-		s.mu.Lock()
-		dec := s.decideLocked(plan, nil)
-		s.mu.Unlock()
-		s.cfg.Observer.Local(dec.Admitted)
-		return dec, nil
+	if s.tracked.Load() > 0 {
+		if dec, ok := s.decideIfDegraded(plan); ok {
+			s.cfg.Observer.Local(dec.Admitted)
+			return dec, nil
+		}
 	}
 	dec, err := s.shared.Acquire(ctx, plan)
 	if err == nil {
@@ -213,16 +212,17 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	return dec, nil
 }
 
-// anyDegraded reports whether an item of plan is degraded.
-func (s *Store) anyDegraded(plan *cascade.Plan) bool {
+// decideIfDegraded decides plan locally when an item of it is degraded,
+// under one hold of the lock; false when none is.
+func (s *Store) decideIfDegraded(plan *cascade.Plan) (cascade.Decision, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range plan.Debits {
 		if it := s.items[plan.Debits[i].Key]; it != nil && it.degraded {
-			return true
+			return s.decideLocked(plan, nil), true
 		}
 	}
-	return false
+	return cascade.Decision{}, false
 }
 
 // degrade marks the items err names as failed (every item of plan when it
