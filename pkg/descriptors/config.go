@@ -39,9 +39,17 @@ type Limit struct {
 	// Deny is set for requests_per_unit: 0: every hit is over the limit.
 	// Bucket is the zero Limit then.
 	Deny bool
-	// Bucket is tokenbucket.Rate(RequestsPerUnit, Period(), Burst).
+	// Bucket is tokenbucket.Rate(RequestsPerUnit, Period(), Burst), or for
+	// a calendar budget tokenbucket.Budget (its Calendar is set).
 	Bucket tokenbucket.Limit
+	// Money: the limit counts micro-dollars (one token is one micro-dollar),
+	// charged at the domain's prices (PriceTable).
+	Money bool
 }
+
+// IsBudget reports whether l is a calendar budget: RequestsPerUnit granted
+// whole at the start of each calendar period (Unit), not refilled.
+func (l Limit) IsBudget() bool { return !l.Bucket.Calendar.IsZero() }
 
 // Period returns the limit's period, Unit.Duration()·UnitMultiplier.
 func (l Limit) Period() time.Duration {
@@ -151,6 +159,7 @@ type Config struct {
 	rules    []*Rule
 	warnings []Problem
 	adjust   map[string]*adjustments // by domain
+	prices   map[string]*PriceTable  // by domain
 }
 
 type pairKey struct{ key, value string }

@@ -14,13 +14,16 @@ var keysAt = []struct {
 	where string
 	keys  []string
 }{
-	{"at the top level", []string{"domain", "descriptors", "namespace", "adjustments"}},
-	{"in a descriptor", []string{"key", "value", "rate_limit", "limits", "descriptors", "metadata",
+	{"at the top level", []string{"domain", "descriptors", "namespace", "adjustments", "prices"}},
+	{"in a descriptor", []string{"key", "value", "rate_limit", "limits", "budget", "descriptors", "metadata",
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold",
 		"entity", "resource", "cascade"}},
 	{"in rate_limit", append(limitKeys(), "unlimited", "replaces")},
 	{"in a replaces entry", []string{"name"}},
-	{"in limits entry", limitKeys()},
+	{"in limits entry", append(limitKeys(), "budget")},
+	{"in budget", budgetKeys()},
+	{"in prices", priceKeys()},
+	{"in a price", onePriceKeys()},
 	{"in an adjustment's cost", []string{"header", "trailer", "metadata"}},
 	{"in an adjustment's descriptor", []string{"key", "value"}},
 	{"in an adjustment", []string{"limit", "descriptor", "cost"}},

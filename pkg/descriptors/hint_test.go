@@ -19,6 +19,9 @@ var places = map[string]string{
 	"in an adjustment's cost":       "domain: d\nadjustments:\n  - limit: a\n    cost:\n      %s: x\n",
 	"in cost metadata":              "domain: d\nadjustments:\n  - limit: a\n    cost:\n      metadata:\n        %s: x\n",
 	"in an adjustment's descriptor": "domain: d\nadjustments:\n  - limit: a\n    descriptor:\n      - %s: x\n",
+	"in budget":                     "domain: d\ndescriptors:\n  - key: k\n    budget:\n      total: 1\n      per: day\n      %s: x\n",
+	"in prices":                     "domain: d\nprices:\n  %s: x\n",
+	"in a price":                    "domain: d\nprices:\n  models:\n    m:\n      %s: x\n",
 }
 
 // TestKeysAtAreKnown: every key a hint may suggest is one the parser
@@ -54,6 +57,9 @@ func TestUnknownKeyHint(t *testing.T) {
 		{"in an adjustment's descriptor", "vale", "config error, unknown key 'vale' in an adjustment's descriptor; did you mean 'value'?"},
 		{"at the top level", "adjustment", "config error, unknown key 'adjustment'; did you mean 'adjustments'?"},
 		{"in a descriptor", "zzzzzz", "config error, unknown key 'zzzzzz'\n"},
+		{"in budget", "zome", "config error, unknown key 'zome' in budget; did you mean 'zone'?"},
+		{"in prices", "model", "config error, unknown key 'model' in prices; did you mean 'models'?"},
+		{"in a price", "outptu", "config error, unknown key 'outptu' in a price; did you mean 'output'?"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]File{{Name: "f.yaml", Data: fmt.Appendf(nil, places[tt.where], tt.key)}}, Options{})

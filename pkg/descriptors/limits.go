@@ -188,6 +188,22 @@ func (b *builder) rateLimit(p pair, m *yaml.Node) *Rule {
 	return r
 }
 
+// entryBudget builds the budget of a limits entry, which holds its name
+// and nothing else beside it.
+func (b *builder) entryBudget(p pair, f *limitFields) (Limit, bool) {
+	for k, line := range f.lines {
+		if k != "name" {
+			b.errorf(line, k, "a limits entry with a budget holds only its name beside it; %s goes inside the budget or not at all", k)
+			return Limit{}, false
+		}
+	}
+	bf, ok := b.readBudget(p, f.name)
+	if !ok {
+		return Limit{}, false
+	}
+	return b.buildBudget(bf)
+}
+
 func (b *builder) limitList(p pair) *Rule {
 	items := b.list(p)
 	if len(p.v.Content) == 0 && (p.v.Kind == yaml.SequenceNode || p.v.Tag == "!!null") {
@@ -200,9 +216,14 @@ func (b *builder) limitList(p pair) *Rule {
 	for _, item := range items {
 		f := limitFields{line: item.Line}
 		unitLine := item.Line
+		var budget *pair
 		for _, q := range b.pairs(item) {
 			if q.name == "unit" {
 				unitLine = q.k.Line
+			}
+			if q.name == "budget" {
+				budget = &q
+				continue
 			}
 			if !b.limitField(&f, q) {
 				b.errorf(q.k.Line, q.name, "config error, unknown key '%s' in limits entry%s", q.name, didYouMean(q.name, "in limits entry"))
@@ -224,6 +245,14 @@ func (b *builder) limitList(p pair) *Rule {
 			continue
 		}
 		seen[f.name] = true
+		if budget != nil {
+			l, good := b.entryBudget(*budget, &f)
+			if good {
+				r.Limits = append(r.Limits, l)
+			}
+			ok = ok && good
+			continue
+		}
 		u, validUnit := ParseUnit(f.unit)
 		if !validUnit {
 			b.errorf(unitLine, "unit", "invalid rate limit unit '%s': %s", f.unit, unitList)

@@ -75,6 +75,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 		b.file(f)
 	}
 	adjust := b.resolveAdjustments()
+	b.checkMoney()
 	if len(b.problems) > 0 {
 		return nil, &Error{Problems: b.problems, descriptorDir: b.bootstrapHint()}
 	}
@@ -84,6 +85,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 		rules:    b.rules,
 		warnings: b.warnings,
 		adjust:   adjust,
+		prices:   b.prices,
 	}, nil
 }
 
@@ -113,6 +115,7 @@ type builder struct {
 	rules    []*Rule
 	warnings []Problem
 	adjust   map[string]*adjustments // as read, by domain
+	prices   map[string]*PriceTable  // by domain
 
 	// per file
 	ns     string
@@ -209,8 +212,8 @@ func (b *builder) file(f File) {
 			b.descFiles = append(b.descFiles, b.fileName)
 		}
 	}()
-	var descNode, adjNode *yaml.Node
-	var adjPair pair
+	var descNode, adjNode, priceNode *yaml.Node
+	var adjPair, pricePair pair
 	domainLine := root.Line
 	for _, p := range b.pairs(root) {
 		switch p.name {
@@ -223,6 +226,8 @@ func (b *builder) file(f File) {
 			descNode = p.v
 		case "adjustments":
 			adjNode, adjPair = p.v, p
+		case "prices":
+			priceNode, pricePair = p.v, p
 		case "namespace":
 			if s, ok := b.str(p); ok {
 				if !namespaceRE.MatchString(s) {
@@ -238,6 +243,9 @@ func (b *builder) file(f File) {
 	if adjNode != nil {
 		b.adjustmentList(adjPair)
 	}
+	if priceNode != nil {
+		b.priceList(pricePair)
+	}
 	if b.opts.AdjustmentsOnly {
 		if descNode != nil {
 			// The rules arrive over xDS; a file's own are not served, as
@@ -250,8 +258,8 @@ func (b *builder) file(f File) {
 		}
 		return
 	}
-	if adjNode != nil && descNode == nil && b.domain != "" {
-		return // adjustments for a domain whose rules are in another file
+	if (adjNode != nil || priceNode != nil) && descNode == nil && b.domain != "" {
+		return // adjustments or prices for a domain whose rules are in another file
 	}
 	var root2 *node
 	switch {
@@ -288,6 +296,7 @@ func (b *builder) unknown(p pair, where string) {
 type descriptor struct {
 	key, value                     string
 	rateLimit, limits, descriptors *pair
+	budget                         *pair
 	metadata                       *pair
 	shadow, quota, detailed        bool
 	valueToMetric, share           bool
@@ -370,6 +379,8 @@ func (b *builder) decodeDescriptor(item *yaml.Node) descriptor {
 			d.rateLimit = &p
 		case "limits":
 			d.limits = &p
+		case "budget":
+			d.budget = &p
 		case "descriptors":
 			d.descriptors = &p
 		case "metadata":
@@ -449,6 +460,10 @@ func (b *builder) descriptorRule(d descriptor, levels []Level, above []*Rule, fu
 	switch {
 	case d.rateLimit != nil && d.limits != nil:
 		b.errorf(d.limits.k.Line, "limits", "a descriptor has either rate_limit or limits, not both")
+	case d.budget != nil && (d.rateLimit != nil || d.limits != nil):
+		b.errorf(d.budget.k.Line, "budget", "a descriptor has one of rate_limit, limits and budget (a limits entry can hold a budget)")
+	case d.budget != nil:
+		r = b.budgetRule(*d.budget)
 	case d.rateLimit != nil:
 		if m := b.mapping(*d.rateLimit); m != nil {
 			r = b.rateLimit(*d.rateLimit, m)

@@ -28,6 +28,7 @@ var (
 	ErrCapacity = errors.New("tokenbucket: capacity must be between 1 millitoken and MaxMillitokens")
 	ErrRefill   = errors.New("tokenbucket: refill amount must be between 1 millitoken and MaxMillitokens")
 	ErrPeriod   = errors.New("tokenbucket: refill period must be a whole number of milliseconds between 1 ms and MaxPeriod")
+	ErrBudget   = errors.New("tokenbucket: a calendar budget is built by Budget")
 )
 
 // Limit describes one bucket: it holds at most Capacity and gains
@@ -38,6 +39,9 @@ type Limit struct {
 	Capacity     Millitokens
 	RefillAmount Millitokens
 	RefillPeriod time.Duration
+	// Calendar, when set, makes the limit a calendar budget (see Budget):
+	// its clock counts the calendar's periods instead of milliseconds.
+	Calendar Calendar
 }
 
 // NewLimit validates and returns a Limit.
@@ -58,6 +62,8 @@ func (l Limit) Validate() error {
 		return ErrRefill
 	case l.RefillPeriod < time.Millisecond || l.RefillPeriod > MaxPeriod || l.RefillPeriod%time.Millisecond != 0:
 		return ErrPeriod
+	case !l.Calendar.IsZero() && (l.RefillPeriod != time.Millisecond || (l.RefillAmount != l.Capacity && l.RefillAmount != MaxMillitokens)):
+		return ErrBudget
 	}
 	return nil
 }
@@ -93,8 +99,18 @@ type State struct {
 
 func (l Limit) periodMs() int64 { return int64(l.RefillPeriod / time.Millisecond) }
 
-// at is t·RefillAmount: the level of a bucket that is empty at t.
-func (l Limit) at(nowMs int64) Int128 { return Mul(nowMs, int64(l.RefillAmount)) }
+// at is t·RefillAmount: the level of a bucket that is empty at t (t in
+// the limit's clock).
+func (l Limit) at(nowMs int64) Int128 { return Mul(l.clock(nowMs), int64(l.RefillAmount)) }
+
+// clock is the limit's time at unix millisecond nowMs: nowMs itself, or
+// for a calendar budget the index of the period holding it.
+func (l Limit) clock(nowMs int64) int64 {
+	if l.Calendar.IsZero() {
+		return nowMs
+	}
+	return l.Calendar.Index(nowMs)
+}
 
 // span is n·RefillPeriod: what n millitokens add to a level.
 func (l Limit) span(n Millitokens) Int128 { return Mul(int64(n), l.periodMs()) }
@@ -155,7 +171,11 @@ func (l Limit) TimeToFull(s State, nowMs int64) time.Duration {
 // FullAt returns the first unix millisecond at which the bucket is full
 // again (saturating): when a store may forget it.
 func (l Limit) FullAt(s State) int64 {
-	return s.X.Add(l.span(l.Capacity)).divCeil(int64(l.RefillAmount))
+	t := s.X.Add(l.span(l.Capacity)).divCeil(int64(l.RefillAmount))
+	if l.Calendar.IsZero() {
+		return t
+	}
+	return l.Calendar.Start(t)
 }
 
 // until returns the time from nowMs until t·ra ≥ target: ⌈(target −
@@ -165,6 +185,10 @@ func (l Limit) until(target Int128, nowMs int64) time.Duration {
 	d := target.Sub(l.at(nowMs))
 	if d.Sign() <= 0 {
 		return 0
+	}
+	if !l.Calendar.IsZero() {
+		// The level is reached at the start of a later period.
+		return durationMs(l.Calendar.Start(target.divCeil(int64(l.RefillAmount))) - nowMs)
 	}
 	return durationMs(d.divCeil(int64(l.RefillAmount)))
 }
@@ -189,10 +213,45 @@ func durationMs(ms int64) time.Duration {
 // nothing without the rate it was written with, so a bucket whose limit
 // changes keeps its tokens, not its level. The result may exceed l's
 // capacity; the next operation clamps it.
+//
+// A calendar budget whose total changes within its calendar keeps what was
+// spent in the period instead: raised or lowered, it holds the new total
+// less the spending (debt carried in included).
 func (l Limit) Restate(s State, from Limit, nowMs int64) State {
 	if from == l {
 		return s
 	}
 	held := from.Tokens(s, nowMs)
+	if !l.Calendar.IsZero() && l.Calendar == from.Calendar {
+		held = l.Capacity - (from.Capacity - held)
+	}
 	return State{X: l.at(nowMs).Sub(l.span(held))}
 }
+
+// Budget returns a calendar budget: total millitokens for each period of
+// cal, granted whole at the period's start instead of refilled over it.
+// Charges may overshoot the total; with carry, a period that ends in debt
+// starts the next one short by that debt, otherwise each period starts
+// full (a debt beyond MaxMillitokens is forgiven only in part).
+//
+// It is an ordinary Limit whose clock counts periods (one period is one
+// unit of RefillPeriod): every operation, store and condition works on it
+// unchanged, and the period is part of the bucket's state, so no reset job
+// runs anywhere.
+func Budget(total Millitokens, cal Calendar, carry bool) (Limit, error) {
+	if cal.IsZero() {
+		return Limit{}, ErrCalendar
+	}
+	l := Limit{Capacity: total, RefillAmount: MaxMillitokens, RefillPeriod: time.Millisecond, Calendar: cal}
+	if carry {
+		l.RefillAmount = total
+	}
+	if err := l.Validate(); err != nil {
+		return Limit{}, err
+	}
+	return l, nil
+}
+
+// Carries reports whether a calendar budget carries its debt into the next
+// period.
+func (l Limit) Carries() bool { return l.RefillAmount == l.Capacity }
