@@ -167,8 +167,17 @@ const oneToken = tokenbucket.Millitokens(1000)
 // that a small limit (2 a minute over 3 replicas) still admits a request
 // on each replica rather than none anywhere, and a refill of at least a
 // millitoken.
+//
+// A calendar budget's share is its total divided the same way, granted per
+// period as the shared one is.
 func divide(b tokenbucket.Limit, n int) tokenbucket.Limit {
 	m := tokenbucket.Millitokens(n)
+	if !b.Calendar.IsZero() {
+		l, err := tokenbucket.Budget(max(b.Capacity/m, min(b.Capacity, oneToken)), b.Calendar, b.Carries())
+		if err == nil {
+			return l
+		}
+	}
 	return tokenbucket.Limit{
 		Capacity:     max(b.Capacity/m, min(b.Capacity, oneToken)),
 		RefillAmount: max(b.RefillAmount/m, 1),

@@ -80,6 +80,9 @@ func appendBody(b []byte, l *Lease) []byte {
 			if a := bk.Limits[j].Adjustment; a != "" {
 				e.ref(a)
 			}
+			if c := bk.Limits[j].Bucket.Calendar; !c.IsZero() {
+				e.ref(c.String())
+			}
 		}
 	}
 	b = appendString(b, l.ID)
@@ -109,7 +112,13 @@ func appendBody(b []byte, l *Lease) []byte {
 			}
 			b = appendScaled(b, uint64(lm.Bucket.Capacity))
 			b = appendScaled(b, uint64(lm.Bucket.RefillAmount))
-			b = appendScaled(b, uint64(lm.Bucket.RefillPeriod/time.Millisecond))
+			if c := lm.Bucket.Calendar; !c.IsZero() {
+				// A calendar budget: a period of 0, then its calendar.
+				b = appendScaled(b, 0)
+				b = binary.AppendUvarint(b, e.ref(c.String()))
+			} else {
+				b = appendScaled(b, uint64(lm.Bucket.RefillPeriod/time.Millisecond))
+			}
 			b = appendScaled(b, uint64(lm.Estimate))
 		}
 	}
@@ -333,6 +342,21 @@ func (d *decoder) limitNames() (name, adjustment string) {
 	return name, adjustment
 }
 
+// calendar reads the calendar of a budget, whose period is one unit of its
+// clock.
+func (d *decoder) calendar(b *tokenbucket.Limit) {
+	s := d.ref("calendar")
+	if d.err != nil {
+		return
+	}
+	c, err := tokenbucket.ParseCalendar(s)
+	if err != nil {
+		d.fail("%v", err)
+		return
+	}
+	b.Calendar, b.RefillPeriod = c, time.Millisecond
+}
+
 // bucket reads one bucket and its limits.
 func (d *decoder) bucket(bk *Bucket) {
 	bk.Key.Namespace = d.ref("namespace")
@@ -353,6 +377,9 @@ func (d *decoder) bucket(bk *Bucket) {
 		lm.Bucket.RefillAmount = tokenbucket.Millitokens(d.scaled("refill amount", uint64(tokenbucket.MaxMillitokens)))
 		ms := d.scaled("refill period", uint64(tokenbucket.MaxPeriod/time.Millisecond))
 		lm.Bucket.RefillPeriod = time.Duration(ms) * time.Millisecond
+		if ms == 0 && d.err == nil {
+			d.calendar(&lm.Bucket)
+		}
 		lm.Estimate = tokenbucket.Millitokens(d.scaled("estimate", uint64(tokenbucket.MaxMillitokens)))
 		if d.err != nil {
 			return

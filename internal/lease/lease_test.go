@@ -92,11 +92,24 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cal, err := tokenbucket.NewCalendar(tokenbucket.Monthly, "America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usd, err := tokenbucket.Budget(2_000_000_000*tokenbucket.PerToken, cal, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		l    *Lease
 	}{
 		{"chain", chainLease(t)},
+		{"a calendar budget beside a rate", &Lease{ID: "c", Domain: "llm", Expires: t0.Add(time.Minute),
+			Buckets: []Bucket{{Key: cascade.Key{Entity: "team"}, Limits: []Limit{
+				{Name: "monthly_usd", Bucket: usd, Estimate: 900_000_000},
+				{Name: "tpm", Bucket: mustLimit(t, 10, time.Second), Estimate: 1000},
+			}}}}},
 		{"an adjustment named apart from its limit", &Lease{ID: "z", Domain: "default/eg/http", Expires: t0.Add(time.Minute),
 			Buckets: []Bucket{{Key: cascade.Key{Entity: "e"}, Limits: []Limit{
 				{Name: "default", Adjustment: "route-usage", Bucket: mustLimit(t, 10, time.Second), Estimate: 3},

@@ -25,6 +25,12 @@ type asked struct {
 	own      bool   // hits are the descriptor's own hits_addend
 	negative bool   // is_negative_hits: a refund
 	settles  bool   // the descriptor settles a lease (see leaseOf), with hits as the actual cost
+	// in and out are the input and output tokens the descriptor reports
+	// (reported), for a domain with prices; money is what it costs the
+	// money limits, in millitokens (nano-dollars), set for a priced rule.
+	in, out  uint64
+	reported bool
+	money    tokenbucket.Millitokens
 }
 
 // rule is what the configuration (or the descriptor's limit override) says

@@ -19,6 +19,7 @@ import (
 func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, items []item) error {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
+	pt := cfg.Prices(domain)
 	nov := 0
 	for _, d := range ds {
 		if d.GetLimit() != nil {
@@ -34,6 +35,11 @@ func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, ite
 			continue // settled, not decided (lease.go)
 		}
 		r := &items[i].rule
+		if pt != nil {
+			if err := takeCounts(pt, &items[i].asked, i); err != nil {
+				return err
+			}
+		}
 		r.match, r.matched = cfg.Match(domain, items[i].asked.entries)
 		if s.gone(r, ds[i].GetLimit() != nil) {
 			r.matched = false // its namespace is deleted: as if no rule matched
@@ -53,6 +59,11 @@ func (s *Service) resolve(cfg *descriptors.Config, req *pb.RateLimitRequest, ite
 			continue
 		}
 		rr := r.match.Rule
+		if rr.Priced {
+			if err := price(pt, &items[i].asked, i); err != nil {
+				return err
+			}
+		}
 		r.unlimited = rr.Unlimited
 		r.limits = rr.Limits
 		r.shadow = rr.ShadowMode
@@ -210,14 +221,16 @@ func (s *Service) plan(items []item) (cascade.Plan, bool) {
 					Key:    t.key,
 					Limit:  l.ID,
 					Bucket: l.Bucket,
-					Amount: tokenbucket.Millitokens(a.hits) * tokenbucket.PerToken,
+					Amount: a.amount(l),
 					Role:   d.role,
 					Depth:  uint8(t.depth),
 				}
 				switch {
 				case a.negative:
 					db.Op = cascade.Refund
-				case a.hits == 0:
+				case l.Money && a.reported:
+					db.Op = cascade.Charge // tokens already spent
+				case db.Amount == 0:
 					db.Op = cascade.Check
 				case s.charges(l, a):
 					db.Op = cascade.Charge

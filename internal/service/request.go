@@ -65,6 +65,8 @@ const (
 	reasonOverride       = "invalid_limit_override"
 	reasonEntity         = "empty_entity"
 	reasonUnstorable     = "unstorable"
+	reasonCount          = "invalid_token_count"
+	reasonPrice          = "no_price"
 )
 
 // invalidError is a request refused as invalid: gRPC InvalidArgument with

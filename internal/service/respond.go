@@ -139,6 +139,11 @@ func (s *Service) headerValues(it *item, st *pb.RateLimitResponse_DescriptorStat
 	hv := make([]corev3.HeaderValue, 3)
 	hv[0].Key, hv[0].Value = s.limitHeader, strconv.FormatUint(uint64(st.GetCurrentLimit().GetRequestsPerUnit()), 10)
 	hv[1].Key, hv[1].Value = s.remainingHeader, strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)
+	if l := it.worstLimit(); l.Money {
+		// In dollars, exactly: the status's fields are 32-bit counts.
+		hv[0].Value = descriptors.FormatUSD(int64(l.RequestsPerUnit))
+		hv[1].Value = descriptors.FormatUSD(it.decided.remain)
+	}
 	hv[2].Key, hv[2].Value = s.resetHeader, strconv.FormatInt(ceilSeconds(reset), 10)
 	return []*corev3.HeaderValue{&hv[0], &hv[1], &hv[2]}
 }
@@ -162,7 +167,12 @@ var describeUnits = [...]descriptors.Unit{descriptors.Year, descriptors.Month, d
 // describe expresses a bucket limit as Envoy's rate limit: whole requests
 // (rounded up) per the largest unit that divides its refill period, with a
 // multiplier; a sub-second or odd period is described per second.
+//
+// A calendar budget is its total per period.
 func describe(b tokenbucket.Limit) (rpu uint64, unit descriptors.Unit, mult uint32) {
+	if !b.Calendar.IsZero() {
+		return uint64((b.Capacity + tokenbucket.PerToken - 1) / tokenbucket.PerToken), descriptors.PeriodUnit(b.Calendar.Period()), 1
+	}
 	perPeriod := uint64((b.RefillAmount + tokenbucket.PerToken - 1) / tokenbucket.PerToken)
 	for _, u := range describeUnits {
 		d := u.Duration()

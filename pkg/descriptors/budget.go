@@ -140,6 +140,9 @@ func (b *builder) buildBudget(f budgetFields) (Limit, bool) {
 	return l, true
 }
 
+// PeriodUnit returns the Envoy unit a budget of period p reports as.
+func PeriodUnit(p tokenbucket.Period) Unit { return periodUnit[p] }
+
 // periodUnit is the Envoy unit a budget's period reports as.
 var periodUnit = map[tokenbucket.Period]Unit{
 	tokenbucket.Minutely: Minute, tokenbucket.Hourly: Hour, tokenbucket.Daily: Day,

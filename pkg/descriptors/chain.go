@@ -190,3 +190,23 @@ func (m Match) tier(depth int, t tierDef) Tier {
 	out.Entity = b.String()
 	return out
 }
+
+// money reports whether some limit the rule charges is in money: its own,
+// or those of the configured levels its cascade charges.
+func (r *Rule) money() bool {
+	rules := []*Rule{r}
+	for _, t := range r.tiers {
+		rules = append(rules, t.rule)
+	}
+	for _, rr := range rules {
+		if rr == nil {
+			continue
+		}
+		for _, l := range rr.Limits {
+			if l.Money {
+				return true
+			}
+		}
+	}
+	return false
+}

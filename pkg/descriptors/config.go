@@ -129,6 +129,10 @@ type Rule struct {
 	// entity level above it too, and after the topmost one the ancestors
 	// that stored entity records name.
 	Cascade bool
+	// Priced is set when some limit the rule charges, on its own bucket or
+	// on a configured level above it, is in money: a request it matches is
+	// priced by its domain's PriceTable.
+	Priced bool
 
 	tiers []tierDef // Hierarchical: the own tier, then the tiers above when Cascade
 

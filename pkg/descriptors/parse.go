@@ -479,6 +479,7 @@ func (b *builder) descriptorRule(d descriptor, levels []Level, above []*Rule, fu
 	r.Levels = levels
 	r.File, r.Line = b.fileName, d.keyLine
 	r.chain(above)
+	r.Priced = r.money()
 	if md != nil {
 		r.MetadataTree = md
 		r.Metadata = map[string]string{}

@@ -120,14 +120,27 @@ func limitField(name string) (prefix, field string, ok bool) {
 	return "", "", false
 }
 
-// shapeAV encodes a limit as "capacity/amount/period_ms".
+// shapeAV encodes a limit as "capacity/amount/period_ms", followed for a
+// calendar budget by "/" and its calendar ("day@America/New_York").
 func shapeAV(l tokenbucket.Limit) types.AttributeValue {
-	return strAV(strconv.FormatInt(int64(l.Capacity), 10) + "/" + strconv.FormatInt(int64(l.RefillAmount), 10) + "/" + strconv.FormatInt(l.RefillPeriod.Milliseconds(), 10))
+	s := strconv.FormatInt(int64(l.Capacity), 10) + "/" + strconv.FormatInt(int64(l.RefillAmount), 10) + "/" + strconv.FormatInt(l.RefillPeriod.Milliseconds(), 10)
+	if !l.Calendar.IsZero() {
+		s += "/" + l.Calendar.String()
+	}
+	return strAV(s)
 }
 
 // parseShape decodes shapeAV; anything else is the zero (invalid) Limit.
 func parseShape(s string) tokenbucket.Limit {
 	parts := strings.Split(s, "/")
+	var cal tokenbucket.Calendar
+	if len(parts) == 4 {
+		c, err := tokenbucket.ParseCalendar(parts[3])
+		if err != nil {
+			return tokenbucket.Limit{}
+		}
+		cal, parts = c, parts[:3]
+	}
 	if len(parts) != 3 {
 		return tokenbucket.Limit{}
 	}
@@ -139,7 +152,7 @@ func parseShape(s string) tokenbucket.Limit {
 		}
 		v[i] = n
 	}
-	l := tokenbucket.Limit{Capacity: tokenbucket.Millitokens(v[0]), RefillAmount: tokenbucket.Millitokens(v[1]), RefillPeriod: time.Duration(v[2]) * time.Millisecond}
+	l := tokenbucket.Limit{Capacity: tokenbucket.Millitokens(v[0]), RefillAmount: tokenbucket.Millitokens(v[1]), RefillPeriod: time.Duration(v[2]) * time.Millisecond, Calendar: cal}
 	if l.Validate() != nil {
 		return tokenbucket.Limit{}
 	}

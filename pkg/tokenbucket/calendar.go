@@ -3,6 +3,7 @@ package tokenbucket
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,16 @@ func NewCalendar(p Period, zone string) (Calendar, error) {
 	}
 	c, _ := calendars.LoadOrStore(k, &calendar{period: p, zone: zone, loc: loc})
 	return Calendar{c.(*calendar)}, nil
+}
+
+// ParseCalendar parses Calendar.String's form, "month@America/New_York".
+func ParseCalendar(s string) (Calendar, error) {
+	per, zone, ok := strings.Cut(s, "@")
+	p, valid := ParsePeriod(per)
+	if !ok || !valid {
+		return Calendar{}, fmt.Errorf("%w: %q", ErrCalendar, s)
+	}
+	return NewCalendar(p, zone)
 }
 
 // IsZero reports whether c is no calendar.
