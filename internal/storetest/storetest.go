@@ -126,7 +126,23 @@ var (
 	lThird  = limit(1000, 1000, 3*time.Second)
 	lTPM    = limit(100_000, 100_000, time.Second)
 	lMinute = limit(1000, 1000, time.Minute)
+	// lDay grants 3 tokens per UTC day, carrying debt; lDayForgive forgives
+	// it. Epoch is noon: the next day starts 12 hours later.
+	lDay        = budget(3000, tokenbucket.Daily, true)
+	lDayForgive = budget(3000, tokenbucket.Daily, false)
 )
+
+func budget(total tokenbucket.Millitokens, p tokenbucket.Period, carry bool) tokenbucket.Limit {
+	c, err := tokenbucket.NewCalendar(p, "UTC")
+	if err != nil {
+		panic(err)
+	}
+	l, err := tokenbucket.Budget(total, c, carry)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
 
 func limit(capacity, refill tokenbucket.Millitokens, period time.Duration) tokenbucket.Limit {
 	return tokenbucket.Limit{Capacity: capacity, RefillAmount: refill, RefillPeriod: period}
@@ -392,6 +408,19 @@ func behaviours() []behaviour { //nolint:funlen // a table of cases
 			// and back: 1 mt/ms from what it holds.
 			{at: 60 * ms, plan: plan(consume("a", lOne, 1)), want: refused(no(0, 1*ms, 1000*ms))},
 			{at: 61 * ms, plan: plan(check("a", lOne)), want: admitted(ok(1, 999*ms))},
+		}},
+		{"calendar_budget", []step{
+			{at: 0, plan: plan(consume("a", lDay, 3*tok)), want: admitted(ok(0, 12*time.Hour))},
+			{at: time.Hour, plan: plan(consume("a", lDay, tok)), want: refused(no(0, 11*time.Hour, 11*time.Hour))},
+			// nothing refills within the day, to the last millisecond
+			{at: 12*time.Hour - ms, plan: plan(consume("a", lDay, tok)), want: refused(no(0, ms, ms))},
+			{at: 12 * time.Hour, plan: plan(consume("a", lDay, tok)), want: admitted(ok(2000, 24*time.Hour))},
+			// a charge past the total carries its debt into the next day...
+			{at: 13 * time.Hour, plan: plan(charge("a", lDay, 4*tok)), want: refused(no(-2000, 47*time.Hour, 47*time.Hour))},
+			{at: 36 * time.Hour, plan: plan(check("a", lDay)), want: admitted(ok(1000, 24*time.Hour))},
+			// ...or is forgiven at midnight
+			{at: 0, plan: plan(charge("f", lDayForgive, 5*tok)), want: refused(no(-2000, 12*time.Hour, 12*time.Hour))},
+			{at: 12 * time.Hour, plan: plan(check("f", lDayForgive)), want: admitted(ok(3000, 0))},
 		}},
 		{"statuses_one_per_debit_in_order", []step{
 			{at: 0, plan: plan(consume("a", l3, tok), check("b", lOne), charge("c", l3, 2*tok), refund("d", l3, tok)),
