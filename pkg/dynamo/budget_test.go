@@ -1,0 +1,93 @@
+package dynamo_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// TestBudgetBoundaryTwoReplicas: two replicas on one table, their clocks
+// 3 ms apart, drive a monthly budget of 40 in New York across local
+// midnight on the 1st, 10 goroutines each. Each month admits exactly its
+// total, counted by the month the deciding replica was in: the replica
+// still in February when the other is in March admits nothing more. No
+// reset job runs; the period is in the bucket's state.
+func TestBudgetBoundaryTwoReplicas(t *testing.T) {
+	const total = 40
+	l := dynamotest.Shared(t)
+	name := dynamotest.TableName(t)
+	l.CreateTable(context.Background(), t, name)
+	api := l.Client(t)
+	cal, err := tokenbucket.NewCalendar(tokenbucket.Monthly, "America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget, err := tokenbucket.Budget(total*tokenbucket.PerToken, cal, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := time.LoadLocation("America/New_York")
+	boundary := time.Date(2027, time.March, 1, 0, 0, 0, 0, loc).UnixMilli()
+	// A shared clock that crosses the boundary halfway; replica 1 lags.
+	var tick atomic.Int64
+	tick.Store(boundary - 200)
+	lags := []int64{0, 3}
+	var stores []*dynamo.Store
+	for _, lag := range lags {
+		now := func() time.Time { return time.UnixMilli(tick.Load() - lag) }
+		s, err := dynamo.NewStore(context.Background(), api, dynamo.Config{Table: name, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, dynamo.WithClock(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		stores = append(stores, s)
+	}
+	key := cascade.Key{Namespace: "cal", Entity: "team", Resource: "llm"}
+	p := cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "monthly", Bucket: budget, Amount: tokenbucket.PerToken}}}
+	// Three phases on a still clock: both replicas in February; replica 0
+	// in March while replica 1 is still in February; both in March. Each
+	// phase asks 20 goroutines × 6 decisions, more than the budget holds.
+	admitted := map[string]int64{} // by the month the deciding replica was in
+	var mu sync.Mutex
+	for _, at := range []int64{boundary - 1, boundary + 1, boundary + 10} {
+		tick.Store(at)
+		var wg sync.WaitGroup
+		for r, s := range stores {
+			month := "February"
+			if at-lags[r] >= boundary {
+				month = "March"
+			}
+			for range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 6 {
+						plan := p
+						d, err := s.Acquire(context.Background(), &plan)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Admitted {
+							mu.Lock()
+							admitted[month]++
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	if admitted["February"] != total || admitted["March"] != total {
+		t.Errorf("admitted %v, want %d in each month", admitted, total)
+	}
+	t.Logf("admitted %v", admitted)
+}
