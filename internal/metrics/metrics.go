@@ -92,6 +92,7 @@ type Metrics struct {
 	reloadLastOK  prometheus.Gauge
 	reloads       [2]prometheus.Counter // failure, success
 	chainRefusals [MaxChainDepth]prometheus.Counter
+	money         *prometheus.CounterVec
 	storeStats    atomic.Pointer[func() StoreStats]
 	storeStatsReg sync.Once
 	compat        atomic.Pointer[Compat] // envoyproxy/ratelimit's stats, when set
@@ -180,8 +181,26 @@ func New(reg prometheus.Registerer) *Metrics {
 	for d := range m.chainRefusals {
 		m.chainRefusals[d] = chain.WithLabelValues(strconv.Itoa(d))
 	}
+	m.money = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_money_charged_microdollars_total",
+		Help: "Micro-dollars charged to money limits, by domain and resource: a resource the domain's prices list, or other.",
+	}, []string{"domain", "resource"}))
 	m.adjust = newAdjustMetrics(reg)
 	return m
+}
+
+// OtherResource is the resource label of money charged for a resource the
+// domain's prices do not list (request text never becomes a label).
+const OtherResource = "other"
+
+// MoneyCharged adds micros micro-dollars charged to the money limits of
+// domain for resource, a name from the domain's price table or
+// OtherResource.
+func (m *Metrics) MoneyCharged(domain, resource string, micros uint64) {
+	if m == nil || micros == 0 {
+		return
+	}
+	m.money.WithLabelValues(domain, resource).Add(float64(micros))
 }
 
 // MaxChainDepth bounds the depth label of ratelimit_hierarchy_refusals_total:

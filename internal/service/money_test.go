@@ -8,9 +8,11 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -81,7 +83,8 @@ func TestMoneyBudgetDay(t *testing.T) {
 func TestMoneyHeaders(t *testing.T) {
 	st := newFakeStore()
 	cfg := mustConfig(t, strings.Replace(moneyConfig, "%s", "carry", 1))
-	svc := New(st, func() *descriptors.Config { return cfg }, WithResponseHeaders(true, "", "", ""))
+	reg := prometheus.NewRegistry()
+	svc := New(st, func() *descriptors.Config { return cfg }, WithResponseHeaders(true, "", "", ""), WithMetrics(metrics.New(reg)))
 	for _, r := range []*pb.RateLimitRequest{moneyCheck(), moneyReport()} {
 		if _, err := svc.ShouldRateLimit(context.Background(), r); err != nil {
 			t.Fatal(err)
@@ -99,6 +102,9 @@ func TestMoneyHeaders(t *testing.T) {
 		t.Errorf("headers %v", got)
 	}
 	runSteps(t, svc, st, []step{{req: moneyReport(), want: "OVER [OVER/0/1000000]"}})
+	if got := counterValue(t, reg, "ratelimit_money_charged_microdollars_total", map[string]string{"domain": "llm", "resource": "gpt-4o"}); got != 1_800_000 {
+		t.Errorf("money charged = %v micro-dollars, want the two reports' 1,800,000", got)
+	}
 	resp, _ = svc.ShouldRateLimit(context.Background(), moneyCheck())
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		if h.GetKey() == DefaultResetHeader && h.GetValue() != strconv.FormatInt(int64(untilMidnight(t)/time.Second), 10) {

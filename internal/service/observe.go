@@ -35,6 +35,9 @@ func (s *Service) observe(known bool, domain string, items []item, over bool, st
 			h.NearLimit = s.nearHits(it)
 		}
 		s.metrics.ObserveRule(metricKey(domain, it), h)
+		if it.rule.match.Rule != nil && it.rule.match.Rule.Priced && (a.reported || !d.violated) {
+			s.metrics.MoneyCharged(domain, s.resourceLabel(domain, a), uint64(a.money/tokenbucket.PerToken))
+		}
 	}
 	s.metrics.ObserveDecision(domainLabel(known, domain), over, s.now().Sub(start))
 }
@@ -75,4 +78,22 @@ func domainLabel(known bool, domain string) string {
 		return domain
 	}
 	return metrics.UnknownDomain
+}
+
+// resourceLabel is the resource label of a priced item: the resource when
+// its domain's prices list it, else metrics.OtherResource.
+func (s *Service) resourceLabel(domain string, a *asked) string {
+	pt := s.config().Prices(domain)
+	if pt == nil {
+		return metrics.OtherResource
+	}
+	for _, e := range a.entries {
+		if e.Key == pt.ResourceKey {
+			if _, ok := pt.Prices[e.Value]; ok {
+				return e.Value
+			}
+			break
+		}
+	}
+	return metrics.OtherResource
 }
