@@ -91,3 +91,47 @@ func TestBudgetBoundaryTwoReplicas(t *testing.T) {
 	}
 	t.Logf("admitted %v", admitted)
 }
+
+// A budget charged into debt, raised mid-period (what was spent is kept),
+// shown without consuming, and reset for the current period by an
+// operator: exact on both backends.
+func TestBudgetRaiseShowReset(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			api, table := b.api(t)
+			c := newClock()
+			s := newStore(t, api, table, c, dynamo.WithPrincipal("alice"))
+			ctx := context.Background()
+			cal, _ := tokenbucket.NewCalendar(tokenbucket.Monthly, "America/New_York")
+			small, _ := tokenbucket.Budget(100*tokenbucket.PerToken, cal, true)
+			big, _ := tokenbucket.Budget(200*tokenbucket.PerToken, cal, true)
+			key := cascade.Key{Namespace: "cal", Entity: "team", Resource: "llm"}
+			debit := func(l tokenbucket.Limit, op cascade.Op, n int64) cascade.Decision {
+				p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "usd", Bucket: l, Op: op, Amount: tokenbucket.Millitokens(n) * tokenbucket.PerToken}}}
+				d, err := s.Acquire(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			if d := debit(small, cascade.Charge, 130); d.Statuses[0].Remaining != -30*tokenbucket.PerToken {
+				t.Fatalf("after a charge of 130 of 100: %+v", d)
+			}
+			// Raised to 200 within the month: 130 spent, 70 left.
+			if d := debit(big, cascade.Check, 0); !d.Admitted || d.Statuses[0].Remaining != 70*tokenbucket.PerToken {
+				t.Fatalf("raised to 200: %+v", d)
+			}
+			limits := map[string]tokenbucket.Limit{"usd": big}
+			st, err := s.Bucket(ctx, key, limits)
+			if err != nil || st.Total()["usd"].Tokens != 70*tokenbucket.PerToken || st.Total()["usd"].Limit != big {
+				t.Fatalf("Bucket() = %+v, %v", st.Total(), err)
+			}
+			if _, reset, err := s.ResetBucket(ctx, key, limits); err != nil || !reset {
+				t.Fatalf("ResetBucket() = %t, %v", reset, err)
+			}
+			if d := debit(big, cascade.Consume, 200); !d.Admitted || d.Statuses[0].Remaining != 0 {
+				t.Fatalf("after the reset the month holds its 200: %+v", d)
+			}
+		})
+	}
+}

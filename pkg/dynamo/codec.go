@@ -132,7 +132,7 @@ func shapeAV(l tokenbucket.Limit) types.AttributeValue {
 
 // parseShape decodes shapeAV; anything else is the zero (invalid) Limit.
 func parseShape(s string) tokenbucket.Limit {
-	parts := strings.Split(s, "/")
+	parts := strings.SplitN(s, "/", 4) // a zone has slashes of its own
 	var cal tokenbucket.Calendar
 	if len(parts) == 4 {
 		c, err := tokenbucket.ParseCalendar(parts[3])
