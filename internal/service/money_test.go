@@ -101,6 +101,11 @@ func TestMoneyHeaders(t *testing.T) {
 	if got[DefaultLimitHeader] != "1.00" || got[DefaultRemainingHeader] != "0.10" {
 		t.Errorf("headers %v", got)
 	}
+	b := resp.GetDynamicMetadata().GetFields()[BudgetKey].GetStructValue().GetFields()
+	if b["limit"].GetStringValue() != "daily_usd" || b["total"].GetStringValue() != "1.00" || b["remaining"].GetStringValue() != "0.10" ||
+		b["unit"].GetStringValue() != "usd" || b["period"].GetStringValue() != "day@America/New_York" {
+		t.Errorf("metadata %v", b)
+	}
 	runSteps(t, svc, st, []step{{req: moneyReport(), want: "OVER [OVER/0/1000000]"}})
 	if got := counterValue(t, reg, "ratelimit_money_charged_microdollars_total", map[string]string{"domain": "llm", "resource": "gpt-4o"}); got != 1_800_000 {
 		t.Errorf("money charged = %v micro-dollars, want the two reports' 1,800,000", got)

@@ -84,7 +84,53 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 	if s.dynamicMetadata {
 		resp.DynamicMetadata = metadata(req, items, resp.Statuses, s.extendedMetadata)
 	}
+	if b := budgetValue(items); b != nil {
+		if resp.DynamicMetadata == nil {
+			resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+		}
+		resp.DynamicMetadata.Fields[BudgetKey] = b
+	}
 	return resp
+}
+
+// BudgetKey is the field of the response's dynamic metadata that holds the
+// most restrictive budget or money limit of the request, in its own unit:
+// its name, total and remaining (dollars as decimal strings for a money
+// limit), unit (usd or tokens) and period.
+const BudgetKey = "dynalimit.budget"
+
+// budgetValue describes the most restrictive decided limit that is a
+// calendar budget or in money, nil when none is.
+func budgetValue(items []item) *structpb.Value {
+	best := -1
+	for i := range items {
+		it := &items[i]
+		if !it.applies() || it.decided.worst < 0 {
+			continue
+		}
+		if l := it.worstLimit(); (l.IsBudget() || l.Money) && restricts(items, i, best) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	it := &items[best]
+	l := it.worstLimit()
+	unit, period := "tokens", l.Unit.String()
+	if l.Money {
+		unit = "usd"
+	}
+	if l.IsBudget() {
+		period = l.Bucket.Calendar.String()
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"limit":     structpb.NewStringValue(l.ID),
+		"total":     structpb.NewStringValue(l.Amount(int64(l.RequestsPerUnit))),
+		"remaining": structpb.NewStringValue(l.Amount(it.decided.remain)),
+		"unit":      structpb.NewStringValue(unit),
+		"period":    structpb.NewStringValue(period),
+	}})
 }
 
 // LocalKey is the field of the response's dynamic metadata, true, that
