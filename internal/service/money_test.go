@@ -84,7 +84,7 @@ func TestMoneyHeaders(t *testing.T) {
 	st := newFakeStore()
 	cfg := mustConfig(t, strings.Replace(moneyConfig, "%s", "carry", 1))
 	reg := prometheus.NewRegistry()
-	svc := New(st, func() *descriptors.Config { return cfg }, WithResponseHeaders(true, "", "", ""), WithMetrics(metrics.New(reg)))
+	svc := New(st, func() *descriptors.Config { return cfg }, WithResponseHeaders(true, "", "", ""), WithDynamicMetadata(true), WithMetrics(metrics.New(reg)))
 	for _, r := range []*pb.RateLimitRequest{moneyCheck(), moneyReport()} {
 		if _, err := svc.ShouldRateLimit(context.Background(), r); err != nil {
 			t.Fatal(err)

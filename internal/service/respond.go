@@ -83,18 +83,16 @@ func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided 
 	}
 	if s.dynamicMetadata {
 		resp.DynamicMetadata = metadata(req, items, resp.Statuses, s.extendedMetadata)
-	}
-	if b := budgetValue(items); b != nil {
-		if resp.DynamicMetadata == nil {
-			resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+		if b := budgetValue(items); b != nil {
+			resp.DynamicMetadata.Fields[BudgetKey] = b
 		}
-		resp.DynamicMetadata.Fields[BudgetKey] = b
 	}
 	return resp
 }
 
-// BudgetKey is the field of the response's dynamic metadata that holds the
-// most restrictive budget or money limit of the request, in its own unit:
+// BudgetKey is the field of the response's dynamic metadata (when enabled)
+// that holds the most restrictive budget or money limit of the request, in
+// its own unit:
 // its name, total and remaining (dollars as decimal strings for a money
 // limit), unit (usd or tokens) and period.
 const BudgetKey = "dynalimit.budget"

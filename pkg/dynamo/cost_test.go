@@ -172,6 +172,29 @@ func BenchmarkDecisionCost(b *testing.B) {
 		}
 		report(b, c, b.N)
 	})
+	b.Run("priced_charge_monthly_budget", func(b *testing.B) {
+		// A stream-end report of 100k input and 40k output tokens at $3
+		// and $15 per million ($0.90, 9·10^8 nano-dollars) charged to a
+		// monthly budget of a million dollars in New York.
+		b.ReportAllocs()
+		s, c := newS(b)
+		cal, err := tokenbucket.NewCalendar(tokenbucket.Monthly, "America/New_York")
+		if err != nil {
+			b.Fatal(err)
+		}
+		usd, err := tokenbucket.Budget(1_000_000_000_000*tokenbucket.PerToken, cal, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := cascade.Debit{Key: cascade.Key{Entity: "team", Resource: "llm"}, Limit: "monthly_usd", Bucket: usd, Op: cascade.Charge, Amount: 900_000_000}
+		p := &cascade.Plan{Debits: []cascade.Debit{d}}
+		acquire(b, s, p, true)
+		c.reset()
+		for b.Loop() {
+			acquire(b, s, p, true)
+		}
+		report(b, c, b.N)
+	})
 	b.Run("repeated_refusals", func(b *testing.B) {
 		b.ReportAllocs()
 		s, c := newS(b)
