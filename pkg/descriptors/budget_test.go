@@ -158,3 +158,20 @@ func TestPriceCostProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestDumpBudgets(t *testing.T) {
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(budgetYAML)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Dump()
+	for _, want := range []string{
+		`llm.tenant: budget=50.00usd/day@America/New_York debt=carry, shadow_mode: false, name: "daily_usd"`,
+		"budget=2000.00usd/month@UTC debt=forgive",
+		"budget=100000/month@Europe/Paris debt=carry charge=post",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Dump() lacks %q:\n%s", want, got)
+		}
+	}
+}

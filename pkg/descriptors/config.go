@@ -373,6 +373,22 @@ func (c *Config) DumpIn(namespace string) string {
 }
 
 func dumpLimit(b *strings.Builder, l Limit) {
+	if l.IsBudget() {
+		// budget=50.00usd/day@America/New_York debt=carry
+		unit := ""
+		if l.Money {
+			unit = "usd"
+		}
+		debt := "forgive"
+		if l.Bucket.Carries() {
+			debt = "carry"
+		}
+		fmt.Fprintf(b, "budget=%s%s/%s debt=%s", l.Amount(int64(l.RequestsPerUnit)), unit, l.Bucket.Calendar, debt)
+		if l.Charge != ChargeUnset {
+			fmt.Fprintf(b, " charge=%s", l.Charge)
+		}
+		return
+	}
 	fmt.Fprintf(b, "unit=%s requests_per_unit=%d", l.Unit, l.RequestsPerUnit)
 	if l.UnitMultiplier != 1 {
 		fmt.Fprintf(b, " unit_multiplier=%d", l.UnitMultiplier)
