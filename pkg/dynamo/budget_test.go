@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,8 +127,31 @@ func TestBudgetRaiseShowReset(t *testing.T) {
 			if err != nil || st.Total()["usd"].Tokens != 70*tokenbucket.PerToken || st.Total()["usd"].Limit != big {
 				t.Fatalf("Bucket() = %+v, %v", st.Total(), err)
 			}
+			// Topped up by 50 for this month: 120; by 500 more: full, 200.
+			for _, c := range []struct{ add, want int64 }{{50, 120}, {500, 200}} {
+				if _, ok, err := s.TopUp(ctx, key, "usd", tokenbucket.Millitokens(c.add)*tokenbucket.PerToken, limits); err != nil || !ok {
+					t.Fatalf("TopUp(%d) = %t, %v", c.add, ok, err)
+				}
+				if st, _ := s.Bucket(ctx, key, limits); st.Total()["usd"].Tokens != tokenbucket.Millitokens(c.want)*tokenbucket.PerToken {
+					t.Fatalf("after a top-up of %d: %+v, want %d", c.add, st.Total()["usd"], c.want)
+				}
+			}
+			if _, _, err := s.TopUp(ctx, key, "eur", tokenbucket.PerToken, limits); !errors.Is(err, dynamo.ErrNoSuchLimit) {
+				t.Errorf("TopUp(eur) = %v, want ErrNoSuchLimit", err)
+			}
+			debit(big, cascade.Consume, 150)
 			if _, reset, err := s.ResetBucket(ctx, key, limits); err != nil || !reset {
 				t.Fatalf("ResetBucket() = %t, %v", reset, err)
+			}
+			recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "cal", Entity: "team"})
+			actions := map[string]int{}
+			for _, r := range recs {
+				if r.Principal == "alice" {
+					actions[r.Action]++
+				}
+			}
+			if err != nil || len(recs) != 3 || actions["bucket.topup"] != 2 || actions["bucket.reset"] != 1 {
+				t.Fatalf("Audit(team) = %+v, %v, want two top-ups and a reset by alice", recs, err)
 			}
 			if d := debit(big, cascade.Consume, 200); !d.Admitted || d.Statuses[0].Remaining != 0 {
 				t.Fatalf("after the reset the month holds its 200: %+v", d)

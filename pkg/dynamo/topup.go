@@ -1,0 +1,96 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// ErrNoSuchLimit is returned by TopUp for a limit the bucket does not
+// hold.
+var ErrNoSuchLimit = errors.New("dynamo: the bucket holds no limit of that name")
+
+// TopUp credits amount millitokens to the limit named name of key's bucket
+// now (for a calendar budget, within its current period), never above its
+// capacity, and writes an audit record ("bucket.topup", with the
+// principal) in the same TransactWriteItems. The credit is split over the
+// bucket's shards as their tokens are, the remainder on shard 0. Each
+// shard's level is lowered by an ADD, which commutes with every decision's
+// write: a level credited past full is a full bucket, which the next write
+// clamps, so nothing is lost to a race and no condition on the level is
+// needed; only the shard count is checked (a doubling meanwhile: it reads
+// again, up to 3 times). It returns the bucket as it was, and false with no
+// write when the bucket has no item (a bucket without one is full).
+// Cost: 2 write units per shard and 2 for the audit record, and a read
+// unit per shard.
+func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
+	if s.closed.Load() {
+		return BucketState{}, false, errClosed
+	}
+	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
+		return BucketState{}, false, fmt.Errorf("dynamo: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
+	}
+	for attempt := 1; ; attempt++ {
+		b, imgs, err := s.readShards(ctx, key)
+		if err != nil {
+			return BucketState{}, false, err
+		}
+		before := s.bucketState(key, imgs, limits)
+		if !before.Exists() {
+			return before, false, nil
+		}
+		if _, ok := before.Total()[name]; !ok {
+			return before, false, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
+		}
+		err = s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
+		if errors.Is(err, errCondition) && attempt < resetAttempts {
+			continue
+		}
+		if err != nil {
+			return BucketState{}, false, err
+		}
+		for sh := range imgs {
+			s.forgetImage(b.pk(sh))
+		}
+		return before, true, nil
+	}
+}
+
+// writeTopUp lowers the limit's level on every existing shard by its share
+// of amount and writes the audit record, in one transaction.
+func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
+	n := len(imgs)
+	prefix := limitPrefix(name)
+	var tx []types.TransactWriteItem
+	for sh, img := range imgs {
+		l, ok := shardLimits(img, limits)[prefix]
+		if !img.exists || !ok {
+			continue
+		}
+		share := amount / tokenbucket.Millitokens(n)
+		if sh == 0 {
+			share += amount % tokenbucket.Millitokens(n)
+		}
+		if share == 0 {
+			continue
+		}
+		e := newExpr()
+		e.addBig(prefix+"_"+fieldLevel, tokenbucket.Mul(int64(share), l.Limit.RefillPeriod.Milliseconds()).Neg())
+		e.condition("attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		tx = append(tx, s.txUpdate(b.pk(sh), e))
+	}
+	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
+	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
+	cctx, cancel := s.adminCall(ctx)
+	defer cancel()
+	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
+		return classify("top up bucket", err)
+	}
+	return nil
+}
