@@ -238,3 +238,40 @@ func TestBudgetPropertyExact(t *testing.T) {
 		}
 	}
 }
+
+// A period's index is stored in bucket levels, so it is pinned: the same
+// instant has the same index in every release. (spanOf corrects an index
+// that index() gets wrong by walking to the period start() defines, so
+// mutants of the arithmetic of index() and of a span's end — a cache that
+// misses more — are caught here, or are equivalent but for speed.)
+func TestCalendarIndexIsPinned(t *testing.T) {
+	ms := at(t, "UTC", "2026-11-26 19:30:00.000") // a Thursday
+	for _, c := range []struct {
+		p    tb.Period
+		zone string
+		want int64
+	}{
+		{tb.Minutely, "UTC", ms / 60_000},
+		{tb.Hourly, "Asia/Kolkata", ms / 3_600_000},
+		{tb.Daily, "UTC", 20_783},
+		{tb.Daily, "Asia/Tokyo", 20_784}, // already the 27th there
+		{tb.Weekly, "UTC", 2_969},        // (20,783 + 3) / 7: weeks from Monday 1969-12-29
+		{tb.Monthly, "UTC", 682},         // (2026 − 1970)·12 + 10
+		{tb.Monthly, "America/New_York", 682},
+	} {
+		cal := mustCalendar(t, c.p, c.zone)
+		if got := cal.Index(ms); got != c.want {
+			t.Errorf("%s: index %d, want %d", cal, got, c.want)
+		}
+		if got := cal.Index(ms + 1); got != c.want {
+			t.Errorf("%s: index %d a millisecond later (from the cache), want %d", cal, got, c.want)
+		}
+	}
+	jan := mustCalendar(t, tb.Monthly, "UTC")
+	if got := jan.Start(0); got != 0 {
+		t.Errorf("January 1970 starts at %d", got)
+	}
+	if got := jan.Start(-1); got != at(t, "UTC", "1969-12-01 00:00:00.000") {
+		t.Errorf("December 1969 starts at %d", got)
+	}
+}
