@@ -40,22 +40,22 @@ const (
 // third is refused until the minute ends. The next minute starts with the
 // debt carried: $0.20 admit a request, and the one after it is refused.
 //
-// It also pins why the example reads the counts with a CEL expression:
+// On the embedded store and on DynamoDB. It also pins why the example reads the counts with a CEL expression:
 // Envoy's `metadata` action, given the same numbers, drops the descriptor
 // and nothing is charged.
 func TestBudgetThroughEnvoy(t *testing.T) {
-	envoytest.Scenario(t, "13 a $1 budget a minute in dollars, priced from Envoy AI Gateway's token metadata: 200 200 429, then the next minute starts $0.80 short (200 429)")
+	envoytest.Scenario(t, "13 a $1 budget a minute in dollars, priced from Envoy AI Gateway's token metadata: 200 200 429, then the next minute starts $0.80 short (200 429) (memory and DynamoDB)")
 	t.Run("metadata action drops numbers", budgetsMetadataAction)
-	t.Run("two minutes", budgetsTwoMinutes)
+	t.Run("two minutes", func(t *testing.T) { onBothStores(t, budgetsTwoMinutes) })
 }
 
 // budgetsTwoMinutes spends the budget in one minute and what the debt
-// leaves of it in the next.
-func budgetsTwoMinutes(t *testing.T) {
+// leaves of it in the next, on a service started with env.
+func budgetsTwoMinutes(t *testing.T, env []string) {
 	r := envoytest.Start(t, envoytest.Options{
 		Bootstrap: budgetsBootstrap,
 		ConfigDir: configDir,
-		Env:       []string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"},
+		Env:       append([]string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"}, env...),
 	})
 	c := envoytest.Client(t, "127.0.0.30")
 
