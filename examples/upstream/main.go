@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,11 @@ func main() {
 		Addr:              *addr,
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for _, h := range r.URL.Query()["header"] {
+				if k, v, ok := strings.Cut(h, ":"); ok {
+					w.Header().Add(k, v)
+				}
+			}
 			fmt.Fprintf(w, "%s %s\n", r.Method, r.URL.Path)
 		}),
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // scenarios is how many scenarios a full run (no -run filter) must pass.
-const scenarios = 12
+const scenarios = 13
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -159,6 +159,20 @@ func SetRateLimits(rateLimits []any) Edit {
 // (RateLimitPerRoute, the only place hits_addend and apply_on_stream_done
 // are honoured).
 func AppendRouteRateLimit(rateLimit any) Edit {
+	return onRouteRateLimits(func(per map[string]any) {
+		per["rate_limits"] = append(list(per["rate_limits"]), rateLimit)
+	})
+}
+
+// SetRouteRateLimits returns an Edit that replaces the rate_limits of every
+// route's per-filter rate-limit configuration with rateLimits.
+func SetRouteRateLimits(rateLimits []any) Edit {
+	return onRouteRateLimits(func(per map[string]any) { per["rate_limits"] = rateLimits })
+}
+
+// onRouteRateLimits returns an Edit that applies f to every route's
+// per-filter rate-limit configuration, and fails when there is none.
+func onRouteRateLimits(f func(per map[string]any)) Edit {
 	return func(root map[string]any) error {
 		n := 0
 		walk(root, func(m map[string]any) {
@@ -166,7 +180,7 @@ func AppendRouteRateLimit(rateLimit any) Edit {
 			if per == nil {
 				return
 			}
-			per["rate_limits"] = append(list(per["rate_limits"]), rateLimit)
+			f(per)
 			n++
 		})
 		if n == 0 {

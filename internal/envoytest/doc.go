@@ -17,8 +17,9 @@
 // strings (such as certificate paths) may be replaced, and whole clusters may
 // be pointed elsewhere. A port the map does not know is left alone, so an
 // example with a wrong port fails its tests. Edits (SetFilterField,
-// RemoveFilter, MoveFilterLast, SetRateLimits) change single settings for
-// the tests that flip or break one on purpose, or ask for other descriptors.
+// RemoveFilter, MoveFilterLast, SetRateLimits, SetRouteRateLimits, ...)
+// change single settings for the tests that flip or break one on purpose, or
+// ask for other descriptors.
 //
 // Processes, ports, builds, the repository root and the certificates of the
 // mTLS example come from internal/testutil, which every test shares; Service
