@@ -31,6 +31,7 @@ const (
 type adjustMetrics struct {
 	results  *prometheus.CounterVec // path, result
 	tokens   [2]prometheus.Counter  // charged, refunded
+	micros   [2]prometheus.Counter  // charged, refunded: limits in dollars
 	rejected *prometheus.CounterVec // path, reason
 	ignored  *prometheus.CounterVec // reason
 	entries  prometheus.Counter
@@ -49,6 +50,12 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 	}, []string{"direction"}))
 	a.tokens[0] = tokens.WithLabelValues("charged")
 	a.tokens[1] = tokens.WithLabelValues("refunded")
+	micros := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_adjustment_microdollars_total",
+		Help: "Micro-dollars that settlements moved on limits in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).",
+	}, []string{"direction"}))
+	a.micros[0] = micros.WithLabelValues("charged")
+	a.micros[1] = micros.WithLabelValues("refunded")
 	a.rejected = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimit_lease_verification_failures_total",
 		Help: "Leases that did not verify, by path and reason (malformed, bad_signature, unknown_key, expired); nothing was settled.",
@@ -69,7 +76,8 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 }
 
 // Adjusted records a settlement by path with its result; charged and
-// refunded are the millitokens it moved (zero unless applied).
+// refunded are the millitokens it moved on limits not in dollars (zero
+// unless applied).
 func (m *Metrics) Adjusted(path, result string, charged, refunded int64) {
 	if m == nil {
 		return
@@ -80,6 +88,21 @@ func (m *Metrics) Adjusted(path, result string, charged, refunded int64) {
 	}
 	if refunded > 0 {
 		m.adjust.tokens[1].Add(float64(refunded) / 1000)
+	}
+}
+
+// AdjustedMoney records what an applied settlement moved on limits in
+// dollars: charged and refunded in nano-dollars (a money limit's
+// millitokens), counted in micro-dollars. Adjusted counts the others.
+func (m *Metrics) AdjustedMoney(charged, refunded int64) {
+	if m == nil {
+		return
+	}
+	if charged > 0 {
+		m.adjust.micros[0].Add(float64(charged) / 1000)
+	}
+	if refunded > 0 {
+		m.adjust.micros[1].Add(float64(refunded) / 1000)
 	}
 }
 
