@@ -6,11 +6,9 @@ import (
 	"time"
 
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dynalimit/dynalimit/internal/accesslog"
-	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -42,25 +40,6 @@ descriptors:
         budget: {usd: 5, per: hour}
 `
 
-// moneyRig is a sink over moneyConfig.
-func moneyRig(t *testing.T) *rig {
-	t.Helper()
-	cfg, err := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(moneyConfig)}}, descriptors.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := lease.NewKeyring([]byte("the current key, thirty-two bytes+"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{st: &settler{applied: map[string]cascade.Settlement{}}, keys: k, reg: prometheus.NewRegistry(), now: time.Unix(1_800_000_000, 0)}
-	m := metrics.New(r.reg)
-	r.adjuster = adjust.New(adjust.Options{Settler: r.st, Keys: func() *lease.Keyring { return k }, Metrics: m, Now: func() time.Time { return r.now }})
-	t.Cleanup(r.adjuster.Close)
-	r.sink = accesslog.New(r.adjuster, func() *descriptors.Config { return cfg }, m, nil)
-	return r
-}
-
 // admitted is the price a lease was admitted at: not the configuration's,
 // as after a reload that changed it.
 var admitted = descriptors.Price{Input: 2_000_000, Output: 10_000_000, Request: 1_000}
@@ -89,7 +68,7 @@ func aiGateway(fields map[string]*structpb.Value) map[string]*structpb.Struct {
 }
 
 func TestMoneyEntries(t *testing.T) {
-	r := moneyRig(t)
+	r := rigOf(t, moneyConfig)
 	num := structpb.NewNumberValue
 	want := admitted.Cost(100_000, 40_000) - admitted.Estimate(500) // at the admission's price
 	for _, tc := range []struct {

@@ -44,18 +44,10 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 		Name: "ratelimit_adjustments_total",
 		Help: "Settlements of a lease after the response, by path (access_log, stream_end) and result (applied, duplicate, failed).",
 	}, []string{"path", "result"}))
-	tokens := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ratelimit_adjustment_tokens_total",
-		Help: "Tokens that settlements moved, by direction: charged (the request cost more than its estimate) or refunded (less).",
-	}, []string{"direction"}))
-	a.tokens[0] = tokens.WithLabelValues("charged")
-	a.tokens[1] = tokens.WithLabelValues("refunded")
-	micros := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ratelimit_adjustment_microdollars_total",
-		Help: "Micro-dollars that settlements moved on limits in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).",
-	}, []string{"direction"}))
-	a.micros[0] = micros.WithLabelValues("charged")
-	a.micros[1] = micros.WithLabelValues("refunded")
+	a.tokens = directions(reg, "ratelimit_adjustment_tokens_total",
+		"Tokens that settlements moved on limits not in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).")
+	a.micros = directions(reg, "ratelimit_adjustment_microdollars_total",
+		"Micro-dollars that settlements moved on limits in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).")
 	a.rejected = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimit_lease_verification_failures_total",
 		Help: "Leases that did not verify, by path and reason (malformed, bad_signature, unknown_key, expired); nothing was settled.",
@@ -73,6 +65,13 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 		Help: "Access-log streams open.",
 	}))
 	return a
+}
+
+// directions registers a counter by direction and returns its charged and
+// refunded children.
+func directions(reg prometheus.Registerer, name, help string) [2]prometheus.Counter {
+	v := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"direction"}))
+	return [2]prometheus.Counter{v.WithLabelValues("charged"), v.WithLabelValues("refunded")}
 }
 
 // Adjusted records a settlement by path with its result; charged and

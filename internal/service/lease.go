@@ -53,8 +53,11 @@ func leaseOf(es []descriptors.Entry) bool {
 // count that is not a whole number is an invalid request, as when
 // decided); one whose other entries are not those is decided as any
 // descriptor, as before leases took counts. The lease is then the one
-// entry left.
-func settlingCounts(cfg *descriptors.Config, domain string, items []item) error {
+// entry left. Without an adjuster no descriptor settles.
+func (s *Service) settlingCounts(cfg *descriptors.Config, domain string, items []item) error {
+	if s.adjust == nil {
+		return nil
+	}
 	pt := cfg.Prices(domain)
 	for i := range items {
 		a := &items[i].asked
