@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -64,11 +65,17 @@ func moneyLeaseService(t *testing.T, p descriptors.Price) (s *Service, f *fakeSt
 // spent returns the nano-dollars the tenant's budget has spent.
 func spent(t *testing.T, f *fakeStore) tokenbucket.Millitokens {
 	t.Helper()
-	n, ok := f.ref.Tokens(func(k cascade.Key, l string) bool { return k.Entity == "acme" && l == "monthly_usd" })
+	return budgetMicros*tokenbucket.PerToken - left(t, f, "acme", "monthly_usd")
+}
+
+// left returns the nano-dollars left in the budget limit of entity.
+func left(t *testing.T, f *fakeStore, entity, limit string) tokenbucket.Millitokens {
+	t.Helper()
+	n, ok := f.ref.Tokens(func(k cascade.Key, l string) bool { return k.Entity == entity && l == limit })
 	if !ok {
-		t.Fatal("no budget stored for acme")
+		t.Fatalf("no %s stored for %s", limit, entity)
 	}
-	return budgetMicros*tokenbucket.PerToken - n
+	return n
 }
 
 // admitMoney admits a request estimated at hits tokens and returns its lease.
@@ -201,4 +208,85 @@ func TestMoneyChargedThroughLeasesIsThePricedReports(t *testing.T) {
 		t.Errorf("duplicates = %v, want %d", dup, rounds)
 	}
 	t.Logf("%d leases: $%s spent, to the nano-dollar", rounds, descriptors.FormatUSD(int64(want/tokenbucket.PerToken)))
+}
+
+// TestMoneyLeaseSettlesEveryLevel: a team's budget over a project's, each
+// settled by its own adjustment from the same report: both levels are
+// charged the request's price, once.
+func TestMoneyLeaseSettlesEveryLevel(t *testing.T) {
+	cfg := mustConfig(t, `
+domain: llm
+prices:
+  default: {input: 3, output: 15, request: "0.01"}
+adjustments:
+  - limit: team_usd
+    cost: {input: {header: x-in}, output: {header: x-out}}
+  - limit: project_usd
+    cost: {input: {header: x-in}, output: {header: x-out}}
+descriptors:
+  - key: team
+    entity: true
+    budget: {name: team_usd, usd: 2000, per: month}
+    descriptors:
+      - key: project
+        entity: true
+        cascade: true
+        budget: {name: project_usd, usd: 1000, per: month}
+`)
+	s, f, _, _ := leaseServiceOf(t, func() *descriptors.Config { return cfg })
+	resp, err := s.ShouldRateLimit(context.Background(), rlReq("llm", withHits(desc("team", "ml", "project", "a"), 0)))
+	if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+		t.Fatalf("check: %v %v", resp, err)
+	}
+	token := leaseOfResponse(t, resp)
+	for range 2 {
+		moneyEnd(t, s, LeaseKey, token, "llm_input_token", "100000", "llm_output_token", "40000")
+	}
+	const price = 910_000 * tokenbucket.PerToken // $0.90 and a cent
+	if got := left(t, f, "ml", "team_usd"); got != 2000*descriptors.MicrosPerUSD*tokenbucket.PerToken-price {
+		t.Errorf("the team has %d nano-dollars left, want $2,000 − $0.91", got)
+	}
+	if got := left(t, f, "a", "project_usd"); got != 1000*descriptors.MicrosPerUSD*tokenbucket.PerToken-price {
+		t.Errorf("the project has %d nano-dollars left, want $1,000 − $0.91", got)
+	}
+}
+
+// FuzzMoneySettle settles a genuine lease with arbitrary counts beside it,
+// in any order: the call is OK or InvalidArgument (a count that is not a
+// whole number); the budget has spent the priced report when both counts
+// are whole, else the estimate, never anything else.
+func FuzzMoneySettle(f *testing.F) {
+	f.Add("100000", "40000", uint8(0), true)
+	f.Add("0", "18446744073709551615", uint8(1), true)
+	f.Add("1.5", "1", uint8(2), false)
+	f.Add("", "7", uint8(3), true)
+	f.Fuzz(func(t *testing.T, in, out string, order uint8, withOut bool) {
+		s, f, _, _ := moneyLeaseService(t, gpt4o)
+		token := admitMoney(t, s, 500)
+		kv := []string{LeaseKey, token, "llm_input_token", in}
+		if withOut {
+			kv = append(kv, "llm_output_token", out)
+		}
+		for i := 0; i < int(order)%3 && len(kv) > 2; i++ {
+			kv = append(kv[2:], kv[:2]...) // rotate the pairs
+		}
+		resp, err := s.ShouldRateLimit(context.Background(), rlReq("llm", desc(kv...)))
+		want := gpt4o.Estimate(500)
+		inN, inErr := strconv.ParseUint(in, 10, 64)
+		outN, outErr := strconv.ParseUint(out, 10, 64)
+		whole := inErr == nil && inN <= MaxHits && (!withOut || (outErr == nil && outN <= MaxHits))
+		switch {
+		case !whole:
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("counts %q %q: %v %v, want InvalidArgument", in, out, resp, err)
+			}
+		case err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK:
+			t.Fatalf("counts %q %q: %v %v, want OK", in, out, resp, err)
+		case withOut:
+			want = gpt4o.Cost(inN, outN)
+		}
+		if got := spent(t, f); got != want {
+			t.Fatalf("counts %q %q (output %v): spent %d nano-dollars, want %d", in, out, withOut, got, want)
+		}
+	})
 }
