@@ -9,13 +9,18 @@
 // from where the domain's `adjustments:` say (a response header, a response
 // trailer, or a dynamic-metadata key), and has the adjuster
 // (internal/adjust) apply actual − estimate to exactly the buckets the lease
-// names, once per lease whatever else delivers it.
+// names, once per lease whatever else delivers it. A limit in dollars
+// reads two fields, the input and output tokens its adjustment names
+// (Envoy AI Gateway's llm_input_token and llm_output_token), and is charged
+// them at the price its lease carries; an entry with one of them only
+// reports no cost for it.
 //
 // Entries that settle nothing are counted by reason: no lease, a lease that
 // does not verify (malformed, bad_signature, unknown_key, expired), no cost
 // for any of the lease's limits (no_cost: a client that went away before
 // the response; the estimate stands, the cost is never guessed), a cost
-// that is not a whole number of tokens (bad_cost), and TCP entries
+// that is not a whole number of tokens (bad_cost; for a limit in dollars,
+// either count), and TCP entries
 // (not_http).
 //
 // A stream settles up to MaxInFlight entries at once; past that it stops

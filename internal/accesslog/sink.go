@@ -128,16 +128,15 @@ func (s *Sink) Settle(ctx context.Context, e *datav3.HTTPAccessLogEntry) string 
 		adjs = cfg.Adjustments(l.Domain)
 	}
 	bad := false
-	cost := func(limit string) (uint64, bool) {
+	cost := func(limit string) adjust.Report {
 		for i := range adjs {
-			if adjs[i].Limit != limit {
-				continue
+			if adjs[i].Limit == limit {
+				r, wrong := reportOf(e, &adjs[i])
+				bad = bad || wrong
+				return r
 			}
-			v, found, ok := costOf(e, adjs[i].Cost)
-			bad = bad || (found && !ok)
-			return v, found && ok
 		}
-		return 0, false
+		return adjust.Report{}
 	}
 	res, err := s.adjust.Settle(ctx, metrics.PathAccessLog, l, cost)
 	if errors.Is(err, adjust.ErrNoCost) {
@@ -154,6 +153,21 @@ func (s *Sink) Settle(ctx context.Context, e *datav3.HTTPAccessLogEntry) string 
 // leaseToken returns the lease in an entry's metadata, "" when none.
 func leaseToken(md *corev3.Metadata) string {
 	return md.GetFilterMetadata()[MetadataNamespace].GetFields()[LeaseField].GetStringValue()
+}
+
+// reportOf reads what an entry reports for adjustment a: a count, or for
+// a money limit's adjustment its input and output tokens, both present and
+// whole (a report of one alone is none: the estimate stands). bad is set
+// when a field is there and not a whole number of tokens.
+func reportOf(e *datav3.HTTPAccessLogEntry, a *descriptors.Adjustment) (r adjust.Report, bad bool) {
+	if !a.Split() {
+		v, found, ok := costOf(e, a.Cost)
+		return adjust.Report{Tokens: v, Counted: found && ok}, found && !ok
+	}
+	in, inFound, inOK := costOf(e, a.Input)
+	out, outFound, outOK := costOf(e, a.Output)
+	bad = (inFound && !inOK) || (outFound && !outOK)
+	return adjust.Report{In: in, Out: out, Split: inFound && outFound && !bad}, bad
 }
 
 // costOf reads the cost an entry reports at src: found when the entry

@@ -78,7 +78,13 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	cfg, err := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(config)}}, descriptors.Options{})
+	return rigOf(t, config)
+}
+
+// rigOf is a sink over the descriptor configuration yaml.
+func rigOf(t *testing.T, yaml string) *rig {
+	t.Helper()
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(yaml)}}, descriptors.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -94,16 +95,25 @@ func (a *Adjuster) Close() {
 	a.retries.Wait()
 }
 
+// Term says how one debit of a plan settles: by the adjustment named
+// (none when Adjustment is ""), and for a limit in dollars (Money) at the
+// price its admission used.
+type Term struct {
+	Adjustment string
+	Money      bool
+	Price      descriptors.Price
+}
+
 // Issue returns the signed lease of an admitted plan: every debit that
-// names[i] says is adjusted (the name of its adjustment; "" when it is not)
-// and that its bucket took (Status.OK), with its amount as the estimate (a
-// check's is zero: the whole cost settles later). ok is false when no
-// debit is adjusted.
-func (a *Adjuster) Issue(domain string, debits []cascade.Debit, statuses []cascade.Status, names []string) (token string, ok bool, err error) {
+// terms[i] says is adjusted and that its bucket took (Status.OK), with its
+// amount as the estimate (a check's is zero: the whole cost settles later)
+// and, for a limit in dollars, its price. ok is false when no debit is
+// adjusted.
+func (a *Adjuster) Issue(domain string, debits []cascade.Debit, statuses []cascade.Status, terms []Term) (token string, ok bool, err error) {
 	l := lease.Lease{Domain: domain}
 	for i := range debits {
-		d := &debits[i]
-		if names[i] == "" || d.Op == cascade.Refund || !statuses[i].OK {
+		d, tm := &debits[i], &terms[i]
+		if tm.Adjustment == "" || d.Op == cascade.Refund || !statuses[i].OK {
 			continue
 		}
 		st := &statuses[i]
@@ -117,8 +127,11 @@ func (a *Adjuster) Issue(domain string, debits []cascade.Debit, statuses []casca
 			est = 0
 		}
 		lim := lease.Limit{Name: d.Limit, Bucket: shape, Estimate: est}
-		if names[i] != d.Limit {
-			lim.Adjustment = names[i]
+		if tm.Adjustment != d.Limit {
+			lim.Adjustment = tm.Adjustment
+		}
+		if tm.Money {
+			lim.Money, lim.Price = true, tm.Price
 		}
 		b.Limits = append(b.Limits, lim)
 	}
@@ -156,18 +169,42 @@ func (a *Adjuster) Open(path, token string) (*lease.Lease, error) {
 	return l, nil
 }
 
-// Cost is the actual cost of a lease's limit in whole tokens, given the
-// name of the limit's adjustment; ok false when the report carries none
-// for it (its estimate then stands).
-type Cost func(adjustment string) (tokens uint64, ok bool)
+// Report is what a report says a request used, for one adjustment: a count
+// of whole tokens (Counted), or the input and output tokens of a request
+// priced in dollars (Split); either, both or neither.
+type Report struct {
+	Tokens  uint64
+	Counted bool
+	In, Out uint64
+	Split   bool
+}
+
+// Cost returns the report for the adjustment of a lease's limit, given its
+// name; the zero Report when the report carries none for it.
+type Cost func(adjustment string) Report
+
+// actual is what lim cost by r, in millitokens: the tokens counted for a
+// limit not in dollars; for a limit in dollars the input and output tokens
+// at the price of the lease (its admission's), in nano-dollars. ok is false
+// when r has no cost of that kind (the estimate then stands).
+func actual(lim *lease.Limit, r Report) (tokenbucket.Millitokens, bool) {
+	switch {
+	case lim.Money:
+		return lim.Price.Cost(r.In, r.Out), r.Split
+	case r.Counted && r.Tokens <= uint64(tokenbucket.MaxMillitokens/tokenbucket.PerToken):
+		return tokenbucket.Millitokens(r.Tokens) * tokenbucket.PerToken, true
+	}
+	return 0, false
+}
 
 // ErrNoCost is returned when a report carries a cost for none of a lease's
 // limits: nothing is settled and every estimate stands.
 var ErrNoCost = errors.New("adjust: no cost reported for any limit of the lease")
 
-// Settle applies l's actual costs: for each limit that cost reports,
-// actual − estimate on the lease's bucket, as one settlement with the
-// lease's ID. It returns the result (metrics.AdjustApplied or
+// Settle applies l's actual costs: for each limit that cost reports (a
+// count for a limit not in dollars, input and output tokens for one in
+// dollars), actual − estimate on the lease's bucket, as one settlement with
+// the lease's ID. It returns the result (metrics.AdjustApplied or
 // metrics.AdjustDuplicate), or ErrNoCost. A store failure is not returned:
 // the settlement is kept and retried until its lease expires (see the
 // package doc); the result is then "" and Settle returns nil.
@@ -186,21 +223,22 @@ func (a *Adjuster) Settle(ctx context.Context, path string, l *lease.Lease, cost
 
 // settlement builds the settlement of l for the costs reported; ok false
 // when no limit has one.
-func settlement(l *lease.Lease, cost Cost) (*cascade.Settlement, bool) {
-	st := &cascade.Settlement{ID: l.ID, Expires: l.Expires}
+func settlement(l *lease.Lease, cost Cost) (*settling, bool) {
+	st := &settling{Settlement: cascade.Settlement{ID: l.ID, Expires: l.Expires}}
 	any := false
 	for _, b := range l.Buckets {
-		for _, lim := range b.Limits {
+		for i := range b.Limits {
+			lim := &b.Limits[i]
 			name := lim.Name
 			if lim.Adjustment != "" {
 				name = lim.Adjustment
 			}
-			actual, ok := cost(name)
+			amount, ok := actual(lim, cost(name))
 			if !ok {
 				continue
 			}
 			any = true
-			diff := tokenbucket.Millitokens(actual)*tokenbucket.PerToken - lim.Estimate
+			diff := amount - lim.Estimate
 			d := cascade.Debit{Key: b.Key, Limit: lim.Name, Bucket: lim.Bucket, Shard: b.Shard, Op: cascade.Charge, Amount: diff}
 			switch {
 			case diff < 0:
@@ -209,16 +247,24 @@ func settlement(l *lease.Lease, cost Cost) (*cascade.Settlement, bool) {
 				continue
 			}
 			st.Debits = append(st.Debits, d)
+			st.money = append(st.money, lim.Money)
 		}
 	}
 	return st, any
 }
 
+// settling is a settlement with, for each debit, whether its limit is in
+// dollars (for the metrics, which count tokens and dollars apart).
+type settling struct {
+	cascade.Settlement
+	money []bool
+}
+
 // apply makes one store call within the budget and records its result.
-func (a *Adjuster) apply(ctx context.Context, path string, st *cascade.Settlement) (string, error) {
+func (a *Adjuster) apply(ctx context.Context, path string, st *settling) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.o.Budget)
 	defer cancel()
-	out, err := a.o.Settler.Settle(ctx, st)
+	out, err := a.o.Settler.Settle(ctx, &st.Settlement)
 	if err != nil {
 		return "", err
 	}
@@ -226,14 +272,19 @@ func (a *Adjuster) apply(ctx context.Context, path string, st *cascade.Settlemen
 		a.o.Metrics.Adjusted(path, metrics.AdjustDuplicate, 0, 0)
 		return metrics.AdjustDuplicate, nil
 	}
-	var charged, refunded tokenbucket.Millitokens
-	for _, d := range st.Debits {
-		if d.Op == cascade.Charge {
-			charged += d.Amount
-		} else {
-			refunded += d.Amount
+	// moved[money][refund] sums the debits by unit and direction.
+	var moved [2][2]tokenbucket.Millitokens
+	for i, d := range st.Debits {
+		m, r := 0, 0
+		if st.money[i] {
+			m = 1
 		}
+		if d.Op != cascade.Charge {
+			r = 1
+		}
+		moved[m][r] += d.Amount
 	}
-	a.o.Metrics.Adjusted(path, metrics.AdjustApplied, int64(charged), int64(refunded))
+	a.o.Metrics.Adjusted(path, metrics.AdjustApplied, int64(moved[0][0]), int64(moved[0][1]))
+	a.o.Metrics.AdjustedMoney(int64(moved[1][0]), int64(moved[1][1]))
 	return metrics.AdjustApplied, nil
 }

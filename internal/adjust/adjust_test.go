@@ -91,14 +91,19 @@ func admitted(est int64) ([]cascade.Debit, []cascade.Status) {
 }
 
 // tpmOnly names the adjustment of every tpm debit of ds.
-func tpmOnly(ds []cascade.Debit) []string {
-	names := make([]string, len(ds))
+func tpmOnly(ds []cascade.Debit) []adjust.Term {
+	terms := make([]adjust.Term, len(ds))
 	for i, d := range ds {
 		if d.Limit == "tpm" {
-			names[i] = "tpm"
+			terms[i].Adjustment = "tpm"
 		}
 	}
-	return names
+	return terms
+}
+
+// tokens is a report of n tokens for every adjustment.
+func tokens(n uint64) adjust.Cost {
+	return func(string) adjust.Report { return adjust.Report{Tokens: n, Counted: true} }
 }
 
 func newAdjuster(t *testing.T, st adjust.Settler, m *metrics.Metrics, now func() time.Time) *adjust.Adjuster {
@@ -127,7 +132,7 @@ func TestIssueNamesEveryLevelOfAdjustedLimits(t *testing.T) {
 			t.Errorf("bucket %d = %+v", i, b)
 		}
 	}
-	if _, ok, _ := a.Issue("llm", ds, ss, make([]string, len(ds))); ok {
+	if _, ok, _ := a.Issue("llm", ds, ss, make([]adjust.Term, len(ds))); ok {
 		t.Error("a lease was issued with no adjusted limit")
 	}
 }
@@ -157,7 +162,7 @@ func settle(t *testing.T, a *adjust.Adjuster, token string, actual uint64) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Settle(context.Background(), metrics.PathAccessLog, l, func(string) (uint64, bool) { return actual, true })
+	res, err := a.Settle(context.Background(), metrics.PathAccessLog, l, tokens(actual))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +207,7 @@ func TestSettleOnceWhicheverPathIsFirst(t *testing.T) {
 	ds, ss := admitted(500)
 	token, _, _ := a.Issue("llm", ds, ss, tpmOnly(ds))
 	l, _ := a.Open(metrics.PathStreamEnd, token)
-	cost := func(string) (uint64, bool) { return 2000, true }
+	cost := tokens(2000)
 	if res, _ := a.Settle(context.Background(), metrics.PathStreamEnd, l, cost); res != metrics.AdjustApplied {
 		t.Fatalf("stream end: %q", res)
 	}
@@ -220,7 +225,7 @@ func TestSettleWithoutCostKeepsTheEstimate(t *testing.T) {
 	ds, ss := admitted(500)
 	token, _, _ := a.Issue("llm", ds, ss, tpmOnly(ds))
 	l, _ := a.Open(metrics.PathAccessLog, token)
-	if _, err := a.Settle(context.Background(), metrics.PathAccessLog, l, func(string) (uint64, bool) { return 0, false }); !errors.Is(err, adjust.ErrNoCost) {
+	if _, err := a.Settle(context.Background(), metrics.PathAccessLog, l, func(string) adjust.Report { return adjust.Report{} }); !errors.Is(err, adjust.ErrNoCost) {
 		t.Fatalf("Settle without cost = %v, want ErrNoCost", err)
 	}
 	if st.calls != 0 {

@@ -14,6 +14,16 @@
 // so whichever path lands first settles and the other is a counted
 // duplicate.
 //
+// A limit in dollars (descriptors.Limit.Money) settles from the input and
+// output tokens a report gives (Report.Split), at the price the lease
+// carries: the price of the request's resource when it was admitted, so
+// that a price changed on reload never touches an admitted request. Its
+// actual cost is Price.Cost(in, out) in nano-dollars (the limit's
+// millitokens), so the estimate and the settlement add up to the priced
+// report exactly. A report without both counts leaves its estimate
+// standing. Any other limit settles from a count of whole tokens, as it
+// always has.
+//
 // A settlement the store did not take (unavailable, or its answer lost) is
 // kept and retried in the background, at most MaxPending at once, until it
 // lands, is a duplicate, or its lease expires: an accepted cost is never

@@ -19,7 +19,7 @@ const (
 // keep retries st in the background until the store takes it, it turns
 // out a duplicate, its lease expires or the Adjuster closes; past
 // MaxPending it is dropped at once. A drop is counted failed and logged.
-func (a *Adjuster) keep(path string, st *cascade.Settlement, err error) {
+func (a *Adjuster) keep(path string, st *settling, err error) {
 	if errors.Is(err, cascade.ErrInvalid) {
 		a.drop(path, st, err, "the store cannot apply it")
 		return
@@ -53,7 +53,7 @@ func (a *Adjuster) keep(path string, st *cascade.Settlement, err error) {
 }
 
 // retry tries st again with a growing backoff while its lease lives.
-func (a *Adjuster) retry(path string, st *cascade.Settlement, err error) {
+func (a *Adjuster) retry(path string, st *settling, err error) {
 	wait := minBackoff
 	for {
 		left := st.Expires.Sub(a.o.Now())
@@ -81,7 +81,7 @@ func (a *Adjuster) retry(path string, st *cascade.Settlement, err error) {
 }
 
 // drop gives up on st: counted failed and logged.
-func (a *Adjuster) drop(path string, st *cascade.Settlement, err error, why string) {
+func (a *Adjuster) drop(path string, st *settling, err error, why string) {
 	a.o.Metrics.Adjusted(path, metrics.AdjustFailed, 0, 0)
 	a.o.Log.WithError(err).WithFields(logrus.Fields{
 		"lease": st.ID, "path": path, "debits": len(st.Debits),

@@ -19,27 +19,41 @@ func TestTokenSize(t *testing.T) {
 	}
 }
 
+// leases are the chain's lease without money (version 1) and with a
+// budget in dollars on every level (version 2).
+func leases(b *testing.B) map[string]*Lease {
+	return map[string]*Lease{"tokens": chainLease(b), "money": moneyLease(b)}
+}
+
 func BenchmarkSign(b *testing.B) {
 	k := mustKeyring(b, keyA)
-	l := chainLease(b)
-	var tok string
-	b.ReportAllocs()
-	for b.Loop() {
-		tok = mustSign(b, k, l)
+	for _, name := range []string{"tokens", "money"} {
+		l := leases(b)[name]
+		b.Run(name, func(b *testing.B) {
+			var tok string
+			b.ReportAllocs()
+			for b.Loop() {
+				tok = mustSign(b, k, l)
+			}
+			b.ReportMetric(float64(len(tok)), "token-chars")
+		})
 	}
-	b.ReportMetric(float64(len(tok)), "token-chars")
 }
 
 func BenchmarkVerify(b *testing.B) {
 	k := mustKeyring(b, keyA, keyB)
-	tok := mustSign(b, k, chainLease(b))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := k.Verify(tok, t0); err != nil {
-			b.Fatal(err)
-		}
+	for _, name := range []string{"tokens", "money"} {
+		tok := mustSign(b, k, leases(b)[name])
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := k.Verify(tok, t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(tok)), "token-chars")
+		})
 	}
-	b.ReportMetric(float64(len(tok)), "token-chars")
 }
 
 func BenchmarkVerifyForged(b *testing.B) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -26,8 +27,27 @@ const (
 	maxStrings = 256
 )
 
-// version is the token format this package writes and reads.
-const version = 1
+// The token formats this package writes and reads. A lease with no money
+// limit is written in version 1, byte for byte as before money limits
+// existed, so that replicas not yet upgraded settle it; one with a money
+// limit in version 2, which flags each limit's money and carries its price.
+// Both are read.
+const (
+	version1 = 1
+	version2 = 2
+)
+
+// versionOf returns the format l is written in.
+func versionOf(l *Lease) byte {
+	for i := range l.Buckets {
+		for j := range l.Buckets[i].Limits {
+			if l.Buckets[i].Limits[j].Money {
+				return version2
+			}
+		}
+	}
+	return version1
+}
 
 // Sizes of the fixed parts: version byte and key id before the body, the
 // truncated HMAC-SHA256 after it.
@@ -63,10 +83,11 @@ func (e *encoder) ref(s string) uint64 {
 	return uint64(len(e.strs) - 1)
 }
 
-// appendBody appends l's encoding after the version byte and key id: the
-// id, the expiry, the string table, the domain and the buckets. The lease
-// must have passed check.
+// appendBody appends l's encoding after the version byte (versionOf) and
+// key id: the id, the expiry, the string table, the domain and the
+// buckets. The lease must have passed check.
 func appendBody(b []byte, l *Lease) []byte {
+	v := versionOf(l)
 	var e encoder
 	e.strs = make([]string, 0, 8)
 	e.ref(l.Domain)
@@ -101,26 +122,44 @@ func appendBody(b []byte, l *Lease) []byte {
 		b = binary.AppendUvarint(b, uint64(bk.Shard))
 		b = binary.AppendUvarint(b, uint64(len(bk.Limits)))
 		for j := range bk.Limits {
-			lm := &bk.Limits[j]
-			// The name's reference, doubled, with its low bit set when an
-			// adjustment's name follows.
-			if lm.Adjustment == "" {
-				b = binary.AppendUvarint(b, e.ref(lm.Name)<<1)
-			} else {
-				b = binary.AppendUvarint(b, e.ref(lm.Name)<<1|1)
-				b = binary.AppendUvarint(b, e.ref(lm.Adjustment))
-			}
-			b = appendScaled(b, uint64(lm.Bucket.Capacity))
-			b = appendScaled(b, uint64(lm.Bucket.RefillAmount))
-			if c := lm.Bucket.Calendar; !c.IsZero() {
-				// A calendar budget: a period of 0, then its calendar.
-				b = appendScaled(b, 0)
-				b = binary.AppendUvarint(b, e.ref(c.String()))
-			} else {
-				b = appendScaled(b, uint64(lm.Bucket.RefillPeriod/time.Millisecond))
-			}
-			b = appendScaled(b, uint64(lm.Estimate))
+			b = appendLimit(b, &e, &bk.Limits[j], v)
 		}
+	}
+	return b
+}
+
+// appendLimit appends one limit in format v; its strings are in e's table.
+func appendLimit(b []byte, e *encoder, lm *Limit, v byte) []byte {
+	// The name's reference, with its flags in the low bits: an adjustment's
+	// name follows (bit 0); in version 2, the limit is in money and its
+	// price follows the estimate (bit 1).
+	name := e.ref(lm.Name) << 1
+	if v == version2 {
+		name <<= 1
+		if lm.Money {
+			name |= 2
+		}
+	}
+	if lm.Adjustment == "" {
+		b = binary.AppendUvarint(b, name)
+	} else {
+		b = binary.AppendUvarint(b, name|1)
+		b = binary.AppendUvarint(b, e.ref(lm.Adjustment))
+	}
+	b = appendScaled(b, uint64(lm.Bucket.Capacity))
+	b = appendScaled(b, uint64(lm.Bucket.RefillAmount))
+	if c := lm.Bucket.Calendar; !c.IsZero() {
+		// A calendar budget: a period of 0, then its calendar.
+		b = appendScaled(b, 0)
+		b = binary.AppendUvarint(b, e.ref(c.String()))
+	} else {
+		b = appendScaled(b, uint64(lm.Bucket.RefillPeriod/time.Millisecond))
+	}
+	b = appendScaled(b, uint64(lm.Estimate))
+	if lm.Money {
+		b = appendScaled(b, uint64(lm.Price.Input))
+		b = appendScaled(b, uint64(lm.Price.Output))
+		b = appendScaled(b, uint64(lm.Price.Request))
 	}
 	return b
 }
@@ -169,7 +208,24 @@ func check(l *Lease) error {
 			if lm.Estimate < 0 || lm.Estimate > tokenbucket.MaxMillitokens {
 				return fmt.Errorf("lease: bucket %d limit %q: estimate %d outside [0, MaxMillitokens]", i, lm.Name, lm.Estimate)
 			}
+			if err := checkPrice(lm); err != nil {
+				return fmt.Errorf("lease: bucket %d limit %q: %w", i, lm.Name, err)
+			}
 		}
+	}
+	return nil
+}
+
+// checkPrice reports why lm's price cannot be signed: a price of a limit
+// not in money, or one outside [0, descriptors.MaxMicros].
+func checkPrice(lm *Limit) error {
+	p := lm.Price
+	switch {
+	case !lm.Money && p != (descriptors.Price{}):
+		return errors.New("a price on a limit not in money")
+	case p.Input < 0 || p.Output < 0 || p.Request < 0 ||
+		p.Input > descriptors.MaxMicros || p.Output > descriptors.MaxMicros || p.Request > descriptors.MaxMicros:
+		return fmt.Errorf("price %+v outside [0, %d] micro-dollars", p, int64(descriptors.MaxMicros))
 	}
 	return nil
 }
@@ -177,6 +233,7 @@ func check(l *Lease) error {
 // decoder reads a body. Every read checks what is left, so that no count
 // or length a token claims is trusted before the bytes are there.
 type decoder struct {
+	v    byte // the format, version1 or version2
 	b    []byte
 	s    string   // b as a string: table strings are slices of it (one allocation)
 	strs []string // the string table
@@ -255,11 +312,12 @@ func (d *decoder) scaled(what string, max uint64) uint64 {
 	return v
 }
 
-// decodeBody reads the body b (after the version byte and key id, before
-// the signature) into a lease, or fails with an error wrapping
-// ErrMalformed.
-func decodeBody(b []byte) (*Lease, error) {
-	d := &decoder{b: b, s: string(b)}
+// decodeBody reads the body b of format v (after the version byte and key
+// id, before the signature) into a lease, or fails with an error wrapping
+// ErrMalformed. A version 2 body must have a money limit (else it would
+// have been written in version 1).
+func decodeBody(v byte, b []byte) (*Lease, error) {
+	d := &decoder{v: v, b: b, s: string(b)}
 	l := &Lease{}
 	l.ID = d.str("id")
 	if d.err == nil && (len(l.ID) == 0 || len(l.ID) > cascade.MaxSettlementID) {
@@ -281,6 +339,9 @@ func decodeBody(b []byte) (*Lease, error) {
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d bytes left over", len(d.b)-d.off)
+	}
+	if d.err == nil && v == version2 && versionOf(l) != version2 {
+		d.fail("a version 2 lease without a money limit")
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -325,21 +386,32 @@ func (d *decoder) ref(what string) string {
 	return d.strs[i]
 }
 
-// limitNames reads a limit's name and, when its low bit says one
-// follows, its adjustment's.
-func (d *decoder) limitNames() (name, adjustment string) {
+// limitNames reads a limit's name and flags: when bit 0 says one follows,
+// its adjustment's name; in version 2, bit 1 says it is in money.
+func (d *decoder) limitNames() (name, adjustment string, money bool) {
 	if d.err == nil && len(d.strs) == 0 {
 		d.fail("limit name refers to an empty table")
 	}
-	v := d.uvarint("limit name", uint64(max(len(d.strs), 1))*2-1)
-	if d.err != nil {
-		return "", ""
+	shift := uint(1)
+	if d.v == version2 {
+		shift = 2
 	}
-	name = d.strs[v>>1]
+	v := d.uvarint("limit name", uint64(max(len(d.strs), 1))<<shift-1)
+	if d.err != nil {
+		return "", "", false
+	}
+	name, money = d.strs[v>>shift], shift == 2 && v&2 != 0
 	if v&1 == 1 {
 		adjustment = d.ref("adjustment name")
 	}
-	return name, adjustment
+	return name, adjustment, money
+}
+
+// price reads a money limit's price, three amounts of micro-dollars.
+func (d *decoder) price(p *descriptors.Price) {
+	p.Input = int64(d.scaled("input price", descriptors.MaxMicros))
+	p.Output = int64(d.scaled("output price", descriptors.MaxMicros))
+	p.Request = int64(d.scaled("request price", descriptors.MaxMicros))
 }
 
 // calendar reads the calendar of a budget, whose period is one unit of its
@@ -370,7 +442,7 @@ func (d *decoder) bucket(bk *Bucket) {
 	bk.Limits = make([]Limit, n)
 	for j := range bk.Limits {
 		lm := &bk.Limits[j]
-		if lm.Name, lm.Adjustment = d.limitNames(); d.err != nil {
+		if lm.Name, lm.Adjustment, lm.Money = d.limitNames(); d.err != nil {
 			return
 		}
 		lm.Bucket.Capacity = tokenbucket.Millitokens(d.scaled("capacity", uint64(tokenbucket.MaxMillitokens)))
@@ -381,6 +453,9 @@ func (d *decoder) bucket(bk *Bucket) {
 			d.calendar(&lm.Bucket)
 		}
 		lm.Estimate = tokenbucket.Millitokens(d.scaled("estimate", uint64(tokenbucket.MaxMillitokens)))
+		if lm.Money {
+			d.price(&lm.Price)
+		}
 		if d.err != nil {
 			return
 		}

@@ -24,8 +24,16 @@
 // for a three-level chain with two limits a level is 236 characters
 // (TestTokenSize); docs/leases.md lays the format out byte by byte.
 //
+// A limit in dollars carries the price of its request's resource at
+// admission, so that a price changed on reload never touches what an
+// admitted request is charged. A lease with such a limit is written in
+// format version 2 (each limit's name index times four, with a flag for
+// money, and the price after the estimate); any other is written in
+// version 1, unchanged, so that replicas not yet upgraded settle it. Both
+// are read.
+//
 // Verify checks in this order, and its error wraps exactly one sentinel:
-// the token is canonical base64url of this version within MaxTokenBytes
+// the token is canonical base64url of a version it reads within MaxTokenBytes
 // (else ErrMalformed); its key id is in the keyring (ErrUnknownKey); the
 // HMAC matches, compared in constant time (ErrBadSignature); the signed body
 // decodes within bounds (MaxBuckets, MaxLimits, limits tokenbucket accepts,

@@ -61,10 +61,13 @@ func TestForgedFieldsFailTheSignature(t *testing.T) {
 	}
 }
 
-// signRaw signs arbitrary body bytes with k's current key: a token whose
-// signature is good, so that only decoding can refuse it.
-func signRaw(k *Keyring, body []byte) string {
-	b := append([]byte{version}, k.keys[0].id[:]...)
+// signRaw signs arbitrary body bytes with k's current key, as version 1:
+// a token whose signature is good, so that only decoding can refuse it.
+func signRaw(k *Keyring, body []byte) string { return signRawAs(k, version1, body) }
+
+// signRawAs is signRaw in format v.
+func signRawAs(k *Keyring, v byte, body []byte) string {
+	b := append([]byte{v}, k.keys[0].id[:]...)
 	b = append(b, body...)
 	return encoding.EncodeToString(k.keys[0].mac(b, b))
 }
@@ -155,7 +158,7 @@ func TestMalformedBeforeDecoding(t *testing.T) {
 		{"padding", tok + "==", "not base64url"},
 		{"standard base64", strings.ReplaceAll(strings.ReplaceAll(tok, "-", "+"), "_", "/") + "+", "not base64url"},
 		{"trailing bits", trailingBits(t, tok), "illegal base64"},
-		{"other version", encoding.EncodeToString(append([]byte{2}, make([]byte, 40)...)), "version 2"},
+		{"other version", encoding.EncodeToString(append([]byte{3}, make([]byte, 40)...)), "version 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := k.Verify(tc.token, t0)

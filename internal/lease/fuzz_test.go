@@ -14,6 +14,7 @@ func fuzzLeases(t testing.TB) []*Lease {
 	odd := tokenbucket.Limit{Capacity: 1001, RefillAmount: 7, RefillPeriod: 1234 * time.Millisecond}
 	return []*Lease{
 		chainLease(t),
+		moneyLease(t),
 		{ID: "x", Domain: "d", Expires: t0.Add(time.Second)},
 		{ID: "y", Expires: t0.Add(time.Hour), Buckets: []Bucket{{}}},
 		{ID: "eevKw6-Qq2oTOsv9", Domain: "llm", Expires: t0.Add(time.Minute), Buckets: []Bucket{{
@@ -71,18 +72,23 @@ func FuzzVerify(f *testing.F) {
 }
 
 // FuzzDecodeBody feeds the body decoder arbitrary bytes, as if signed
-// (Verify parses nothing unsigned, so FuzzVerify rarely reaches it): it
-// never panics, fails only with ErrMalformed, and whatever it decodes is a
-// lease Sign accepts and that verifies back to itself.
+// (Verify parses nothing unsigned, so FuzzVerify rarely reaches it), in
+// either format (the first byte picks it): it never panics, fails only with
+// ErrMalformed, and whatever it decodes is a lease Sign accepts and that
+// verifies back to itself.
 func FuzzDecodeBody(f *testing.F) {
 	for _, l := range fuzzLeases(f) {
-		body := appendBody(nil, l)
+		body := appendBody([]byte{versionOf(l)}, l)
 		f.Add(body)
 		f.Add(body[:len(body)-1])
+		f.Add(append([]byte{version1 + version2 - body[0]}, body[1:]...)) // the other format
 	}
 	k := mustKeyring(f, keyA)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		l, err := decodeBody(body)
+		if len(body) == 0 {
+			return
+		}
+		l, err := decodeBody(version1+body[0]%2, body[1:])
 		if err != nil {
 			if l != nil || !isOneOf(err, []error{ErrMalformed}) {
 				t.Fatalf("decodeBody = %+v, %v; want nil, ErrMalformed", l, err)

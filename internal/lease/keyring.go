@@ -111,7 +111,7 @@ func (k *Keyring) Sign(l *Lease) (string, error) {
 	}
 	cur := k.keys[0]
 	b := make([]byte, 0, 256)
-	b = append(b, version)
+	b = append(b, versionOf(l))
 	b = append(b, cur.id[:]...)
 	b = appendBody(b, l)
 	b = cur.mac(b, b)
@@ -122,7 +122,7 @@ func (k *Keyring) Sign(l *Lease) (string, error) {
 }
 
 // Verify returns the lease of token, checking in order that it is a token
-// of this version (ErrMalformed), that its key is in the keyring
+// of a version this package reads (ErrMalformed), that its key is in the keyring
 // (ErrUnknownKey), that its signature matches (ErrBadSignature, compared in
 // constant time), that its body decodes (ErrMalformed; nothing unsigned is
 // parsed) and that it has not expired at now (ErrExpired: now is at or
@@ -142,7 +142,7 @@ func (k *Keyring) Verify(token string, now time.Time) (*Lease, error) {
 	if !hmac.Equal(kk.mac(sum[:0], body), b[len(body):]) {
 		return nil, ErrBadSignature
 	}
-	l, err := decodeBody(body[headBytes:])
+	l, err := decodeBody(body[0], body[headBytes:])
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (k *Keyring) Verify(token string, now time.Time) (*Lease, error) {
 }
 
 // decodeToken checks a token's size and alphabet and returns its bytes,
-// at least a header and a signature long, of this version.
+// at least a header and a signature long, of a version this package reads.
 func decodeToken(token string) ([]byte, error) {
 	if len(token) > MaxTokenBytes {
 		return nil, fmt.Errorf("%w: %d characters (at most %d)", ErrMalformed, len(token), MaxTokenBytes)
@@ -170,8 +170,8 @@ func decodeToken(token string) ([]byte, error) {
 	switch {
 	case len(b) < headBytes+macBytes:
 		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
-	case b[0] != version:
-		return nil, fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[0], version)
+	case b[0] != version1 && b[0] != version2:
+		return nil, fmt.Errorf("%w: version %d (want %d or %d)", ErrMalformed, b[0], version1, version2)
 	}
 	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -31,6 +32,12 @@ type Limit struct {
 	// it is not Name (a rule's unnamed limit, selected by its descriptor
 	// path); empty otherwise.
 	Adjustment string
+	// Money is set for a limit in dollars (descriptors.Limit.Money), and
+	// Price is then the price of the request's resource at its admission:
+	// its settlement charges the reported tokens at that price, whatever
+	// the prices are when it settles. Price is zero when Money is not set.
+	Money bool
+	Price descriptors.Price
 }
 
 // Bucket is one bucket item the admission debited.

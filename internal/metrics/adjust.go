@@ -31,6 +31,7 @@ const (
 type adjustMetrics struct {
 	results  *prometheus.CounterVec // path, result
 	tokens   [2]prometheus.Counter  // charged, refunded
+	micros   [2]prometheus.Counter  // charged, refunded: limits in dollars
 	rejected *prometheus.CounterVec // path, reason
 	ignored  *prometheus.CounterVec // reason
 	entries  prometheus.Counter
@@ -43,12 +44,10 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 		Name: "ratelimit_adjustments_total",
 		Help: "Settlements of a lease after the response, by path (access_log, stream_end) and result (applied, duplicate, failed).",
 	}, []string{"path", "result"}))
-	tokens := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ratelimit_adjustment_tokens_total",
-		Help: "Tokens that settlements moved, by direction: charged (the request cost more than its estimate) or refunded (less).",
-	}, []string{"direction"}))
-	a.tokens[0] = tokens.WithLabelValues("charged")
-	a.tokens[1] = tokens.WithLabelValues("refunded")
+	a.tokens = directions(reg, "ratelimit_adjustment_tokens_total",
+		"Tokens that settlements moved on limits not in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).")
+	a.micros = directions(reg, "ratelimit_adjustment_microdollars_total",
+		"Micro-dollars that settlements moved on limits in dollars, by direction: charged (the request cost more than its estimate) or refunded (less).")
 	a.rejected = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimit_lease_verification_failures_total",
 		Help: "Leases that did not verify, by path and reason (malformed, bad_signature, unknown_key, expired); nothing was settled.",
@@ -68,8 +67,16 @@ func newAdjustMetrics(reg prometheus.Registerer) adjustMetrics {
 	return a
 }
 
+// directions registers a counter by direction and returns its charged and
+// refunded children.
+func directions(reg prometheus.Registerer, name, help string) [2]prometheus.Counter {
+	v := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"direction"}))
+	return [2]prometheus.Counter{v.WithLabelValues("charged"), v.WithLabelValues("refunded")}
+}
+
 // Adjusted records a settlement by path with its result; charged and
-// refunded are the millitokens it moved (zero unless applied).
+// refunded are the millitokens it moved on limits not in dollars (zero
+// unless applied).
 func (m *Metrics) Adjusted(path, result string, charged, refunded int64) {
 	if m == nil {
 		return
@@ -80,6 +87,21 @@ func (m *Metrics) Adjusted(path, result string, charged, refunded int64) {
 	}
 	if refunded > 0 {
 		m.adjust.tokens[1].Add(float64(refunded) / 1000)
+	}
+}
+
+// AdjustedMoney records what an applied settlement moved on limits in
+// dollars: charged and refunded in nano-dollars (a money limit's
+// millitokens), counted in micro-dollars. Adjusted counts the others.
+func (m *Metrics) AdjustedMoney(charged, refunded int64) {
+	if m == nil {
+		return
+	}
+	if charged > 0 {
+		m.adjust.micros[0].Add(float64(charged) / 1000)
+	}
+	if refunded > 0 {
+		m.adjust.micros[1].Add(float64(refunded) / 1000)
 	}
 }
 

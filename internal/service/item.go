@@ -26,11 +26,15 @@ type asked struct {
 	negative bool   // is_negative_hits: a refund
 	settles  bool   // the descriptor settles a lease (see leaseOf), with hits as the actual cost
 	// in and out are the input and output tokens the descriptor reports
-	// (reported), for a domain with prices; money is what it costs the
-	// money limits, in millitokens (nano-dollars), set for a priced rule.
+	// (reported; both when it reports the two), for a domain with prices;
+	// money is what it costs the money limits, in millitokens
+	// (nano-dollars), and price the price it was costed at, both set for a
+	// priced rule.
 	in, out  uint64
 	reported bool
+	both     bool
 	money    tokenbucket.Millitokens
+	price    descriptors.Price
 }
 
 // rule is what the configuration (or the descriptor's limit override) says

@@ -64,6 +64,13 @@ func (r *refSettler) Settle(ctx context.Context, s *cascade.Settlement) (cascade
 
 func leaseService(t *testing.T) (*Service, *fakeStore, *adjust.Adjuster, prometheus.Gatherer) {
 	t.Helper()
+	cfg := mustConfig(t, leaseConfig)
+	return leaseServiceOf(t, func() *descriptors.Config { return cfg })
+}
+
+// leaseServiceOf is leaseService with the configuration config returns.
+func leaseServiceOf(t *testing.T, config func() *descriptors.Config) (*Service, *fakeStore, *adjust.Adjuster, prometheus.Gatherer) {
+	t.Helper()
 	f := newFakeStore()
 	k, err := lease.NewKeyring([]byte("a key of at least thirty-two bytes!!"))
 	if err != nil {
@@ -78,8 +85,7 @@ func leaseService(t *testing.T) (*Service, *fakeStore, *adjust.Adjuster, prometh
 		Now:     f.clock.Now,
 	})
 	t.Cleanup(a.Close)
-	cfg := mustConfig(t, leaseConfig)
-	s := New(f, func() *descriptors.Config { return cfg }, WithAdjuster(a), WithMetrics(m), WithClock(f.clock.Now))
+	s := New(f, config, WithAdjuster(a), WithMetrics(m), WithClock(f.clock.Now))
 	return s, f, a, reg
 }
 

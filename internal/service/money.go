@@ -16,13 +16,14 @@ import (
 // invalid.
 func takeCounts(pt *descriptors.PriceTable, a *asked, i int) error {
 	kept := a.entries[:0]
+	seen := 0
 	for _, e := range a.entries {
 		var dst *uint64
 		switch e.Key {
 		case pt.InputKey:
-			dst = &a.in
+			dst, seen = &a.in, seen|1
 		case pt.OutputKey:
-			dst = &a.out
+			dst, seen = &a.out, seen|2
 		default:
 			kept = append(kept, e)
 			continue
@@ -35,6 +36,7 @@ func takeCounts(pt *descriptors.PriceTable, a *asked, i int) error {
 		*dst, a.reported = v, true
 	}
 	a.entries = kept
+	a.both = a.both || seen == 3
 	return nil
 }
 
@@ -57,6 +59,7 @@ func price(pt *descriptors.PriceTable, a *asked, i int) error {
 		return invalid(reasonPrice, "service: descriptor "+strconv.Itoa(i)+": the domain's prices have no price for "+
 			pt.ResourceKey+" "+strconv.Quote(resource)+" and no default")
 	}
+	a.price = p
 	if a.reported {
 		a.money = p.Cost(a.in, a.out)
 	} else {

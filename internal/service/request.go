@@ -195,7 +195,7 @@ func (s *Service) parse(req *pb.RateLimitRequest) ([]item, error) {
 		}
 		a.negative = d.GetIsNegativeHits()
 		if s.adjust != nil {
-			_, a.settles = leaseOf(a.entries)
+			a.settles = leaseOf(a.entries)
 		}
 		items[i].decided.worst = -1
 	}

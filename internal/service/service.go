@@ -225,6 +225,9 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		return nil, false, status.Error(codes.Unavailable, "service: no rate limit configuration loaded")
 	}
 	domain := req.GetDomain()
+	if err := s.settlingCounts(cfg, domain, items); err != nil {
+		return nil, false, s.refuse(err)
+	}
 	known := cfg.HasDomain(domain)
 	if known {
 		if err := s.resolve(cfg, req, items); err != nil {

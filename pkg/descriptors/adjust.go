@@ -43,15 +43,37 @@ func (s CostSource) String() string {
 // (as the rules Envoy Gateway pushes over xDS), that one: Limit then names
 // it for adjustments only (Limit.Name stays empty). Config.AdjustmentFor
 // answers whether a rule's limit is selected.
+//
+// A money limit's adjustment reports input and output tokens instead of one
+// count: Input and Output are set and Cost is zero (Split reports which).
+// An adjustment whose cost is split selects money limits only, and one
+// whose cost is a count selects no money limit.
 type Adjustment struct {
 	Limit string
-	Cost  CostSource
+	// Cost is where a report carries the request's cost in whole tokens;
+	// zero when the cost is split.
+	Cost CostSource
+	// Input and Output are where a report carries the input and output
+	// tokens of a money limit's request; zero when the cost is one count.
+	Input, Output CostSource
 	// Descriptor is the selected rule's path, root first; nil when the
 	// adjustment selects by name alone. Callers must not modify it.
 	Descriptor []Entry
 	// File and Line say where the adjustment is written.
 	File string
 	Line int
+}
+
+// Split reports whether the adjustment's cost is input and output tokens
+// (a money limit's) rather than one count.
+func (a Adjustment) Split() bool { return a.Input != (CostSource{}) }
+
+// costText describes the adjustment's cost as /rlconfig writes it.
+func (a Adjustment) costText() string {
+	if a.Split() {
+		return "input " + a.Input.String() + ", output " + a.Output.String()
+	}
+	return a.Cost.String()
 }
 
 // limitRef names one limit of one rule.
@@ -146,7 +168,7 @@ func (c *Config) dumpAdjustments(b *strings.Builder) {
 			if a.Descriptor != nil {
 				b.WriteString("descriptor=" + pathText(a.Descriptor) + " ")
 			}
-			fmt.Fprintf(b, "cost=%s (%s:%d)\n", a.Cost, a.File, a.Line)
+			fmt.Fprintf(b, "cost=%s (%s:%d)\n", a.costText(), a.File, a.Line)
 		}
 	}
 }
@@ -197,8 +219,7 @@ func (b *builder) adjustment(item *yaml.Node) (Adjustment, bool) {
 			d, good := b.adjustDescriptor(p)
 			a.Descriptor, ok = d, ok && good
 		case "cost":
-			c, good := b.costSource(p)
-			a.Cost, ok, hasCost = c, ok && good, true
+			ok, hasCost = b.cost(p, &a) && ok, true
 		default:
 			b.strictUnknown(p, "in an adjustment")
 			ok = false
@@ -213,7 +234,7 @@ func (b *builder) adjustment(item *yaml.Node) (Adjustment, bool) {
 		ok = false
 	}
 	if !hasCost {
-		b.errorf(item.Line, "cost", "an adjustment needs cost: {header: NAME}, {trailer: NAME} or {metadata: {namespace: NS, key: KEY}}")
+		b.errorf(item.Line, "cost", "an adjustment needs cost: {header: NAME}, {trailer: NAME} or {metadata: {namespace: NS, key: KEY}}, or for a money limit {input: SOURCE, output: SOURCE}")
 		ok = false
 	}
 	return a, ok
@@ -226,15 +247,70 @@ func (b *builder) strictUnknown(p pair, where string) {
 	b.errorf(p.k.Line, p.name, "config error, unknown key '%s' %s%s", p.name, where, didYouMean(p.name, where))
 }
 
-// costSource reads an adjustment's cost: exactly one source.
-func (b *builder) costSource(p pair) (CostSource, bool) {
+// cost reads an adjustment's cost into a: one source, or a money limit's
+// input and output sources.
+func (b *builder) cost(p pair, a *Adjustment) bool {
 	m := b.mapping(p)
 	if m == nil {
 		if p.v.Kind == yaml.ScalarNode && p.v.Tag == "!!null" {
 			b.errorf(p.k.Line, "cost", "cost needs one source: header, trailer or metadata")
 		}
-		return CostSource{}, false
+		return false
 	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i].Value; k == "input" || k == "output" {
+			return b.splitCost(p, m, a)
+		}
+	}
+	c, ok := b.costSource(p, m, "in an adjustment's cost")
+	a.Cost = c
+	return ok
+}
+
+// splitCost reads cost: {input: SOURCE, output: SOURCE}, both required and
+// nothing else beside them.
+func (b *builder) splitCost(p pair, m *yaml.Node, a *Adjustment) bool {
+	ok := true
+	for _, q := range b.pairs(m) {
+		switch q.name {
+		case "input", "output":
+			src := &a.Input
+			if q.name == "output" {
+				src = &a.Output
+			}
+			sm := b.mapping(q)
+			if sm == nil {
+				if q.v.Kind == yaml.ScalarNode && q.v.Tag == "!!null" {
+					b.errorf(q.k.Line, q.name, "%s needs one source: header, trailer or metadata", q.name)
+				}
+				ok = false
+				continue
+			}
+			c, good := b.costSource(q, sm, "in a cost's input or output")
+			*src, ok = c, ok && good
+		case "header", "trailer", "metadata":
+			b.errorf(q.k.Line, q.name, "cost has input and output and %s: a money limit's cost is {input: SOURCE, output: SOURCE}, another's one source", q.name)
+			ok = false
+		default:
+			b.strictUnknown(q, "in an adjustment's cost")
+			ok = false
+		}
+	}
+	for _, side := range []struct {
+		name string
+		src  CostSource
+	}{{"input", a.Input}, {"output", a.Output}} {
+		if side.src == (CostSource{}) && ok {
+			b.errorf(p.k.Line, "cost", "cost has no %s: a money limit's cost needs both input and output", side.name)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// costSource reads the mapping m of p, where (the words of keysAt) m
+// stands: exactly one source.
+func (b *builder) costSource(p pair, m *yaml.Node, where string) (CostSource, bool) {
 	var c CostSource
 	var sources []string
 	ok := true
@@ -255,20 +331,20 @@ func (b *builder) costSource(p pair) (CostSource, bool) {
 			ok = ok && good
 			sources = append(sources, q.name)
 		default:
-			b.strictUnknown(q, "in an adjustment's cost")
+			b.strictUnknown(q, where)
 			ok = false
 		}
 	}
 	switch len(sources) {
 	case 0:
 		if ok { // else an unknown key said enough
-			b.errorf(p.k.Line, "cost", "cost needs one source: header, trailer or metadata")
+			b.errorf(p.k.Line, p.name, "%s needs one source: header, trailer or metadata", p.name)
 		}
 		return c, false
 	case 1:
 		return c, ok
 	}
-	b.errorf(p.k.Line, "cost", "cost has %s; want exactly one source", strings.Join(sources, " and "))
+	b.errorf(p.k.Line, p.name, "%s has %s; want exactly one source", p.name, strings.Join(sources, " and "))
 	return c, false
 }
 
@@ -382,6 +458,7 @@ func resolve(domain string, list []Adjustment, rules []*Rule) (*adjustments, []P
 				Msg: fmt.Sprintf("limit '%s' is adjusted twice in domain '%s' (also at %s:%d)", a.Limit, domain, out.list[dup].File, out.list[dup].Line)})
 			continue
 		}
+		key := "limit"
 		refs, msg := selectLimits(domain, a, rules)
 		if msg == "" {
 			for _, ref := range refs {
@@ -391,8 +468,11 @@ func resolve(domain string, list []Adjustment, rules []*Rule) (*adjustments, []P
 				}
 			}
 		}
+		if msg == "" {
+			key, msg = "cost", kindMismatch(a, refs)
+		}
 		if msg != "" {
-			problems = append(problems, Problem{File: a.File, Line: a.Line, Key: "limit", Msg: msg})
+			problems = append(problems, Problem{File: a.File, Line: a.Line, Key: key, Msg: msg})
 			continue
 		}
 		for _, ref := range refs {
@@ -401,6 +481,24 @@ func resolve(domain string, list []Adjustment, rules []*Rule) (*adjustments, []P
 		out.list = append(out.list, a)
 	}
 	return out, problems
+}
+
+// kindMismatch says why adjustment a cannot settle a limit refs select: a
+// money limit needs its input and output tokens (priced at admission), a
+// limit of tokens or requests one count. "" when it can settle them all.
+func kindMismatch(a Adjustment, refs []limitRef) string {
+	for _, ref := range refs {
+		for _, l := range ref.rule.Limits {
+			switch {
+			case l.ID != ref.id || l.Money == a.Split():
+			case l.Money:
+				return fmt.Sprintf("the limit '%s' of rule %s is in dollars: its cost is {input: SOURCE, output: SOURCE}, the input and output tokens its price table prices", ref.id, ref.rule.FullKey)
+			default:
+				return fmt.Sprintf("cost has input and output, which only a limit in dollars takes; the limit '%s' of rule %s is not: give its cost one source", ref.id, ref.rule.FullKey)
+			}
+		}
+	}
+	return ""
 }
 
 // selectLimits returns the limits adjustment a selects among the domain's

@@ -18,6 +18,7 @@ var places = map[string]string{
 	"in an adjustment":              "domain: d\nadjustments:\n  - limit: a\n    %s: x\n",
 	"in an adjustment's cost":       "domain: d\nadjustments:\n  - limit: a\n    cost:\n      %s: x\n",
 	"in cost metadata":              "domain: d\nadjustments:\n  - limit: a\n    cost:\n      metadata:\n        %s: x\n",
+	"in a cost's input or output":   "domain: d\nadjustments:\n  - limit: a\n    cost:\n      input:\n        %s: x\n",
 	"in an adjustment's descriptor": "domain: d\nadjustments:\n  - limit: a\n    descriptor:\n      - %s: x\n",
 	"in budget":                     "domain: d\ndescriptors:\n  - key: k\n    budget:\n      total: 1\n      per: day\n      %s: x\n",
 	"in prices":                     "domain: d\nprices:\n  %s: x\n",

@@ -83,6 +83,12 @@ func TestBadFiles(t *testing.T) {
 			"adjust_unknown_limit.bad.yaml:3: limit: limit 'tmp' is not a named limit of domain 'llm' (did you mean 'tpm'?); its named limits: tpm, rpm",
 			"adjust_unknown_limit.bad.yaml:5: limit: no rule of domain 'llm' has the descriptor path [route=completions]",
 		},
+		"adjust_money.bad.yaml": {
+			"3 problems",
+			"adjust_money.bad.yaml:6: cost: the limit 'daily_usd' of rule llm.tenant is in dollars: its cost is {input: SOURCE, output: SOURCE}",
+			"adjust_money.bad.yaml:8: cost: cost has input and output, which only a limit in dollars takes; the limit 'tpm' of rule llm.tenant is not",
+			"adjust_money.bad.yaml:13: cost: cost has no output: a money limit's cost needs both input and output",
+		},
 		"adjust_duplicate.bad.yaml": {"adjust_duplicate.bad.yaml:5: limit: limit 'tpm' is adjusted twice in domain 'llm' (also at adjust_duplicate.bad.yaml:3)"},
 		"adjust_bad_header.bad.yaml": {
 			"adjust_bad_header.bad.yaml:4: header: invalid header name \"x llm tokens\": want an HTTP field name",
