@@ -68,6 +68,7 @@ type Calendar struct{ c *calendar }
 type calendar struct {
 	period Period
 	zone   string
+	name   string // period@zone
 	loc    *time.Location
 	cur    atomic.Pointer[span] // the period last asked for
 }
@@ -99,7 +100,7 @@ func NewCalendar(p Period, zone string) (Calendar, error) {
 	if err != nil || zone == "Local" {
 		return Calendar{}, fmt.Errorf("%w: unknown zone %q", ErrCalendar, zone)
 	}
-	c, _ := calendars.LoadOrStore(k, &calendar{period: p, zone: zone, loc: loc})
+	c, _ := calendars.LoadOrStore(k, &calendar{period: p, zone: zone, loc: loc, name: p.String() + "@" + zone})
 	return Calendar{c.(*calendar)}, nil
 }
 
@@ -137,7 +138,7 @@ func (c Calendar) String() string {
 	if c.c == nil {
 		return ""
 	}
-	return c.c.period.String() + "@" + c.c.zone
+	return c.c.name
 }
 
 // Index returns the index of the period holding unix millisecond ms: the
