@@ -30,7 +30,7 @@ var (
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
 
-var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tokens without consuming, reset it to full", verbs: []*verb{{
+var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full", verbs: []*verb{{
 	name: "show", synopsis: "BUCKET", summary: "what a bucket holds now, on every shard and every level of its chain",
 	about: "Reads the bucket's items (strongly consistent, every shard) and prints\n" +
 		"what each limit holds now: its tokens of its capacity, the time until it\n" +
@@ -54,6 +54,7 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 		"ratelimit bucket show -entity 'generic_key=demo' -resource example",
 		"ratelimit bucket show -domain example -descriptor generic_key=demo -o json",
 		"ratelimit bucket show -entity key-1 -resource gpt-4 -namespace team-a",
+		"ratelimit bucket show -domain example -descriptor generic_key=demo -admin_url http://127.0.0.1:6070",
 	},
 	run: runBucketShow,
 }, {
@@ -78,6 +79,7 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 	examples: []string{
 		"ratelimit bucket reset -entity 'generic_key=demo' -resource example -principal alice",
 		"ratelimit bucket reset -entity key-1 -resource gpt-4 -chain",
+		"ratelimit bucket reset -domain example -descriptor generic_key=demo -admin_url http://127.0.0.1:6070",
 	},
 	run: runBucketReset,
 }}}
