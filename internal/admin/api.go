@@ -71,6 +71,8 @@ func NewAPI(s config.Settings, mem *memstore.Store, live func() *descriptors.Con
 	return &API{settings: s, mem: mem, live: live, log: log.WithField("component", "admin")}
 }
 
+// ServeHTTP runs the command the path names (APIPrefix + GROUP/VERB) and
+// answers its output or its error.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.ReplaceAll(strings.Trim(strings.TrimPrefix(r.URL.Path, APIPrefix), "/"), "/", " ")
 	method, ok := apiVerbs[name]

@@ -9,15 +9,19 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 const apiConfig = `domain: ops
@@ -208,5 +212,61 @@ func TestRemoteCLI(t *testing.T) {
 	_, err = run(t, env, "bucket", "show", "-admin_url", off.URL, "-entity", "e", "-resource", "r")
 	if err == nil || !strings.Contains(err.Error(), "set ADMIN_API=true") {
 		t.Errorf("bucket show -admin_url of a service without the API error = %v, want it to say ADMIN_API", err)
+	}
+}
+
+// TestAPIOnDynamo runs the admin API on DynamoDB Local as the service
+// would (no embedded store): a reset audited under the header's principal,
+// the audit it wrote, the lifecycle's answers for an unregistered and an
+// active namespace.
+func TestAPIOnDynamo(t *testing.T) {
+	l := dynamotest.Shared(t)
+	env := map[string]string{"DYNAMODB_TABLE": dynamotest.TableName(t), "DYNAMODB_ENDPOINT": l.Endpoint(), "NAMESPACE": "api"}
+	if out, err := run(t, env, "table", "create"); err != nil {
+		t.Fatalf("table create = %q, %v", out, err)
+	}
+	s, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := dynamo.NewStore(ctx, l.Client(t), dynamo.Config{Table: s.DynamoDBTable, Namespace: "api", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	three, _ := tokenbucket.Rate(3, time.Hour, 0)
+	d := cascade.Debit{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "rph", Bucket: three, Amount: 3 * tokenbucket.PerToken}
+	if dec, err := st.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{d}}); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire() = %+v, %v", dec, err)
+	}
+	log, _ := test.NewNullLogger()
+	a := &embeddedAPI{srv: httptest.NewServer(admin.NewAPI(s, nil, func() *descriptors.Config { return nil }, logrus.NewEntry(log)))}
+	defer a.srv.Close()
+
+	code, body := a.call(t, "POST", "/admin/bucket/reset?entity=e&resource=r", map[string]string{admin.PrincipalHeader: "erin"})
+	if code != 200 || !strings.Contains(body, `"reset": true`) || !strings.Contains(body, `"tokens": 0`) {
+		t.Fatalf("POST bucket/reset = %d %q, want a reset from 0", code, body)
+	}
+	code, body = a.call(t, "GET", "/admin/bucket/show?entity=e&resource=r", nil)
+	if code != 200 || tokens(t, body) != 3 {
+		t.Fatalf("GET bucket/show after the reset = %d %q, want 3 tokens", code, body)
+	}
+	code, body = a.call(t, "GET", "/admin/audit/list?entity=e", nil)
+	var recs []struct{ Action, Principal string }
+	if code != 200 || json.Unmarshal([]byte(body), &recs) != nil || len(recs) != 1 || recs[0].Action != "bucket.reset" || recs[0].Principal != "erin" {
+		t.Errorf("GET audit/list = %d %q, want the reset by erin", code, body)
+	}
+	if code, body := a.call(t, "GET", "/admin/namespace/show?name=nobody", nil); code != 404 || !strings.Contains(body, "is not registered") {
+		t.Errorf("GET namespace/show of an unregistered namespace = %d %q, want 404", code, body)
+	}
+	if code, body := a.call(t, "GET", "/admin/namespace/list", nil); code != 200 || !strings.Contains(body, `"notes": "no namespaces registered`) {
+		t.Errorf("GET namespace/list = %d %q, want 200 and the note that none is registered", code, body)
+	}
+	if out, err := run(t, env, "namespace", "register", "api"); err != nil {
+		t.Fatalf("namespace register = %q, %v", out, err)
+	}
+	if code, body := a.call(t, "POST", "/admin/namespace/purge?name=api&yes=true", nil); code != 409 || !strings.Contains(body, "is active: delete it first") {
+		t.Errorf("POST namespace/purge of an active namespace = %d %q, want 409", code, body)
 	}
 }
