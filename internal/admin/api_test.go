@@ -157,7 +157,7 @@ func TestAPIErrors(t *testing.T) {
 		{"write by GET", "GET", "/admin/bucket/reset?entity=e&resource=r", 405, "bucket reset takes POST"},
 		{"no bucket", "GET", "/admin/bucket/show", 400, "missing BUCKET"},
 		{"half a bucket", "GET", "/admin/bucket/show?entity=e", 400, "both -entity and -resource"},
-		{"unknown parameter", "GET", "/admin/bucket/show?entity=e&resource=r&resourse=x", 400, "unknown parameter resourse; did you mean resource?"},
+		{"unknown parameter", "GET", "/admin/bucket/show?entity=e&resource=r&resorce=x", 400, "unknown parameter resorce; did you mean resource?"},
 		{"bad format", "GET", "/admin/bucket/show?entity=e&resource=r&o=yaml", 400, "want table or json"},
 		{"server's files", "GET", "/admin/bucket/show?domain=ops&descriptor=a=b&config_dir=/etc", 400, "config_dir is not a parameter"},
 		{"principal as a parameter", "POST", "/admin/bucket/reset?entity=e&resource=r&principal=x", 400, admin.PrincipalHeader},

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestInspectReset(t *testing.T) {
 	if err != nil || !now.Equal(at) {
 		t.Fatalf("Inspect(new bucket) = _, %v, %v, want %v, nil", now, err, at)
 	}
-	if want := []LimitLevel{{Name: "rpm", Limit: slow, Tokens: 3000}}; !equalLevels(levels, want) {
+	if want := []LimitLevel{{Name: "rpm", Limit: slow, Tokens: 3000}}; !slices.Equal(levels, want) {
 		t.Fatalf("Inspect(new bucket) = %+v, want %+v", levels, want)
 	}
 	if _, reset, err := s.Reset(ctx, key, nil); reset || err != nil {
@@ -36,7 +37,7 @@ func TestInspectReset(t *testing.T) {
 	for range 3 { // inspecting consumes nothing
 		levels, _, _ = s.Inspect(ctx, cascade.Key{Entity: "e", Resource: "api"}, nil)
 		want := []LimitLevel{{Name: "rpm", Limit: slow, Tokens: 1000, FullIn: 40 * time.Second, Stored: true}}
-		if !equalLevels(levels, want) {
+		if !slices.Equal(levels, want) {
 			t.Fatalf("Inspect(after 2 tokens) = %+v, want %+v", levels, want)
 		}
 	}
@@ -68,16 +69,4 @@ func TestInspectDoneContext(t *testing.T) {
 	if _, _, err := s.Reset(ctx, cascade.Key{}, nil); err == nil {
 		t.Error("Reset(done context) error = nil, want one")
 	}
-}
-
-func equalLevels(a, b []LimitLevel) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
