@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// remoteTimeout bounds a command run through a service's admin API.
-const remoteTimeout = time.Minute
+// remoteTimeout bounds a command run through a service's admin API: a
+// purge of a large namespace answers only when it is done.
+const remoteTimeout = 15 * time.Minute
 
 // remote runs c through the admin API at c.adminURL (-admin_url): the
 // flags given on the command line, but the connection's, become the
