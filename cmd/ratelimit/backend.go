@@ -47,6 +47,8 @@ type backend struct {
 	// watch keeps gate current for the namespaces names returns, until
 	// ctx ends (DynamoDB).
 	watch func(ctx context.Context, names func() []string) error
+	// mem is the embedded store, for the admin API; nil on DynamoDB.
+	mem *memstore.Store
 }
 
 // warmupCondition is what health awaits while a backend warms up.
@@ -66,7 +68,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 			return metrics.StoreStats{Buckets: stats.Buckets, Bytes: stats.Bytes, EvictedFull: stats.EvictedFull, EvictedNotFull: stats.EvictedNotFull, ForgivenMillitokens: stats.ForgivenMillitokens}
 		})
 		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
-		return backend{store: st, settler: st, run: st.Run, close: func() {}}, nil
+		return backend{store: st, settler: st, run: st.Run, close: func() {}, mem: st}, nil
 	case config.BackendDynamoDB:
 		return openDynamo(ctx, s, reg, tp, log)
 	}

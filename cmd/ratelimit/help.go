@@ -75,7 +75,8 @@ func printServeHelp(w io.Writer) {
 
 Serves the rate-limit service: gRPC (envoy.service.ratelimit.v3, health,
 reflection) on GRPC_HOST:GRPC_PORT, HTTP (/healthcheck, /json) on HOST:PORT,
-and /metrics (and pprof with DEBUG_PPROF) on DEBUG_HOST:DEBUG_PORT, until SIGTERM or SIGINT.
+and /metrics (pprof with DEBUG_PPROF, the admin API with ADMIN_API) on
+DEBUG_HOST:DEBUG_PORT, until SIGTERM or SIGINT.
 serve is the default command: 'ratelimit' alone serves.
 
 Every setting is an environment variable; the flag named as the variable in

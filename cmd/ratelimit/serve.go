@@ -20,6 +20,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/accesslog"
 	"github.com/dynalimit/dynalimit/internal/adjust"
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
@@ -94,6 +95,10 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	var certs *config.CertWatcher
 	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
 	o.Services = append(o.Services, accesslog.New(adj, src.current, m, entry("accesslog")).Register)
+	if s.AdminAPI {
+		o.Admin = admin.NewAPI(s, b.mem, src.current, log.WithFields(nil))
+		entry("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
+	}
 	if s.GRPCServerUseTLS {
 		if o.TLS, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
 			return err

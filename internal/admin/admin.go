@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/descriptors/suggest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
@@ -55,80 +56,133 @@ func Groups() [][2]string {
 // goes to stdout and returns nil; results go to stdout; an error about the
 // command line is a *UsageError.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseCommand(args, getenv, stdout)
+	if c == nil || err != nil {
+		return err
+	}
+	if c.adminURL != "" {
+		return c.remote(ctx, stdout, stderr)
+	}
+	for _, k := range []struct{ name, v string }{{"DYNAMODB_TABLE", c.settings.DynamoDBTable}, {"AWS_REGION", c.settings.AWSRegion}, {"NAMESPACE", c.settings.Namespace}} {
+		if k.v == "" {
+			return usagef(c.name, "%s is empty: set it or its flag (-%s)", k.name, strings.ToLower(k.name))
+		}
+	}
+	return c.onDynamo(ctx, nil, stdout, stderr)
+}
+
+// command is one admin command line, parsed and checked.
+type command struct {
+	g        *group
+	v        *verb
+	name     string // "bucket show"
+	settings config.Settings
+	opts     opts
+	rest     []string // the positional arguments
+	adminURL string   // -admin_url: run it through a service's admin API
+	fs       *flag.FlagSet
+}
+
+// parseCommand parses and checks one admin command line as Run describes.
+// It returns nil and no error when it wrote help to stdout.
+func parseCommand(args []string, getenv func(string) string, stdout io.Writer) (*command, error) {
 	if len(args) == 0 {
-		return usagef("", "no command: want one of %s", strings.Join(groupNames(), ", "))
+		return nil, usagef("", "no command: want one of %s", strings.Join(groupNames(), ", "))
 	}
 	g := findGroup(args[0])
 	if g == nil {
-		return usagef("", "unknown command %q%s", args[0], didYouMean(args[0], groupNames()))
+		return nil, usagef("", "unknown command %q%s", args[0], didYouMean(args[0], groupNames()))
 	}
 	if len(args) == 1 {
-		return usagef(g.name, "missing command (%s)", strings.Join(g.verbNames(), " or "))
+		return nil, usagef(g.name, "missing command (%s)", strings.Join(g.verbNames(), " or "))
 	}
 	if isHelp(args[1]) {
 		g.help(stdout)
-		return nil
+		return nil, nil
 	}
 	v := g.find(args[1])
 	if v == nil {
-		return usagef(g.name, "unknown command %q%s", g.name+" "+args[1], didYouMean(args[1], g.verbNames()))
+		return nil, usagef(g.name, "unknown command %q%s", g.name+" "+args[1], didYouMean(args[1], g.verbNames()))
 	}
-	name := g.name + " " + v.name
-
+	c := &command{g: g, v: v, name: g.name + " " + v.name}
 	s, err := config.FromEnv(getenv)
 	if err != nil {
-		return &UsageError{Command: name, Err: err}
+		return nil, &UsageError{Command: c.name, Err: err}
 	}
-	var o opts
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	bindConnection(fs, &s)
-	for _, f := range v.flags {
-		f.bind(fs, &o)
-	}
-	rest, err := parseInterleaved(fs, args[2:])
+	c.settings = s
+	c.fs = c.flagSet(func(fs *flag.FlagSet) {
+		bindConnection(fs, &c.settings)
+		if _, ok := apiVerbs[c.name]; ok {
+			fs.StringVar(&c.adminURL, "admin_url", "", "")
+		}
+	})
+	rest, err := parseInterleaved(c.fs, args[2:])
 	if errors.Is(err, flag.ErrHelp) {
 		v.help(stdout, g)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return &UsageError{Command: name, Err: FlagError(err, fs)}
+		return nil, &UsageError{Command: c.name, Err: FlagError(err, c.fs)}
 	}
-	// The flags first (the scope, which comes first on the command line),
-	// then the arguments: `limits set` alone names the missing scope.
-	if v.check != nil {
-		if err := v.check(&o, rest); err != nil {
-			return &UsageError{Command: name, Err: err}
-		}
+	if err := c.check(rest); err != nil {
+		return nil, err
 	}
-	if err := v.args.check(rest); err != nil {
-		return &UsageError{Command: name, Err: err}
+	c.opts.ns = c.settings.Namespace
+	if c.opts.principal == "" {
+		c.opts.principal = defaultPrincipal(getenv)
 	}
-	for _, c := range []struct{ name, v string }{{"DYNAMODB_TABLE", s.DynamoDBTable}, {"AWS_REGION", s.AWSRegion}, {"NAMESPACE", s.Namespace}} {
-		if c.v == "" {
-			return usagef(name, "%s is empty: set it or its flag (-%s)", c.name, strings.ToLower(c.name))
-		}
-	}
-	o.ns = s.Namespace
-	if o.principal == "" {
-		o.principal = defaultPrincipal(getenv)
-	}
+	return c, nil
+}
 
+// flagSet is the verb's flags, writing into c.opts, plus those more
+// defines.
+func (c *command) flagSet(more func(fs *flag.FlagSet)) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	more(fs)
+	for _, f := range c.v.flags {
+		f.bind(fs, &c.opts)
+	}
+	return fs
+}
+
+// check runs the verb's checks on the parsed flags and the positional
+// arguments rest: the flags first (the scope, which comes first on the
+// command line), then the arguments, so that `limits set` alone names the
+// missing scope.
+func (c *command) check(rest []string) error {
+	if c.v.check != nil {
+		if err := c.v.check(&c.opts, rest); err != nil {
+			return &UsageError{Command: c.name, Err: err}
+		}
+	}
+	if err := c.v.args.check(rest); err != nil {
+		return &UsageError{Command: c.name, Err: err}
+	}
+	c.rest = rest
+	return nil
+}
+
+// onDynamo runs the command on the DynamoDB table the settings name,
+// its audit records naming c.opts.principal; live, when set, is the
+// serving process's configuration (the admin API).
+func (c *command) onDynamo(ctx context.Context, live func() *descriptors.Config, stdout, stderr io.Writer) error {
+	s := c.settings
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
 		return err
 	}
-	env := &cmdEnv{client: client, settings: s, opts: o, out: stdout, errOut: stderr}
-	if !v.noStore {
-		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, minCallTimeout)}, dynamo.WithPrincipal(o.principal))
+	env := &cmdEnv{client: client, settings: s, opts: c.opts, out: stdout, errOut: stderr, live: live}
+	if !c.v.noStore {
+		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, minCallTimeout)}, dynamo.WithPrincipal(c.opts.principal))
 		if err != nil {
 			return Explain(err, s)
 		}
 		defer st.Close()
-		env.store = st
+		env.store, env.buckets = st, st
 	}
-	return Explain(v.run(ctx, env, rest), s)
+	return Explain(c.v.run(ctx, env, c.rest), s)
 }
 
 // minCallTimeout is the least deadline of an admin command's calls

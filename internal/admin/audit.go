@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -96,7 +95,5 @@ func writeAuditJSON(w io.Writer, recs []dynamo.AuditRecord) error {
 	for _, r := range recs {
 		out = append(out, jsonAudit{ID: r.ID, At: r.At.UTC(), Principal: r.Principal, Action: r.Action, Scope: r.Scope, Before: r.Before, After: r.After})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }

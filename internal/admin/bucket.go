@@ -30,7 +30,7 @@ var (
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
 
-var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tokens without consuming, reset it to full", verbs: []*verb{{
+var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full", verbs: []*verb{{
 	name: "show", synopsis: "BUCKET", summary: "what a bucket holds now, on every shard and every level of its chain",
 	about: "Reads the bucket's items (strongly consistent, every shard) and prints\n" +
 		"what each limit holds now: its tokens of its capacity, the time until it\n" +
@@ -54,6 +54,7 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 		"ratelimit bucket show -entity 'generic_key=demo' -resource example",
 		"ratelimit bucket show -domain example -descriptor generic_key=demo -o json",
 		"ratelimit bucket show -entity key-1 -resource gpt-4 -namespace team-a",
+		"ratelimit bucket show -domain example -descriptor generic_key=demo -admin_url http://127.0.0.1:6070",
 	},
 	run: runBucketShow,
 }, {
@@ -73,11 +74,12 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB: show a bucket's tok
 	args: argSpec{names: [][2]string{bucketArg}},
 	flags: append(append([]flagSpec{}, bucketFlags...),
 		flagSpec{"chain", "", "also reset the buckets of the ancestors the bucket's debits cascade to", func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.chain, "chain", false, "") }},
-		flagPrincipal),
+		flagPrincipal, flagOutput),
 	check: checkBucket,
 	examples: []string{
 		"ratelimit bucket reset -entity 'generic_key=demo' -resource example -principal alice",
 		"ratelimit bucket reset -entity key-1 -resource gpt-4 -chain",
+		"ratelimit bucket reset -domain example -descriptor generic_key=demo -admin_url http://127.0.0.1:6070",
 	},
 	run: runBucketReset,
 }}}
@@ -141,21 +143,24 @@ func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error)
 	if dir == "" && e.opts.domain != "" {
 		dir = e.settings.ConfigDirOverride // CONFIG_DIR, as serve reads it
 	}
+	if e.live != nil && e.opts.domain != "" {
+		dir = "the live configuration"
+	}
 	if dir == "" {
 		key, _ := bucketKey(&e.opts)
 		if !chain {
 			return []bucketLevel{{key: key}}, nil
 		}
-		return chainOf(ctx, e.store, key)
+		return chainOf(ctx, e.buckets, key)
 	}
-	cfg, err := e.settings.Loader()(dir)
+	cfg, err := e.config(dir)
 	if err != nil {
-		return nil, fmt.Errorf("-config_dir %s: %w", dir, err)
+		return nil, err
 	}
 	entries, _ := descriptorEntries(e.opts.descriptor) // checked by checkBucket
 	m, ok := cfg.Match(e.opts.domain, entries)
 	if !ok {
-		return nil, fmt.Errorf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", dir, e.opts.domain, e.opts.descriptor)
+		return nil, &explained{fmt.Sprintf("no rule of %s matches domain %q descriptor %s: serve answers it OK without a bucket", dir, e.opts.domain, e.opts.descriptor), errNoRule}
 	}
 	ns := m.Rule.Namespace
 	if ns == "" {
@@ -171,11 +176,27 @@ func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error)
 	if !m.Rule.Cascade || !chain {
 		return out, nil
 	}
-	up, err := chainOf(ctx, e.store, out[len(out)-1].key)
+	up, err := chainOf(ctx, e.buckets, out[len(out)-1].key)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, up[1:]...), nil
+}
+
+// config is the descriptor configuration -domain and -descriptor resolve
+// through: the serving process's, else that of dir.
+func (e *cmdEnv) config(dir string) (*descriptors.Config, error) {
+	if e.live != nil {
+		if cfg := e.live(); cfg != nil {
+			return cfg, nil
+		}
+		return nil, errors.New("admin: no descriptor configuration loaded yet")
+	}
+	cfg, err := e.settings.Loader()(dir)
+	if err != nil {
+		return nil, fmt.Errorf("-config_dir %s: %w", dir, err)
+	}
+	return cfg, nil
 }
 
 // configured returns the bucket limits of a rule's limits by storage name
@@ -197,8 +218,26 @@ type bucketLevel struct {
 	limits map[string]tokenbucket.Limit
 }
 
+// errNoRule is wrapped by the error of a bucket named by a request that
+// no rule matches.
+var errNoRule = errors.New("no bucket")
+
+// Buckets is what bucket show and reset need of a store: *dynamo.Store,
+// or the embedded store through the admin API (Embedded).
+type Buckets interface {
+	// Bucket reads what key's bucket holds, never consuming.
+	Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, error)
+	// ResetBucket refills key's bucket to capacity, audited, and returns
+	// it as it was; false when it holds nothing (it is full).
+	ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error)
+	// Ancestors are the stored ancestors key's debits cascade to.
+	Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error)
+}
+
+var _ Buckets = (*dynamo.Store)(nil)
+
 // chainOf returns the bucket and the ancestors its debits cascade to.
-func chainOf(ctx context.Context, st *dynamo.Store, key cascade.Key) ([]bucketLevel, error) {
+func chainOf(ctx context.Context, st Buckets, key cascade.Key) ([]bucketLevel, error) {
 	out := []bucketLevel{{key: key}}
 	anc, err := st.Ancestors(ctx, key, descriptors.MaxChain)
 	if err != nil {
@@ -221,7 +260,7 @@ func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
 	}
 	states := make([]dynamo.BucketState, 0, len(levels))
 	for _, lv := range levels {
-		b, err := e.store.Bucket(ctx, lv.key, lv.limits)
+		b, err := e.buckets.Bucket(ctx, lv.key, lv.limits)
 		if err != nil {
 			return err
 		}
@@ -242,10 +281,15 @@ func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
 	if !e.opts.chain {
 		levels = levels[:1]
 	}
-	for _, lv := range levels {
-		before, reset, err := e.store.ResetBucket(ctx, lv.key, lv.limits)
+	var done []jsonReset
+	for i, lv := range levels {
+		before, reset, err := e.buckets.ResetBucket(ctx, lv.key, lv.limits)
 		if err != nil {
 			return err
+		}
+		if e.opts.output == "json" {
+			done = append(done, jsonReset{Bucket: toJSONBucket(i, before), Reset: reset, Principal: e.opts.principal})
+			continue
 		}
 		name := fmt.Sprintf("bucket %q resource %q", lv.key.Entity, lv.key.Resource)
 		if !reset {
@@ -254,7 +298,18 @@ func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
 		}
 		fmt.Fprintf(e.out, "%s: reset to full on %d %s (was %s), by %s\n", name, before.ShardCount, plural(before.ShardCount, "shard"), holdings(before), e.opts.principal)
 	}
+	if e.opts.output == "json" {
+		return writeJSON(e.out, done)
+	}
 	return nil
+}
+
+// jsonReset is one bucket of bucket reset's JSON: as it was, and whether
+// it was reset (false: it had no item, it is full).
+type jsonReset struct {
+	Bucket    jsonBucket `json:"before"`
+	Reset     bool       `json:"reset"`
+	Principal string     `json:"principal"`
 }
 
 // holdings is each limit's tokens of its capacity, in all shards.
@@ -374,20 +429,30 @@ func toJSONLimit(l dynamo.LimitState) jsonLimit {
 func writeBucketsJSON(w io.Writer, states []dynamo.BucketState) error {
 	out := make([]jsonBucket, 0, len(states))
 	for i, b := range states {
-		jb := jsonBucket{Level: i, Namespace: b.Key.Namespace, Entity: b.Key.Entity, Resource: b.Key.Resource, ShardCount: b.ShardCount, At: b.At.UTC(), Limits: []jsonLimit{}}
-		for _, l := range sortedTotal(b) {
-			jb.Limits = append(jb.Limits, toJSONLimit(l))
-		}
-		for _, sh := range b.Shards {
-			js := jsonShard{Shard: sh.Shard, Exists: sh.Exists, Limits: []jsonLimit{}}
-			for _, l := range sh.Limits {
-				js.Limits = append(js.Limits, toJSONLimit(l))
-			}
-			jb.Shards = append(jb.Shards, js)
-		}
-		out = append(out, jb)
+		out = append(out, toJSONBucket(i, b))
 	}
+	return writeJSON(w, out)
+}
+
+// toJSONBucket is b, level i of a chain, in bucket show's JSON.
+func toJSONBucket(i int, b dynamo.BucketState) jsonBucket {
+	jb := jsonBucket{Level: i, Namespace: b.Key.Namespace, Entity: b.Key.Entity, Resource: b.Key.Resource, ShardCount: b.ShardCount, At: b.At.UTC(), Limits: []jsonLimit{}}
+	for _, l := range sortedTotal(b) {
+		jb.Limits = append(jb.Limits, toJSONLimit(l))
+	}
+	for _, sh := range b.Shards {
+		js := jsonShard{Shard: sh.Shard, Exists: sh.Exists, Limits: []jsonLimit{}}
+		for _, l := range sh.Limits {
+			js.Limits = append(js.Limits, toJSONLimit(l))
+		}
+		jb.Shards = append(jb.Shards, js)
+	}
+	return jb
+}
+
+// writeJSON writes v indented, as every -o json does.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }

@@ -81,8 +81,12 @@ type opts struct {
 
 // cmdEnv is what a verb runs with.
 type cmdEnv struct {
-	client   *dynamodb.Client
-	store    *dynamo.Store // nil for noStore verbs
+	client  *dynamodb.Client
+	store   *dynamo.Store // nil for noStore verbs and on the embedded store
+	buckets Buckets       // the store bucket show and reset read and write
+	// live, when set, is the serving process's descriptor configuration
+	// (the admin API): -domain and -descriptor resolve through it.
+	live     func() *descriptors.Config
 	settings config.Settings
 	opts     opts
 	out      io.Writer

@@ -18,5 +18,14 @@
 // else $USER, else the OS user. bucket show only reads; namespace purge
 // runs only with -yes.
 //
-// Run holds no state between calls and is safe for concurrent use.
+// API serves the same commands over HTTP on the service's debug listener
+// (ADMIN_API): bucket show|reset, usage, audit list and the namespace
+// lifecycle, parsed and run by the same code as the command line, on the
+// serving process's settings and live configuration; on the embedded
+// store only bucket show and reset, through memstore's Inspect and Reset
+// (a reset is audited by a log line), the rest answering 501. With
+// -admin_url, Run sends such a command to a service's API instead of
+// running it.
+//
+// Run and API hold no state between calls and are safe for concurrent use.
 package admin

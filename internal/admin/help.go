@@ -47,6 +47,10 @@ func (v *verb) help(w io.Writer, g *group) {
 		_ = tw.Flush()
 	}
 	connectionHelp(w)
+	if _, ok := apiVerbs[g.name+" "+v.name]; ok {
+		fmt.Fprintln(w, "\nThrough a running service instead (the embedded store's buckets live in it):")
+		fmt.Fprintln(w, "  -admin_url URL   run the command through the admin API of the service at URL,\n                   its debug listener with ADMIN_API=true (http://127.0.0.1:6070)")
+	}
 	fmt.Fprintln(w, "\nExamples:")
 	for _, e := range v.examples {
 		fmt.Fprintf(w, "  %s\n", e)

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -194,12 +193,10 @@ func formatTokens(mt int64) string {
 // array in JSON).
 func writeUsage(w io.Writer, format string, rows []usageRow, none string) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
 		if rows == nil {
 			rows = []usageRow{}
 		}
-		return enc.Encode(rows)
+		return writeJSON(w, rows)
 	}
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, none)

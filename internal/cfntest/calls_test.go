@@ -185,6 +185,29 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	_ = streampoll.New(dynamo.NewStreamsClient(client), st, agg, streampoll.Config{StreamARN: arn, Idle: 50 * time.Millisecond}).Run(poll)
 	stop()
 	rc.aggregator = rec.Take()
+
+	// admin, on what the decisions and the aggregator wrote: the
+	// operator's commands of the namespace (a sharded bucket, a chain, the
+	// audit records and usage snapshots they read), then the namespace
+	// lifecycle, on the whole table, purge last.
+	run("bucket", "show", "-entity", "hot", "-resource", "r")
+	run("bucket", "show", "-entity", "key-1", "-resource", "r")
+	run("bucket", "reset", "-entity", "hot", "-resource", "r")
+	run("bucket", "reset", "-entity", "key-1", "-resource", "r", "-chain")
+	run("audit", "list", "-entity", "hot")
+	run("audit", "list", "-system")
+	run("usage", "list", "-entity", "usage")
+	run("usage", "summary", "-entity", "usage", "-window", "monthly")
+	ops := rec.Take()
+	rc.adminScoped = append(rc.adminScoped, ops...)
+	rc.admin = append(rc.admin, ops...)
+	run("namespace", "show", nsA)
+	run("namespace", "delete", nsA)
+	run("namespace", "recover", nsA)
+	run("namespace", "orphans")
+	run("namespace", "delete", nsA)
+	run("namespace", "purge", nsA, "-yes")
+	rc.admin = append(rc.admin, rec.Take()...)
 	var transact bool
 	for _, c := range rc.decide {
 		transact = transact || c.Step == "decide hot (throttled)" && c.Action == "dynamodb:UpdateItem" && strings.HasSuffix(c.Keys[0], "#hot#r#1")

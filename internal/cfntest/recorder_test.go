@@ -149,6 +149,25 @@ func parseCall(op string, body []byte) []call {
 			s, _ := in.ExpressionAttributeValues[m[2]]["S"].(string)
 			c.Keys = []string{s}
 		}
+	case "BatchWriteItem":
+		var bw struct {
+			RequestItems map[string][]struct {
+				DeleteRequest struct{ Key map[string]av }
+				PutRequest    struct{ Item map[string]av }
+			}
+		}
+		_ = json.Unmarshal(body, &bw)
+		for table, reqs := range bw.RequestItems {
+			c.Table = table
+			for _, r := range reqs {
+				if pk := pkOf(r.DeleteRequest.Key); pk != "" {
+					c.Keys = append(c.Keys, pk)
+				}
+				if pk := pkOf(r.PutRequest.Item); pk != "" {
+					c.Keys = append(c.Keys, pk)
+				}
+			}
+		}
 	case "TransactWriteItems":
 		var out []call
 		for _, ti := range in.TransactItems {

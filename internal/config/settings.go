@@ -57,6 +57,7 @@ type Settings struct {
 	DebugHost  string // DEBUG_HOST: debug listener address (/metrics, /rlconfig, pprof)
 	DebugPort  int    // DEBUG_PORT: debug listener port
 	DebugPprof bool   // DEBUG_PPROF: serve pprof on the debug listener
+	AdminAPI   bool   // ADMIN_API: serve the admin API on the debug listener
 
 	RuntimeRoot           string // RUNTIME_ROOT: root of the runtime data
 	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY: subdirectory under RUNTIME_ROOT
@@ -314,9 +315,10 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"GRPC_HOST", "gRPC listener address (rate limit, health, reflection).", (*stringValue)(&s.GRPCHost)},
 		{"GRPC_PORT", "gRPC listener port.", (*intValue)(&s.GRPCPort)},
 		{"GRPC_UDS", "Unix socket path to serve gRPC on instead of GRPC_HOST:GRPC_PORT (e.g. /var/run/ratelimit.sock); a stale socket file is replaced.", (*stringValue)(&s.GRPCUDS)},
-		{"DEBUG_HOST", "Debug listener address (/metrics, /rlconfig, and pprof with DEBUG_PPROF).", (*stringValue)(&s.DebugHost)},
+		{"DEBUG_HOST", "Debug listener address (/metrics, /rlconfig, pprof with DEBUG_PPROF, the admin API with ADMIN_API).", (*stringValue)(&s.DebugHost)},
 		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
 		{"DEBUG_PPROF", "Serve Go's pprof at /debug/pprof/ on the debug listener: CPU and allocation profiles, execution traces (docs/performance.md). Off by default: a profile costs CPU, and a trace shows every call's timing.", (*boolValue)(&s.DebugPprof)},
+		{"ADMIN_API", "Serve the admin API at /admin/ on the debug listener: the operator's commands (bucket show and reset; on DynamoDB also usage, audit and namespace lifecycle) over HTTP, without authentication (docs/cli.md#admin-api). Off by default: enable it only with DEBUG_HOST on loopback or a debug port no one else reaches.", (*boolValue)(&s.AdminAPI)},
 
 		{"RUNTIME_ROOT", "Root of the runtime data; descriptor files are read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.", (*stringValue)(&s.RuntimeRoot)},
 		{"RUNTIME_SUBDIRECTORY", "Subdirectory of RUNTIME_ROOT.", (*stringValue)(&s.RuntimeSubdirectory)},

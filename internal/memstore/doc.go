@@ -76,6 +76,13 @@
 // reports shard 0 (the store has no shards of a bucket); a settled bucket
 // is evicted like any other, forgiving what it lacked of full.
 //
+// Inspection: Inspect reads what a bucket holds of each limit without
+// consuming or writing, and Reset refills each limit a bucket holds a
+// level of to its capacity, each under the level's lock (the admin API's
+// bucket show and reset on the embedded store). Both pass over every
+// shard's map to find a bucket's limits: an operator's call, not a
+// decision's.
+//
 // One case is not exact: if the clock steps back after a full bucket was
 // dropped, the new bucket is full at the earlier time, while the dropped one
 // would have held up to (step × refill rate) less.

@@ -5,7 +5,7 @@
 //     optional TLS or mTLS;
 //   - HTTP (HOST:PORT, 8080): /healthcheck and /json;
 //   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and, when asked
-//     for (DEBUG_PPROF), pprof;
+//     for, pprof (DEBUG_PPROF) and the admin API at /admin/ (ADMIN_API);
 //   - with PrometheusAddr (USE_PROMETHEUS), one more listener serving the
 //     same metrics at PrometheusPath.
 //

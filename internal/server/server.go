@@ -59,6 +59,9 @@ type Options struct {
 	// Pprof serves net/http/pprof at /debug/pprof/ on the debug port
 	// (DEBUG_PPROF).
 	Pprof bool
+	// Admin, when set, serves the admin API at /admin/ on the debug port
+	// (ADMIN_API).
+	Admin http.Handler
 
 	// GRPCUDS, when set, is a unix socket path gRPC listens on instead of
 	// GRPCAddr (envoyproxy/ratelimit's GRPC_UDS).
@@ -278,6 +281,9 @@ func (s *Server) debugMux() *http.ServeMux {
 			_, _ = w.Write([]byte(s.o.ConfigDump()))
 		}
 	})
+	if s.o.Admin != nil {
+		mux.Handle("/admin/", s.o.Admin)
+	}
 	if s.o.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
