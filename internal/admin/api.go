@@ -22,6 +22,7 @@ import (
 var apiVerbs = map[string]string{
 	"bucket show":       http.MethodGet,
 	"bucket reset":      http.MethodPost,
+	"bucket topup":      http.MethodPost,
 	"usage list":        http.MethodGet,
 	"usage summary":     http.MethodGet,
 	"audit list":        http.MethodGet,

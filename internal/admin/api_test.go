@@ -270,3 +270,37 @@ func TestAPIOnDynamo(t *testing.T) {
 		t.Errorf("POST namespace/purge of an active namespace = %d %q, want 409", code, body)
 	}
 }
+
+// A top-up through the admin API credits one limit on the embedded store,
+// never above its capacity, and is logged.
+func TestAPIEmbeddedTopUp(t *testing.T) {
+	a := newEmbeddedAPI(t)
+	const show = "/admin/bucket/show?domain=ops&descriptor=generic_key=show"
+	a.consume(t, 30)
+	for _, c := range []struct {
+		query string
+		want  float64
+	}{{"limit=default&amount=12.5", 32.5}, {"limit=default&amount=100", 50}} {
+		code, body := a.call(t, "POST", "/admin/bucket/topup?domain=ops&descriptor=generic_key=show&"+c.query, map[string]string{admin.PrincipalHeader: "carol"})
+		if code != 200 || !strings.Contains(body, `"principal": "carol"`) {
+			t.Fatalf("POST bucket/topup?%s = %d %q", c.query, code, body)
+		}
+		if code, body := a.call(t, "GET", show, nil); code != 200 || tokens(t, body) != c.want {
+			t.Fatalf("after topup?%s: %d %q, want %v tokens", c.query, code, body, c.want)
+		}
+	}
+	if e := a.logs.LastEntry(); e == nil || e.Data["action"] != "bucket.topup" || e.Data["principal"] != "carol" || e.Data["limit"] != "default" {
+		t.Errorf("top-up log line = %+v", e)
+	}
+	for query, want := range map[string]string{
+		"limit=nope&amount=1":         `no limit of that name: \"nope\"`,
+		"limit=default":               "give -amount N (tokens) or -usd D (dollars)",
+		"limit=default&amount=0.0001": "-amount 0.0001: want a positive number of tokens with at most 3 decimals",
+		"amount=1":                    "missing -limit",
+	} {
+		code, body := a.call(t, "POST", "/admin/bucket/topup?domain=ops&descriptor=generic_key=show&"+query, nil)
+		if code == 200 || !strings.Contains(body, want) {
+			t.Errorf("topup?%s = %d %q, want an error saying %q", query, code, body, want)
+		}
+	}
+}

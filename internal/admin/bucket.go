@@ -30,7 +30,7 @@ var (
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
 
-var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full", verbs: []*verb{{
+var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full, top a limit up", verbs: []*verb{{
 	name: "show", synopsis: "BUCKET", summary: "what a bucket holds now, on every shard and every level of its chain",
 	about: "Reads the bucket's items (strongly consistent, every shard) and prints\n" +
 		"what each limit holds now: its tokens of its capacity, the time until it\n" +
@@ -82,7 +82,93 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a
 		"ratelimit bucket reset -domain example -descriptor generic_key=demo -admin_url http://127.0.0.1:6070",
 	},
 	run: runBucketReset,
+}, {
+	name: "topup", synopsis: "BUCKET", summary: "credit one limit of a bucket now (a budget: for its current period), audited",
+	about: "Credits -amount tokens (or -usd dollars, for a limit in dollars) to the\n" +
+		"limit -limit of the bucket, now: for a calendar budget, within its\n" +
+		"current period. Never above the limit's capacity: a top-up past full\n" +
+		"leaves it full. On DynamoDB the credit is split over the bucket's\n" +
+		"shards as their tokens are and written with an audit record (action\n" +
+		"bucket.topup, naming -principal and the bucket as it was) in one\n" +
+		"transaction; it commutes with the decisions writing meanwhile. On the\n" +
+		"embedded store, through the admin API, it is logged. A bucket without an\n" +
+		"item is full: nothing is written. Cost: 2 write units per shard and 2\n" +
+		"for the audit record.",
+	args: argSpec{names: [][2]string{bucketArg}},
+	flags: append(append([]flagSpec{}, bucketFlags...),
+		flagSpec{"limit", "NAME", "the limit to credit, as the rule names it (default when unnamed)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.limit, "limit", "", "") }},
+		flagSpec{"amount", "N", "tokens to credit (whole, or with up to 3 decimals)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.amount, "amount", "", "") }},
+		flagSpec{"usd", "D", "dollars to credit a limit in dollars (up to 6 decimals)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usd, "usd", "", "") }},
+		flagPrincipal, flagOutput),
+	check: checkTopUp,
+	examples: []string{
+		"ratelimit bucket topup -domain llm -descriptor team=ml -config_dir examples/budgets -limit team_month -usd 250 -principal alice",
+		"ratelimit bucket topup -entity key-1 -resource gpt-4 -limit tpm -amount 5000",
+		"ratelimit bucket topup -domain llm -descriptor team=ml -limit team_month -usd 250 -admin_url http://127.0.0.1:6070",
+	},
+	run: runBucketTopUp,
 }}}
+
+// checkTopUp checks a top-up's bucket, limit and amount.
+func checkTopUp(o *opts, args []string) error {
+	if err := checkBucket(o, args); err != nil {
+		return err
+	}
+	if o.limit == "" {
+		return errors.New("missing -limit: the limit to credit")
+	}
+	_, err := topUpAmount(o)
+	return err
+}
+
+// topUpAmount is -amount tokens or -usd dollars in millitokens (a money
+// limit's token is a micro-dollar).
+func topUpAmount(o *opts) (tokenbucket.Millitokens, error) {
+	if (o.amount == "") == (o.usd == "") {
+		return 0, errors.New("give -amount N (tokens) or -usd D (dollars), one of them")
+	}
+	if o.usd != "" {
+		micros, ok := descriptors.ParseUSD(o.usd)
+		if !ok || micros == 0 {
+			return 0, fmt.Errorf("-usd %s: want a positive amount of dollars with at most 6 decimals", o.usd)
+		}
+		return tokenbucket.Millitokens(micros) * tokenbucket.PerToken, nil
+	}
+	// Tokens with up to 3 decimals: the decimal grammar of dollars, in
+	// millionths, then thousandths.
+	_, frac, _ := strings.Cut(o.amount, ".")
+	m, ok := descriptors.ParseUSD(o.amount)
+	if !ok || m < 1000 || len(frac) > 3 {
+		return 0, fmt.Errorf("-amount %s: want a positive number of tokens with at most 3 decimals", o.amount)
+	}
+	return tokenbucket.Millitokens(m / 1000), nil
+}
+
+func runBucketTopUp(ctx context.Context, e *cmdEnv, _ []string) error {
+	levels, err := levelsOf(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	amount, err := topUpAmount(&e.opts)
+	if err != nil {
+		return err
+	}
+	lv := levels[0]
+	before, ok, err := e.buckets.TopUp(ctx, lv.key, e.opts.limit, amount, lv.limits)
+	if err != nil {
+		return err
+	}
+	if e.opts.output == "json" {
+		return writeJSON(e.out, jsonReset{Bucket: toJSONBucket(0, before), Reset: ok, Principal: e.opts.principal})
+	}
+	name := fmt.Sprintf("bucket %q resource %q", lv.key.Entity, lv.key.Resource)
+	if !ok {
+		fmt.Fprintf(e.out, "%s: no item, the bucket is full: nothing to top up\n", name)
+		return nil
+	}
+	fmt.Fprintf(e.out, "%s: %s topped up by %s (was %s), by %s\n", name, e.opts.limit, tokens(amount), holdings(before), e.opts.principal)
+	return nil
+}
 
 // checkBucket checks that the bucket is named one way, whole.
 func checkBucket(o *opts, _ []string) error {
@@ -230,6 +316,10 @@ type Buckets interface {
 	// ResetBucket refills key's bucket to capacity, audited, and returns
 	// it as it was; false when it holds nothing (it is full).
 	ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error)
+	// TopUp credits amount to the limit named name of key's bucket, never
+	// above its capacity, audited, and returns it as it was; false when it
+	// holds nothing (it is full).
+	TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error)
 	// Ancestors are the stored ancestors key's debits cascade to.
 	Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error)
 }

@@ -76,6 +76,7 @@ type opts struct {
 	domain, descriptor       string // a bucket named as a request names it
 	configDir                string // resolve domain and descriptor through these descriptor files
 	chain, yes               bool
+	limit, amount, usd       string    // bucket topup
 	usage                    usageOpts // usage list and summary
 }
 

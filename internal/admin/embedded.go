@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -46,6 +47,24 @@ func (m embedded) ResetBucket(ctx context.Context, key cascade.Key, limits map[s
 		}).Info("bucket reset to full")
 	}
 	return before, reset, nil
+}
+
+func (m embedded) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error) {
+	levels, ok, err := m.st.TopUp(ctx, key, name, amount, limits)
+	if err != nil {
+		return dynamo.BucketState{}, false, err
+	}
+	before := m.state(key, levels, time.Now())
+	if _, held := before.Total()[name]; !held {
+		return before, false, fmt.Errorf("%w: %q", dynamo.ErrNoSuchLimit, name)
+	}
+	if ok {
+		m.log.WithFields(logrus.Fields{
+			"action": "bucket.topup", "principal": m.principal, "namespace": before.Key.Namespace,
+			"entity": key.Entity, "resource": key.Resource, "before": holdings(before), "limit": name, "amount": tokens(amount),
+		}).Info("bucket topped up")
+	}
+	return before, ok, nil
 }
 
 // Ancestors returns none: the embedded store keeps no entities, its chains

@@ -65,6 +65,28 @@ func (s *Store) Reset(ctx context.Context, key cascade.Key, limits map[string]to
 	return before, reset, nil
 }
 
+// TopUp credits amount millitokens to the level of the limit named name
+// of key's bucket, never above its capacity (for a calendar budget, within
+// its current period), and returns what the bucket held before as Inspect
+// does, and whether the limit held a level (false: none is held, it is
+// full). The credit is made under the level's lock. Cost as Inspect's.
+func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) ([]LimitLevel, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("memstore: top up: %w", err)
+	}
+	credited := false
+	before, _ := s.visit(key, limits, func(e *entry, nowMs int64) {
+		if e.key.limit != name {
+			return
+		}
+		v := tokenbucket.Stored(e.state)
+		e.limit.Refund(&v, amount, nowMs)
+		e.state = v.State()
+		credited = true
+	})
+	return before, credited, nil
+}
+
 // visit reads key's bucket as Inspect describes, calling then, when set,
 // on each stored level after reading it, with its lock held.
 func (s *Store) visit(key cascade.Key, limits map[string]tokenbucket.Limit, then func(e *entry, nowMs int64)) ([]LimitLevel, time.Time) {
