@@ -275,3 +275,29 @@ func TestCalendarIndexIsPinned(t *testing.T) {
 		t.Errorf("December 1969 starts at %d", got)
 	}
 }
+
+func TestParsePeriodAndCalendar(t *testing.T) {
+	for _, p := range []tb.Period{tb.Minutely, tb.Hourly, tb.Daily, tb.Weekly, tb.Monthly} {
+		if got, ok := tb.ParsePeriod(p.String()); !ok || got != p {
+			t.Errorf("ParsePeriod(%q) = %v, %v", p.String(), got, ok)
+		}
+		c := mustCalendar(t, p, "Europe/Paris")
+		if got, err := tb.ParseCalendar(c.String()); err != nil || got != c || got.Period() != p || got.Zone() != "Europe/Paris" {
+			t.Errorf("ParseCalendar(%q) = %v, %v", c.String(), got, err)
+		}
+	}
+	for _, s := range []string{"", "days", "Day", "fortnight"} {
+		if _, ok := tb.ParsePeriod(s); ok {
+			t.Errorf("ParsePeriod(%q) accepted", s)
+		}
+	}
+	for _, s := range []string{"day", "day@Mars/Olympus", "year@UTC", "@UTC"} {
+		if _, err := tb.ParseCalendar(s); err == nil {
+			t.Errorf("ParseCalendar(%q) accepted", s)
+		}
+	}
+	var none tb.Calendar
+	if !none.IsZero() || none.Period() != tb.NoPeriod || none.Zone() != "" || none.String() != "" || tb.NoPeriod.String() != "" {
+		t.Errorf("the zero Calendar is %v/%q/%q", none.Period(), none.Zone(), none.String())
+	}
+}
