@@ -13,6 +13,13 @@ import (
 // equivalent but for speed: spanOf walks from index()'s guess to the period
 // start() defines (index() and the end of a span, which only sizes the
 // cache). The indices themselves are pinned by TestCalendarIndexIsPinned.
+//
+// mutant: ARITHMETIC_BASE calendar.go `(idx + 1) * w` a fixed window's end only sizes the cache: a wrong end misses and recomputes the same span
+// mutant: CONDITIONALS_BOUNDARY calendar.go `c.start(idx) > ms` at start(idx) = ms the second loop steps back to idx: the same index
+// mutant: CONDITIONALS_BOUNDARY calendar.go `c.start(idx+1) <= ms` at ms = start(idx+1) the local date is the new period's, so index() already guessed idx+1
+// mutant: ARITHMETIC_BASE calendar.go `end: c.start(idx + 1)` a span's end only sizes the cache: a wrong end misses and recomputes
+// mutant: ARITHMETIC_BASE calendar.go `days+3, 7` a week's first guess off by one is walked to the week start() defines
+// mutant: ARITHMETIC_BASE calendar.go `int64(y)*12 + int64(m) - 1 - 1970*12` a month's first guess off by a few is walked to the month start() defines (far off: the walk times out, and the mutant is killed)
 func TestCivilDays(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 8))
 	epoch := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
