@@ -304,3 +304,54 @@ func TestAPIEmbeddedTopUp(t *testing.T) {
 		}
 	}
 }
+
+// bucket show writes a budget in dollars with its period, on every level
+// of its chain, and a top-up in dollars lands on the named level.
+func TestAPIBudgetInDollars(t *testing.T) {
+	const cfgText = `domain: llm
+prices:
+  default: {request: "12.50"}
+descriptors:
+  - key: team
+    entity: true
+    budget: {name: team_month, usd: 2000, per: month, zone: America/New_York}
+    descriptors:
+      - key: tenant
+        entity: true
+        cascade: true
+        budget: {name: tenant_day, usd: 50, per: day}
+`
+	cfg, err := descriptors.Parse([]descriptors.File{{Name: "llm.yaml", Data: []byte(cfgText)}}, descriptors.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := config.Defaults()
+	s.Namespace = "default"
+	st := memstore.New(memstore.WithNamespace(s.Namespace))
+	log, _ := test.NewNullLogger()
+	srv := httptest.NewServer(admin.NewAPI(s, st, func() *descriptors.Config { return cfg }, logrus.NewEntry(log)))
+	t.Cleanup(srv.Close)
+	a := &embeddedAPI{srv: srv, st: st, cfg: cfg}
+	m, ok := cfg.Match("llm", []descriptors.Entry{{Key: "team", Value: "ml"}, {Key: "tenant", Value: "acme"}})
+	if !ok {
+		t.Fatal("no match")
+	}
+	var debits []cascade.Debit
+	for _, tier := range m.Tiers() {
+		for _, l := range tier.Limits {
+			debits = append(debits, cascade.Debit{Key: cascade.Key{Entity: tier.Entity, Resource: tier.Resource}, Limit: l.ID, Bucket: l.Bucket, Amount: 12_500_000 * tokenbucket.PerToken, Depth: uint8(tier.Depth)})
+		}
+	}
+	if dec, err := st.Acquire(context.Background(), &cascade.Plan{Debits: debits}); err != nil || !dec.Admitted {
+		t.Fatalf("Acquire() = %+v, %v", dec, err)
+	}
+	if code, body := a.call(t, "POST", "/admin/bucket/topup?domain=llm&descriptor=team=ml&limit=team_month&usd=2.5", nil); code != 200 {
+		t.Fatalf("topup = %d %q", code, body)
+	}
+	code, body := a.call(t, "GET", "/admin/bucket/show?domain=llm&descriptor=team=ml,tenant=acme&o=table", nil)
+	for _, want := range []string{"tenant_day (day@UTC)", "$37.50", "$50.00", "team_month (month@America/New_York)", "$1990.00", "$2000.00"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("bucket show = %d:\n%s\nwant %q", code, body, want)
+		}
+	}
+}

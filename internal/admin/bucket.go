@@ -166,7 +166,11 @@ func runBucketTopUp(ctx context.Context, e *cmdEnv, _ []string) error {
 		fmt.Fprintf(e.out, "%s: no item, the bucket is full: nothing to top up\n", name)
 		return nil
 	}
-	fmt.Fprintf(e.out, "%s: %s topped up by %s (was %s), by %s\n", name, e.opts.limit, tokens(amount), holdings(before), e.opts.principal)
+	by := tokens(amount)
+	if e.opts.usd != "" {
+		by = dollars(amount)
+	}
+	fmt.Fprintf(e.out, "%s: %s topped up by %s (was %s), by %s\n", name, e.opts.limit, by, holdings(before), e.opts.principal)
 	return nil
 }
 
@@ -253,11 +257,11 @@ func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error)
 		ns = e.opts.ns
 	}
 	if m.NumTiers() == 0 {
-		return []bucketLevel{{key: cascade.Key{Namespace: ns, Entity: m.EntityID(), Resource: e.opts.domain}, limits: configured(m.Rule.Limits)}}, nil
+		return []bucketLevel{{key: cascade.Key{Namespace: ns, Entity: m.EntityID(), Resource: e.opts.domain}, limits: configured(m.Rule.Limits), money: inDollars(m.Rule.Limits)}}, nil
 	}
 	var out []bucketLevel
 	for _, t := range m.Tiers() {
-		out = append(out, bucketLevel{key: cascade.Key{Namespace: ns, Entity: t.Entity, Resource: t.Resource}, limits: configured(t.Limits)})
+		out = append(out, bucketLevel{key: cascade.Key{Namespace: ns, Entity: t.Entity, Resource: t.Resource}, limits: configured(t.Limits), money: inDollars(t.Limits)})
 	}
 	if !m.Rule.Cascade || !chain {
 		return out, nil
@@ -297,11 +301,27 @@ func configured(ls []descriptors.Limit) map[string]tokenbucket.Limit {
 	return out
 }
 
+// inDollars names the limits of ls that are in dollars.
+func inDollars(ls []descriptors.Limit) map[string]bool {
+	var out map[string]bool
+	for _, l := range ls {
+		if l.Money {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[l.ID] = true
+		}
+	}
+	return out
+}
+
 // bucketLevel is one bucket of a chain: the bucket asked about (level 0)
-// or an ancestor its debits cascade to, with the limits stored for it.
+// or an ancestor its debits cascade to, with the limits stored for it and,
+// from the configuration, those in dollars.
 type bucketLevel struct {
 	key    cascade.Key
 	limits map[string]tokenbucket.Limit
+	money  map[string]bool
 }
 
 // errNoRule is wrapped by the error of a bucket named by a request that
@@ -359,7 +379,11 @@ func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
 	if e.opts.output == "json" {
 		return writeBucketsJSON(e.out, states)
 	}
-	writeBucketsTable(e.out, states)
+	money := make([]map[string]bool, len(levels))
+	for i, lv := range levels {
+		money[i] = lv.money
+	}
+	writeBucketsTable(e.out, states, money)
 	return nil
 }
 
@@ -443,32 +467,39 @@ func plural(n int, word string) string {
 
 // writeBucketsTable writes one row per level and limit (shard "all"),
 // then one per shard when the bucket has several.
-func writeBucketsTable(w io.Writer, states []dynamo.BucketState) {
+//
+// A limit in dollars (money[i] names those of level i) is written in
+// dollars; a calendar budget's name is followed by its period.
+func writeBucketsTable(w io.Writer, states []dynamo.BucketState, money []map[string]bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEVEL\tENTITY\tRESOURCE\tSHARD\tLIMIT\tTOKENS\tCAPACITY\tFULL IN\tCONSUMED")
 	for i, b := range states {
 		head := fmt.Sprintf("%d\t%s\t%s", i, b.Key.Entity, b.Key.Resource)
+		var usd map[string]bool
+		if i < len(money) {
+			usd = money[i]
+		}
 		total := sortedTotal(b)
 		if len(total) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\tfull (no item)\t-\t-\t-\n", head)
 			continue
 		}
 		for _, l := range total {
-			fmt.Fprintf(tw, "%s\tall\t%s\n", head, limitRow(l))
+			fmt.Fprintf(tw, "%s\tall\t%s\n", head, limitRow(l, usd[l.Name]))
 		}
 		if b.ShardCount < 2 {
 			continue
 		}
 		for _, sh := range b.Shards {
 			for _, l := range sh.Limits {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", head, sh.Shard, limitRow(l))
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", head, sh.Shard, limitRow(l, usd[l.Name]))
 			}
 		}
 	}
 	_ = tw.Flush()
 }
 
-func limitRow(l dynamo.LimitState) string {
+func limitRow(l dynamo.LimitState, usd bool) string {
 	full := "full"
 	switch {
 	case l.FullIn >= time.Second:
@@ -476,7 +507,21 @@ func limitRow(l dynamo.LimitState) string {
 	case l.FullIn > 0:
 		full = l.FullIn.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity), full, tokens(tokenbucket.Millitokens(l.Consumed)))
+	amount := tokens
+	if usd {
+		amount = dollars
+	}
+	name := l.Name
+	if c := l.Limit.Calendar; !c.IsZero() {
+		name += " (" + c.String() + ")"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", name, amount(l.Tokens), amount(l.Limit.Capacity), full, amount(tokenbucket.Millitokens(l.Consumed)))
+}
+
+// dollars writes the millitokens of a limit in dollars (a micro-dollar a
+// token) as "$12.50".
+func dollars(m tokenbucket.Millitokens) string {
+	return "$" + descriptors.FormatUSD(int64(m/tokenbucket.PerToken))
 }
 
 // jsonLimit is a limit in bucket show's JSON: token counts in tokens
