@@ -36,6 +36,15 @@ func TestCivilDays(t *testing.T) {
 	for days := int64(-800); days < 800; days++ {
 		check(days) // every day around the epoch, every month end and leap day
 	}
+	// Each era's edges: the last day of a 400-year era is a 29 February.
+	for _, y := range []int{1600, 1700, 1900, 2000, 2100, 2400} {
+		for _, d := range []time.Time{time.Date(y, 2, 28, 0, 0, 0, 0, time.UTC), time.Date(y, 3, 1, 0, 0, 0, 0, time.UTC)} {
+			days := d.Unix() / 86_400 // whole days: the dates are at midnight UTC
+			check(days - 1)
+			check(days)
+			check(days + 1)
+		}
+	}
 	for range 20000 {
 		check(r.Int64N(6000*366) - 3970*366)
 	}
