@@ -173,7 +173,7 @@ func TestBudgetResetsAtBoundary(t *testing.T) {
 		if got := l.Tokens(s, end-1); got != -3*tb.PerToken {
 			t.Errorf("at the end of the day the budget holds %d", got)
 		}
-		want := tb.Millitokens(10 * tb.PerToken)
+		want := 10 * tb.PerToken
 		if carry {
 			want = 7 * tb.PerToken
 		}
