@@ -92,12 +92,9 @@ func (b *builder) buildLimit(f *limitFields, u Unit) (Limit, bool) {
 		}
 	}
 	if f.hasCharge {
-		c, valid := parseCharge(f.charge)
-		if !valid {
-			b.errorf(f.lines["charge"], "charge", "invalid charge '%s': want pre or post", f.charge)
-			ok = false
-		}
-		l.Charge = c
+		var valid bool
+		l.Charge, valid = b.chargeMode(f.charge, f.lines["charge"])
+		ok = ok && valid
 	}
 	if !ok {
 		return l, false

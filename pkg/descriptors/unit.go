@@ -117,6 +117,15 @@ func (c Charge) String() string {
 	return ""
 }
 
+// chargeMode reads a limit's charge field, reporting one that is not a mode.
+func (b *builder) chargeMode(s string, line int) (Charge, bool) {
+	c, valid := parseCharge(s)
+	if !valid {
+		b.errorf(line, "charge", "invalid charge '%s': want pre or post", s)
+	}
+	return c, valid
+}
+
 func parseCharge(s string) (Charge, bool) {
 	switch s {
 	case "pre":

@@ -203,6 +203,16 @@ const resetAttempts = 3
 // Cost: 2 write units per shard and 2 for the audit record, and a read
 // unit per shard.
 func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
+	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*image, before BucketState) error {
+		return s.writeReset(ctx, b, imgs, limits, before)
+	})
+}
+
+// rewrite reads key's bucket and calls write with it, again (up to
+// resetAttempts reads) while write's condition on the shard count fails,
+// then forgets the images it changed. It returns the bucket as it was, and
+// false with no write when the bucket has no item.
+func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*image, BucketState) error) (BucketState, bool, error) {
 	if s.closed.Load() {
 		return BucketState{}, false, errClosed
 	}
@@ -215,7 +225,7 @@ func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[str
 		if !before.Exists() {
 			return before, false, nil
 		}
-		err = s.writeReset(ctx, b, imgs, limits, before)
+		err = write(b, imgs, before)
 		if errors.Is(err, errCondition) && attempt < resetAttempts {
 			continue
 		}

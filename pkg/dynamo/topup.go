@@ -30,36 +30,15 @@ var ErrNoSuchLimit = errors.New("dynamo: the bucket holds no limit of that name"
 // Cost: 2 write units per shard and 2 for the audit record, and a read
 // unit per shard.
 func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
-	if s.closed.Load() {
-		return BucketState{}, false, errClosed
-	}
 	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
 		return BucketState{}, false, fmt.Errorf("dynamo: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
 	}
-	for attempt := 1; ; attempt++ {
-		b, imgs, err := s.readShards(ctx, key)
-		if err != nil {
-			return BucketState{}, false, err
-		}
-		before := s.bucketState(key, imgs, limits)
-		if !before.Exists() {
-			return before, false, nil
-		}
+	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*image, before BucketState) error {
 		if _, ok := before.Total()[name]; !ok {
-			return before, false, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
+			return fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 		}
-		err = s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
-		if errors.Is(err, errCondition) && attempt < resetAttempts {
-			continue
-		}
-		if err != nil {
-			return BucketState{}, false, err
-		}
-		for sh := range imgs {
-			s.forgetImage(b.pk(sh))
-		}
-		return before, true, nil
-	}
+		return s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
+	})
 }
 
 // writeTopUp lowers the limit's level on every existing shard by its share
