@@ -19,6 +19,7 @@ import (
 // mutant: CONDITIONALS_BOUNDARY calendar.go `c.start(idx+1) <= ms` at ms = start(idx+1) the local date is the new period's, so index() already guessed idx+1
 // mutant: ARITHMETIC_BASE calendar.go `end: c.start(idx + 1)` a span's end only sizes the cache: a wrong end misses and recomputes
 // mutant: ARITHMETIC_BASE calendar.go `days+3, 7` a week's first guess off by one is walked to the week start() defines
+// mutant: INVERT_NEGATIVES calendar.go `int64(m) - 1 - 1970*12` a month's first guess off by two is walked to the month start() defines
 // mutant: ARITHMETIC_BASE calendar.go `int64(y)*12 + int64(m) - 1 - 1970*12` a month's first guess off by a few is walked to the month start() defines (far off: the walk times out, and the mutant is killed)
 func TestCivilDays(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 8))
