@@ -15,6 +15,7 @@ import (
 // cache). The indices themselves are pinned by TestCalendarIndexIsPinned.
 //
 // mutant: ARITHMETIC_BASE calendar.go `(idx + 1) * w` a fixed window's end only sizes the cache: a wrong end misses and recomputes the same span
+// mutant: CONDITIONALS_BOUNDARY calendar.go `s.start <= ms` at ms = a span's start the cache misses and recomputes the same span
 // mutant: CONDITIONALS_BOUNDARY calendar.go `c.start(idx) > ms` at start(idx) = ms the second loop steps back to idx: the same index
 // mutant: CONDITIONALS_BOUNDARY calendar.go `c.start(idx+1) <= ms` at ms = start(idx+1) the local date is the new period's, so index() already guessed idx+1
 // mutant: ARITHMETIC_BASE calendar.go `end: c.start(idx + 1)` a span's end only sizes the cache: a wrong end misses and recomputes
