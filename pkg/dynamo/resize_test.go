@@ -1,0 +1,250 @@
+package dynamo_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// slowLimit is a limit of capacity tokens that refills one millitoken a
+// day: what a bucket holds stays put while a test runs.
+func slowLimit(t *testing.T, capacity tokenbucket.Millitokens) tokenbucket.Limit {
+	t.Helper()
+	l, err := tokenbucket.NewLimit(capacity*tokenbucket.PerToken, 1, 24*time.Hour)
+	if err != nil {
+		t.Fatalf("NewLimit() = %v", err)
+	}
+	return l
+}
+
+// shardCounts returns the shard_count of every bucket item of f, by key.
+func shardCounts(f *dynamotest.Fake) map[string]string {
+	out := map[string]string{}
+	for _, it := range bucketItems(f) {
+		pk, _ := it["PK"].(*types.AttributeValueMemberS)
+		c, _ := it["shard_count"].(*types.AttributeValueMemberN)
+		if pk != nil && c != nil {
+			out[pk.Value] = c.Value
+		}
+	}
+	return out
+}
+
+// driveRate has two replicas on one table write one bucket from 1 shard,
+// each past Config.ShardWriteRate (100 writes per window, the clock
+// standing still) but short of twice it, concurrently: each may start a
+// doubling from 1, and the bucket doubles once. Decisions stay exact: never
+// more admitted than the capacity.
+func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, counts map[string]int) {
+	t.Helper()
+	c := newClock()
+	cfg := dynamo.Config{Table: table, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 100, ShardMergeRate: -1}
+	obs := []*countingObserver{{}, {}}
+	stores := []*dynamo.Store{newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[0])), newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[1]))}
+	lim := slowLimit(t, 1000)
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			for i := range 150 {
+				dec, err := s.Acquire(context.Background(), p)
+				if err != nil {
+					t.Errorf("Acquire() #%d = %v", i, err)
+					return
+				}
+				if dec.Admitted {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range stores {
+		_ = s.Close() // waits for a doubling under way
+	}
+	if admitted > 1000 {
+		t.Errorf("admitted %d of 300 on a bucket of 1 000 tokens, want at most 1 000", admitted)
+	}
+	if admitted < 100 {
+		t.Errorf("admitted %d of 300 on a bucket of 1 000 tokens, want at least the 100 before a doubling", admitted)
+	}
+	st, err := newStoreCfg(t, api, cfg, c).Bucket(context.Background(), key, map[string]tokenbucket.Limit{"rps": lim})
+	if err != nil {
+		t.Fatalf("Bucket() = %v", err)
+	}
+	counts = map[string]int{"shards": st.ShardCount}
+	return obs[0].doublings.Load() + obs[1].doublings.Load(), counts
+}
+
+// TestDoublingOnRate: two replicas drive a bucket past the write rate at
+// once; it is doubled once, before any throttling, not twice.
+func TestDoublingOnRate(t *testing.T) {
+	for range 3 {
+		n, counts := driveRate(t, fakeTable(t), "t")
+		if n != 1 || counts["shards"] != 2 {
+			t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, counts["shards"])
+		}
+	}
+}
+
+// TestConcurrentDoublingOnce: replicas that double the same bucket from
+// the same count at once double it once: the transaction is conditional on
+// the old count.
+func TestConcurrentDoublingOnce(t *testing.T) {
+	for range 10 {
+		f := fakeTable(t)
+		c := newClock()
+		key := cascade.Key{Entity: "hot", Resource: "r"}
+		lim := slowLimit(t, 1000)
+		var obs [4]countingObserver
+		var stores []*dynamo.Store
+		for i := range obs {
+			stores = append(stores, newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c, dynamo.WithObserver(&obs[i])))
+		}
+		if err := stores[0].SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+			t.Fatalf("SetShards(2) = %v", err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			wg.Go(func() {
+				<-start
+				if err := s.DoubleShards(context.Background(), key, 2); err != nil {
+					t.Errorf("DoubleShards(2) = %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		var n int64
+		for i := range obs {
+			n += obs[i].doublings.Load()
+		}
+		if n != 1 {
+			t.Errorf("4 replicas doubling from 2 at once: %d doublings, want 1", n)
+		}
+		for pk, c := range shardCounts(f) {
+			if c != "4" {
+				t.Errorf("item %s shard_count = %s, want 4", pk, c)
+			}
+		}
+	}
+}
+
+// TestMergeConservesTokens merges a bucket of 4 shards, each holding a
+// different share, to 2, then to 1: what the bucket holds is the same to
+// the millitoken before and after each merge. A replica that still writes
+// to a removed shard is refused by its condition, learns the count, and
+// decides on a shard that counts: every debit lands exactly once.
+func TestMergeConservesTokens(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	obs := &countingObserver{}
+	cfg := dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: 10}
+	s := newStoreCfg(t, f, cfg, c, dynamo.WithObserver(obs))
+	stale := newStoreCfg(t, f, cfg, c)
+	lim := slowLimit(t, 1000)
+	limits := map[string]tokenbucket.Limit{"rps": lim}
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	if err := s.SetShards(context.Background(), key, 4, limits); err != nil {
+		t.Fatalf("SetShards(4) = %v", err)
+	}
+	for i := range 40 { // uneven shares, and the stale replica learns 4 shards
+		amount := tokenbucket.Millitokens(i%7+1) * 333
+		p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: amount}}}
+		if _, err := []*dynamo.Store{s, stale}[i%2].Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	}
+	c.Advance(time.Second) // idle: the shards' last writes are far apart
+	total := func() tokenbucket.Millitokens {
+		st, err := s.Bucket(context.Background(), key, limits)
+		if err != nil {
+			t.Fatalf("Bucket() = %v", err)
+		}
+		return st.Total()["rps"].Tokens
+	}
+	for _, n := range []int{4, 2} {
+		before := total()
+		if err := s.MergeShards(context.Background(), key, n); err != nil {
+			t.Fatalf("MergeShards(%d) = %v", n, err)
+		}
+		if after := total(); after != before {
+			t.Errorf("merge from %d shards: bucket holds %d, want %d as before", n, after, before)
+		}
+		if got := shardCounts(f)[bucketPK(key, 0)]; got != strconv.Itoa(n/2) {
+			t.Errorf("merge from %d shards: shard 0 shard_count = %s, want %d", n, got, n/2)
+		}
+	}
+	if got := obs.merges.Load(); got != 2 {
+		t.Errorf("ShardMerged calls = %d, want 2", got)
+	}
+	before := total()
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := range 20 {
+		dec, err := stale.Acquire(context.Background(), p)
+		if err != nil || !dec.Admitted {
+			t.Fatalf("stale replica Acquire() #%d = %+v, %v, want admitted", i, dec, err)
+		}
+	}
+	if after := total(); after != before-20*tokenbucket.PerToken {
+		t.Errorf("after 20 tokens taken by a replica that knew 4 shards: bucket holds %d, want %d", after, before-20*tokenbucket.PerToken)
+	}
+	if err := s.DoubleShards(context.Background(), key, 1); err != nil {
+		t.Fatalf("DoubleShards(1) over a merged shard = %v", err)
+	}
+	if got := shardCounts(f)[bucketPK(key, 1)]; got != "2" {
+		t.Errorf("doubling from 1 after merges: shard 1 shard_count = %s, want 2 (brought back)", got)
+	}
+}
+
+// bucketPK is the partition key of a shard of key's bucket in the default
+// namespace (docs/dynamodb.md).
+func bucketPK(key cascade.Key, shard int) string {
+	return "n" + dynamo.DefaultNamespace + "/BUCKET#" + key.Entity + "#" + key.Resource + "#" + strconv.Itoa(shard)
+}
+
+// TestMergeWhenIdle: a sharded bucket whose writes stayed below
+// ShardMergeRate for ShardMergeAfter is halved by the next write.
+func TestMergeWhenIdle(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	obs := &countingObserver{}
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, ShardMergeRate: 10, ShardMergeAfter: time.Minute}, c, dynamo.WithObserver(obs))
+	lim := slowLimit(t, 1000)
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		t.Fatalf("SetShards(2) = %v", err)
+	}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for range 3 {
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+		c.Advance(time.Minute)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for obs.merges.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := obs.merges.Load(); got != 1 {
+		t.Fatalf("ShardMerged calls after two idle minutes = %d, want 1", got)
+	}
+	if got := shardCounts(f)[bucketPK(key, 0)]; got != "1" {
+		t.Errorf("shard 0 shard_count after the merge = %s, want 1", got)
+	}
+}
