@@ -149,14 +149,28 @@ func TestConcurrentDoublingOnce(t *testing.T) {
 // different share, to 2, then to 1: what the bucket holds is the same to
 // the millitoken before and after each merge. A replica that still writes
 // to a removed shard is refused by its condition, learns the count, and
-// decides on a shard that counts: every debit lands exactly once.
+// decides on a shard that counts: every debit lands exactly once. A
+// doubling then brings a removed shard back.
 func TestMergeConservesTokens(t *testing.T) {
 	f := fakeTable(t)
+	s, key := mergeConserves(t, f, "t")
+	if err := s.DoubleShards(context.Background(), key, 1); err != nil {
+		t.Fatalf("DoubleShards(1) over a merged shard = %v", err)
+	}
+	if got := shardCounts(f)[bucketPK(key, 1)]; got != "2" {
+		t.Errorf("doubling from 1 after merges: shard 1 shard_count = %s, want 2 (brought back)", got)
+	}
+}
+
+// mergeConserves runs TestMergeConservesTokens on api's table and returns
+// the store that merged and the bucket's key.
+func mergeConserves(t *testing.T, api dynamo.API, table string) (*dynamo.Store, cascade.Key) {
+	t.Helper()
 	c := newClock()
 	obs := &countingObserver{}
-	cfg := dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: 10}
-	s := newStoreCfg(t, f, cfg, c, dynamo.WithObserver(obs))
-	stale := newStoreCfg(t, f, cfg, c)
+	cfg := dynamo.Config{Table: table, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: 10}
+	s := newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs))
+	stale := newStoreCfg(t, api, cfg, c)
 	lim := slowLimit(t, 1000)
 	limits := map[string]tokenbucket.Limit{"rps": lim}
 	key := cascade.Key{Entity: "e", Resource: "r"}
@@ -171,29 +185,30 @@ func TestMergeConservesTokens(t *testing.T) {
 		}
 	}
 	c.Advance(time.Second) // idle: the shards' last writes are far apart
-	total := func() tokenbucket.Millitokens {
+	bucket := func() dynamo.BucketState {
 		st, err := s.Bucket(context.Background(), key, limits)
 		if err != nil {
 			t.Fatalf("Bucket() = %v", err)
 		}
-		return st.Total()["rps"].Tokens
+		return st
 	}
 	for _, n := range []int{4, 2} {
-		before := total()
+		before := bucket().Total()["rps"].Tokens
 		if err := s.MergeShards(context.Background(), key, n); err != nil {
 			t.Fatalf("MergeShards(%d) = %v", n, err)
 		}
-		if after := total(); after != before {
+		st := bucket()
+		if after := st.Total()["rps"].Tokens; after != before {
 			t.Errorf("merge from %d shards: bucket holds %d, want %d as before", n, after, before)
 		}
-		if got := shardCounts(f)[bucketPK(key, 0)]; got != strconv.Itoa(n/2) {
-			t.Errorf("merge from %d shards: shard 0 shard_count = %s, want %d", n, got, n/2)
+		if st.ShardCount != n/2 {
+			t.Errorf("merge from %d shards: shard count %d, want %d", n, st.ShardCount, n/2)
 		}
 	}
 	if got := obs.merges.Load(); got != 2 {
 		t.Errorf("ShardMerged calls = %d, want 2", got)
 	}
-	before := total()
+	before := bucket().Total()["rps"].Tokens
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
 	for i := range 20 {
 		dec, err := stale.Acquire(context.Background(), p)
@@ -201,15 +216,24 @@ func TestMergeConservesTokens(t *testing.T) {
 			t.Fatalf("stale replica Acquire() #%d = %+v, %v, want admitted", i, dec, err)
 		}
 	}
-	if after := total(); after != before-20*tokenbucket.PerToken {
+	if after := bucket().Total()["rps"].Tokens; after != before-20*tokenbucket.PerToken {
 		t.Errorf("after 20 tokens taken by a replica that knew 4 shards: bucket holds %d, want %d", after, before-20*tokenbucket.PerToken)
 	}
-	if err := s.DoubleShards(context.Background(), key, 1); err != nil {
-		t.Fatalf("DoubleShards(1) over a merged shard = %v", err)
+	return s, key
+}
+
+// TestShardingLocal runs the doubling and the merge against DynamoDB
+// Local: two replicas past the write rate double the bucket once, and
+// merges conserve its tokens to the millitoken.
+func TestShardingLocal(t *testing.T) {
+	l := dynamotest.Shared(t)
+	api := l.Client(t)
+	name := dynamotest.TableName(t)
+	l.CreateTable(context.Background(), t, name)
+	if n, counts := driveRate(t, api, name); n != 1 || counts["shards"] != 2 {
+		t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, counts["shards"])
 	}
-	if got := shardCounts(f)[bucketPK(key, 1)]; got != "2" {
-		t.Errorf("doubling from 1 after merges: shard 1 shard_count = %s, want 2 (brought back)", got)
-	}
+	mergeConserves(t, api, name)
 }
 
 // bucketPK is the partition key of a shard of key's bucket in the default
