@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -60,5 +61,33 @@ func TestShardShare(t *testing.T) {
 		if got := shardShare(tokenbucket.Millitokens(c.t), int(c.n)); got != tokenbucket.Millitokens(c.want) {
 			t.Errorf("shardShare(%d, %d) = %d, want %d", c.t, c.n, got, c.want)
 		}
+	}
+}
+
+// TestRehome moves a part off a removed shard to one of the count learned
+// since: a give-back's amounts, multiplied for the count it was taken on
+// (4), are multiplied for the new one (2) instead, so it gives back the
+// same share of the whole bucket; a decision's part is multiplied when it
+// is decided, and keeps its amounts.
+func TestRehome(t *testing.T) {
+	s := &Store{caches: newCaches(10, 10)}
+	b := bucket{key: cascade.Key{Entity: "e", Resource: "r"}, ns: "default", base: "b"}
+	s.learnShards(b.base, 4)
+	s.shrinkShards(b.base, 2)
+	give := &part{b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
+	give.choose(3)
+	s.rehome(give)
+	if give.scale != 2 || give.debits[0].Amount != 2*333 || give.debits[1].Amount != 2*tokenbucket.PerToken {
+		t.Errorf("rehome(give-back of 4 shards) on 2 = scale %d, amounts %d and %d, want 2, %d and %d",
+			give.scale, give.debits[0].Amount, give.debits[1].Amount, 2*333, 2*tokenbucket.PerToken)
+	}
+	if give.shard >= 2 || give.pk != b.pk(give.shard) {
+		t.Errorf("rehome(give-back) = shard %d (%s), want a shard below 2", give.shard, give.pk)
+	}
+	dec := &part{b: b, debits: []cascade.Debit{{Amount: 333}}}
+	dec.choose(3)
+	s.rehome(dec)
+	if dec.scale != 0 || dec.debits[0].Amount != 333 || dec.shard >= 2 {
+		t.Errorf("rehome(decision) = scale %d, amount %d, shard %d, want 0, 333, below 2", dec.scale, dec.debits[0].Amount, dec.shard)
 	}
 }
