@@ -272,3 +272,67 @@ func TestMergeWhenIdle(t *testing.T) {
 		t.Errorf("shard 0 shard_count after the merge = %s, want 1", got)
 	}
 }
+
+// TestDrainAfterMerge: replicas that knew 4 shards drain a bucket merged
+// to 1, concurrently: every admission is a token the bucket held, none
+// more, and what is left is exactly what was not admitted.
+func TestDrainAfterMerge(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	cfg := dynamo.Config{Table: "t", Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: 10}
+	stores := []*dynamo.Store{newStoreCfg(t, f, cfg, c), newStoreCfg(t, f, cfg, c), newStoreCfg(t, f, cfg, c)}
+	lim := slowLimit(t, 100)
+	limits := map[string]tokenbucket.Limit{"rps": lim}
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	if err := stores[0].SetShards(context.Background(), key, 4, limits); err != nil {
+		t.Fatalf("SetShards(4) = %v", err)
+	}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := range 12 { // each replica learns 4 shards
+		if _, err := stores[i%3].Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+	}
+	c.Advance(time.Second)
+	for _, n := range []int{4, 2} {
+		if err := stores[0].MergeShards(context.Background(), key, n); err != nil {
+			t.Fatalf("MergeShards(%d) = %v", n, err)
+		}
+	}
+	st, err := stores[0].Bucket(context.Background(), key, limits)
+	if err != nil || st.ShardCount != 1 {
+		t.Fatalf("Bucket() after merging to 1 = %+v, %v, want 1 shard", st, err)
+	}
+	before := st.Total()["rps"].Tokens
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for i := range 6 {
+		s := stores[i%3]
+		wg.Go(func() {
+			for range 40 {
+				dec, err := s.Acquire(context.Background(), p)
+				if err != nil {
+					t.Errorf("Acquire() = %v", err)
+					return
+				}
+				if dec.Admitted {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st, err = stores[0].Bucket(context.Background(), key, limits)
+	if err != nil {
+		t.Fatalf("Bucket() = %v", err)
+	}
+	if after := st.Total()["rps"].Tokens; after != before-tokenbucket.Millitokens(admitted)*tokenbucket.PerToken || after < 0 {
+		t.Errorf("%d admitted from a bucket holding %d: it holds %d, want %d and never below 0", admitted, before, after, before-tokenbucket.Millitokens(admitted)*tokenbucket.PerToken)
+	}
+	if want := int(before / tokenbucket.PerToken); admitted != want {
+		t.Errorf("admitted %d of 240 from a bucket holding %d whole tokens, want %d", admitted, before, want)
+	}
+}
