@@ -72,7 +72,8 @@ func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*image, error
 // idleShards reports whether no shard of imgs shows a recent load: each
 // shard's last write came at least 2/ShardMergeRate seconds after the one
 // before, or that long ago (after the merge, a shard takes the writes of
-// two).
+// two). A shard whose two clocks are equal shows no rate (its first write
+// records its own clock twice) and does not stop a merge.
 func (s *Store) idleShards(imgs []*image) bool {
 	if s.cfg.ShardMergeRate <= 0 {
 		return false
@@ -80,7 +81,7 @@ func (s *Store) idleShards(imgs []*image) bool {
 	gap := int64(2000 / s.cfg.ShardMergeRate)
 	now := s.nowMs()
 	for _, img := range imgs {
-		if img.wroteMs-img.prevMs < gap && now-img.wroteMs < gap {
+		if img.wroteMs != img.prevMs && img.wroteMs-img.prevMs < gap && now-img.wroteMs < gap {
 			return false
 		}
 	}

@@ -39,29 +39,20 @@ func shardCounts(f *dynamotest.Fake) map[string]string {
 	return out
 }
 
-// driveRate has two replicas on one table write one bucket from 1 shard,
-// each past Config.ShardWriteRate (100 writes per window, the clock
-// standing still) but short of twice it, concurrently: each may start a
-// doubling from 1, and the bucket doubles once. Decisions stay exact: never
-// more admitted than the capacity.
-func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, counts map[string]int) {
+// admitConcurrently runs goroutines callers, in turn on each of stores,
+// each deciding p each times, and returns how many were admitted.
+func admitConcurrently(t *testing.T, stores []*dynamo.Store, goroutines, each int, p *cascade.Plan) int {
 	t.Helper()
-	c := newClock()
-	cfg := dynamo.Config{Table: table, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 100, ShardMergeRate: -1}
-	obs := []*countingObserver{{}, {}}
-	stores := []*dynamo.Store{newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[0])), newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[1]))}
-	lim := slowLimit(t, 1000)
-	key := cascade.Key{Entity: "hot", Resource: "r"}
-	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
 	var mu sync.Mutex
 	admitted := 0
 	var wg sync.WaitGroup
-	for _, s := range stores {
+	for i := range goroutines {
+		s := stores[i%len(stores)]
 		wg.Go(func() {
-			for i := range 150 {
+			for k := range each {
 				dec, err := s.Acquire(context.Background(), p)
 				if err != nil {
-					t.Errorf("Acquire() #%d = %v", i, err)
+					t.Errorf("Acquire() #%d = %v", k, err)
 					return
 				}
 				if dec.Admitted {
@@ -73,6 +64,24 @@ func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, cou
 		})
 	}
 	wg.Wait()
+	return admitted
+}
+
+// driveRate has two replicas on one table write one bucket from 1 shard,
+// each past Config.ShardWriteRate (100 writes per window, the clock
+// standing still) but short of twice it, concurrently: each may start a
+// doubling from 1, and the bucket doubles once. Decisions stay exact: never
+// more admitted than the capacity.
+func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, shards int) {
+	t.Helper()
+	c := newClock()
+	cfg := dynamo.Config{Table: table, Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 100, ShardMergeRate: -1}
+	obs := []*countingObserver{{}, {}}
+	stores := []*dynamo.Store{newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[0])), newStoreCfg(t, api, cfg, c, dynamo.WithObserver(obs[1]))}
+	lim := slowLimit(t, 1000)
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	admitted := admitConcurrently(t, stores, 2, 150, p)
 	for _, s := range stores {
 		_ = s.Close() // waits for a doubling under way
 	}
@@ -86,17 +95,16 @@ func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, cou
 	if err != nil {
 		t.Fatalf("Bucket() = %v", err)
 	}
-	counts = map[string]int{"shards": st.ShardCount}
-	return obs[0].doublings.Load() + obs[1].doublings.Load(), counts
+	return obs[0].doublings.Load() + obs[1].doublings.Load(), st.ShardCount
 }
 
 // TestDoublingOnRate: two replicas drive a bucket past the write rate at
 // once; it is doubled once, before any throttling, not twice.
 func TestDoublingOnRate(t *testing.T) {
 	for range 3 {
-		n, counts := driveRate(t, fakeTable(t), "t")
-		if n != 1 || counts["shards"] != 2 {
-			t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, counts["shards"])
+		n, shards := driveRate(t, fakeTable(t), "t")
+		if n != 1 || shards != 2 {
+			t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, shards)
 		}
 	}
 }
@@ -230,8 +238,8 @@ func TestShardingLocal(t *testing.T) {
 	api := l.Client(t)
 	name := dynamotest.TableName(t)
 	l.CreateTable(context.Background(), t, name)
-	if n, counts := driveRate(t, api, name); n != 1 || counts["shards"] != 2 {
-		t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, counts["shards"])
+	if n, shards := driveRate(t, api, name); n != 1 || shards != 2 {
+		t.Errorf("two replicas past ShardWriteRate: %d doublings, %d shards, want 1 doubling to 2 shards", n, shards)
 	}
 	mergeConserves(t, api, name)
 }
@@ -243,7 +251,8 @@ func bucketPK(key cascade.Key, shard int) string {
 }
 
 // TestMergeWhenIdle: a sharded bucket whose writes stayed below
-// ShardMergeRate for ShardMergeAfter is halved by the next write.
+// ShardMergeRate for ShardMergeAfter is halved by the next write (no
+// write follows while it merges: one would cancel it).
 func TestMergeWhenIdle(t *testing.T) {
 	f := fakeTable(t)
 	c := newClock()
@@ -255,18 +264,20 @@ func TestMergeWhenIdle(t *testing.T) {
 		t.Fatalf("SetShards(2) = %v", err)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
-	for range 3 {
+	for i := range 2 { // the second write, a calm minute later, starts the merge
+		if i > 0 {
+			c.Advance(time.Minute)
+		}
 		if _, err := s.Acquire(context.Background(), p); err != nil {
 			t.Fatalf("Acquire() = %v", err)
 		}
-		c.Advance(time.Minute)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for obs.merges.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if got := obs.merges.Load(); got != 1 {
-		t.Fatalf("ShardMerged calls after two idle minutes = %d, want 1", got)
+		t.Fatalf("ShardMerged calls after an idle minute = %d, want 1", got)
 	}
 	if got := shardCounts(f)[bucketPK(key, 0)]; got != "1" {
 		t.Errorf("shard 0 shard_count after the merge = %s, want 1", got)
@@ -304,27 +315,7 @@ func TestDrainAfterMerge(t *testing.T) {
 		t.Fatalf("Bucket() after merging to 1 = %+v, %v, want 1 shard", st, err)
 	}
 	before := st.Total()["rps"].Tokens
-	var mu sync.Mutex
-	admitted := 0
-	var wg sync.WaitGroup
-	for i := range 6 {
-		s := stores[i%3]
-		wg.Go(func() {
-			for range 40 {
-				dec, err := s.Acquire(context.Background(), p)
-				if err != nil {
-					t.Errorf("Acquire() = %v", err)
-					return
-				}
-				if dec.Admitted {
-					mu.Lock()
-					admitted++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	admitted := admitConcurrently(t, stores, 6, 40, p)
 	st, err = stores[0].Bucket(context.Background(), key, limits)
 	if err != nil {
 		t.Fatalf("Bucket() = %v", err)
