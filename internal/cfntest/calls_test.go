@@ -23,6 +23,7 @@ import (
 type doublings struct{ n atomic.Int64 }
 
 func (d *doublings) ShardDoubled()           { d.n.Add(1) }
+func (*doublings) ShardMerged()              {}
 func (*doublings) RejectionCacheHit()        {}
 func (*doublings) Contended(string)          {}
 func (*doublings) Batched(int, int)          {}

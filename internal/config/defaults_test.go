@@ -78,15 +78,25 @@ func TestDynamoConfig(t *testing.T) {
 		{"defaults", nil, dynamo.Config{
 			Table: dynamo.DefaultTable, Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
-			UsageRetention: dynamo.DefaultUsageRetention,
+			UsageRetention: dynamo.DefaultUsageRetention, ShardWriteRate: dynamo.DefaultShardWriteRate,
+			ShardMergeRate: dynamo.DefaultShardMergeRate, ShardMergeAfter: dynamo.DefaultShardMergeAfter,
 		}},
-		{"set", map[string]string{"DYNAMODB_TABLE": "t", "NAMESPACE": "team-a", "BACKEND_TIMEOUT": "40ms", "CONFIG_CACHE_TTL": "5s", "REJECTION_CACHE_SIZE": "7", "USAGE_RETENTION": "720h"}, dynamo.Config{
+		{"set", map[string]string{"DYNAMODB_TABLE": "t", "NAMESPACE": "team-a", "BACKEND_TIMEOUT": "40ms", "CONFIG_CACHE_TTL": "5s", "REJECTION_CACHE_SIZE": "7", "USAGE_RETENTION": "720h",
+			"SHARD_WRITE_RATE": "300", "SHARD_MERGE_RATE": "20", "SHARD_MERGE_AFTER": "1m"}, dynamo.Config{
 			Table: "t", Namespace: "team-a", Timeout: 40e6, ConfigCacheTTL: 5e9, RejectionCacheSize: 7, UsageRetention: 720 * 3600e9,
+			ShardWriteRate: 300, ShardMergeRate: 20, ShardMergeAfter: 60e9,
 		}},
 		{"rejection cache disabled", map[string]string{"REJECTION_CACHE_SIZE": "0"}, dynamo.Config{
 			Table: dynamo.DefaultTable, Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.RejectionCacheOff,
-			UsageRetention: dynamo.DefaultUsageRetention,
+			UsageRetention: dynamo.DefaultUsageRetention, ShardWriteRate: dynamo.DefaultShardWriteRate,
+			ShardMergeRate: dynamo.DefaultShardMergeRate, ShardMergeAfter: dynamo.DefaultShardMergeAfter,
+		}},
+		{"sharding by rate disabled", map[string]string{"SHARD_WRITE_RATE": "0", "SHARD_MERGE_RATE": "0"}, dynamo.Config{
+			Table: dynamo.DefaultTable, Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
+			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+			UsageRetention: dynamo.DefaultUsageRetention, ShardWriteRate: -1, ShardMergeRate: -1,
+			ShardMergeAfter: dynamo.DefaultShardMergeAfter,
 		}},
 	}
 	for _, c := range cases {

@@ -170,6 +170,9 @@ type Settings struct {
 	ConfigCacheTTL     time.Duration // CONFIG_CACHE_TTL: lifetime of cached stored limit configs
 	RejectionCacheSize int           // REJECTION_CACHE_SIZE: entries in the over-limit cache; 0 disables it
 	UsageRetention     time.Duration // USAGE_RETENTION: how long usage snapshots live past their window
+	ShardWriteRate     float64       // SHARD_WRITE_RATE: writes/s per item at which a bucket doubles its shards; 0 disables it
+	ShardMergeRate     float64       // SHARD_MERGE_RATE: writes/s per item below which a sharded bucket merges; 0 disables it
+	ShardMergeAfter    time.Duration // SHARD_MERGE_AFTER: how long a bucket stays below SHARD_MERGE_RATE before it merges
 
 	LeaseSigningKey         string        // LEASE_SIGNING_KEY: key signing leases (never printed)
 	LeaseSigningKeyPrevious string        // LEASE_SIGNING_KEY_PREVIOUS: keys still verifying leases, comma-separated (never printed)
@@ -274,16 +277,19 @@ func Defaults() Settings {
 		ConfigCacheTTL:     dynamo.DefaultConfigCacheTTL,
 		RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
 		UsageRetention:     dynamo.DefaultUsageRetention,
+		ShardWriteRate:     dynamo.DefaultShardWriteRate,
+		ShardMergeRate:     dynamo.DefaultShardMergeRate,
+		ShardMergeAfter:    dynamo.DefaultShardMergeAfter,
 
 		LeaseTTL: lease.DefaultTTL,
 	}
 }
 
 // DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,
-// NAMESPACE, BACKEND_TIMEOUT, CONFIG_CACHE_TTL, USAGE_RETENTION and
-// REJECTION_CACHE_SIZE, whose
-// 0 (disabled) is dynamo.RejectionCacheOff (the library's zero is its
-// default size).
+// NAMESPACE, BACKEND_TIMEOUT, CONFIG_CACHE_TTL, USAGE_RETENTION,
+// SHARD_WRITE_RATE and SHARD_MERGE_RATE (whose 0, disabled, is -1 to the
+// store), SHARD_MERGE_AFTER and REJECTION_CACHE_SIZE, whose 0 (disabled)
+// is dynamo.RejectionCacheOff (the library's zero is its default size).
 func (s Settings) DynamoConfig() dynamo.Config {
 	c := dynamo.Config{
 		Table:              s.DynamoDBTable,
@@ -292,9 +298,18 @@ func (s Settings) DynamoConfig() dynamo.Config {
 		ConfigCacheTTL:     s.ConfigCacheTTL,
 		RejectionCacheSize: s.RejectionCacheSize,
 		UsageRetention:     s.UsageRetention,
+		ShardWriteRate:     s.ShardWriteRate,
+		ShardMergeRate:     s.ShardMergeRate,
+		ShardMergeAfter:    s.ShardMergeAfter,
 	}
 	if c.RejectionCacheSize == 0 {
 		c.RejectionCacheSize = dynamo.RejectionCacheOff
+	}
+	if c.ShardWriteRate == 0 {
+		c.ShardWriteRate = -1 // off: the library's zero is its default
+	}
+	if c.ShardMergeRate == 0 {
+		c.ShardMergeRate = -1
 	}
 	return c
 }
@@ -425,6 +440,9 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"NAMESPACE", "Namespace of this deployment's rules (those whose descriptor file names none) and admin commands: on a shared DynamoDB table, buckets, stored limits, entities and audit records of one namespace are invisible to another.", (*stringValue)(&s.Namespace)},
 		{"CONFIG_CACHE_TTL", "Lifetime of cached limit configurations read from the store, and how often a replica reads the namespace registry: a namespace deleted with `ratelimit namespace delete` stops being decided within it.", (*durationValue)(&s.ConfigCacheTTL)},
 		{"REJECTION_CACHE_SIZE", "Entries in the cache of buckets known to be over limit; 0 disables it.", (*intValue)(&s.RejectionCacheSize)},
+		{"SHARD_WRITE_RATE", "Writes a second to one bucket item, from this replica, at which the DynamoDB store doubles the bucket's shard count before DynamoDB throttles the item (about 1,000 writes a second); measured over a second; 0 disables it (a bucket then doubles only once throttled). docs/dynamodb.md#sharding.", (*floatValue)(&s.ShardWriteRate)},
+		{"SHARD_MERGE_RATE", "Writes a second per item, once halved, below which a sharded bucket's writes must stay for SHARD_MERGE_AFTER before the store halves its shard count, moving the removed shards' tokens into the others; 0 disables merging.", (*floatValue)(&s.ShardMergeRate)},
+		{"SHARD_MERGE_AFTER", "How long a sharded bucket stays below SHARD_MERGE_RATE before it merges.", (*durationValue)(&s.ShardMergeAfter)},
 		{"USAGE_RETENTION", "How long a usage snapshot (hourly, daily, monthly) lives past the end of its window before DynamoDB's TTL deletes it; read by the usage aggregator (docs/usage.md).", (*durationValue)(&s.UsageRetention)},
 
 		{"LEASE_SIGNING_KEY", "Key signing the leases an admission returns for settling its cost after the response (docs/leases.md): its raw bytes, at least 32 (e.g. openssl rand -base64 48), the same on every replica. Never printed; prefer LEASE_SIGNING_KEY_FILE. With neither set, a random key is generated and a warning logged: leases then settle only on the replica that issued them, until it restarts.", (*secretValue)(&s.LeaseSigningKey)},

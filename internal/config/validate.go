@@ -33,6 +33,14 @@ func (s Settings) Validate() error {
 	if math.IsNaN(s.NearLimitRatio) || s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
 		p.add("NEAR_LIMIT_RATIO=%v: want a value in (0,1]", s.NearLimitRatio)
 	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"SHARD_WRITE_RATE", s.ShardWriteRate}, {"SHARD_MERGE_RATE", s.ShardMergeRate}} {
+		if math.IsNaN(r.v) || r.v < 0 {
+			p.add("%s=%v: want a rate ≥ 0", r.name, r.v)
+		}
+	}
 	if s.LimitResponseHeadersEnabled {
 		s.validateHeaders(&p)
 	}
@@ -185,6 +193,7 @@ func (s Settings) validateDurations(p *problems) {
 		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", s.XDSBackoffInitial, false},
 		{"CONFIG_CACHE_TTL", s.ConfigCacheTTL, true},
 		{"USAGE_RETENTION", s.UsageRetention, false},
+		{"SHARD_MERGE_AFTER", s.ShardMergeAfter, false},
 	} {
 		switch {
 		case d.v < 0:

@@ -151,7 +151,8 @@ func consumed(result any) float64 {
 	return 0
 }
 
-// DynamoObserver counts the DynamoDB store's own events: shard doublings,
+// DynamoObserver counts the DynamoDB store's own events: shard doublings
+// and merges,
 // decisions answered from the rejection cache, decisions refused because
 // their own bucket was too busy, and how many decisions each conditional
 // write carried, and how the give-backs of refused plans ended; and it
@@ -161,7 +162,11 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 	return &dynamoObserver{
 		doublings: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelimit_dynamodb_shard_doublings_total",
-			Help: "Times the DynamoDB store doubled a hot bucket's shard count.",
+			Help: "Times the DynamoDB store doubled a hot bucket's shard count (DynamoDB throttled it, or its write rate neared one item's ceiling).",
+		})),
+		merges: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_shard_merges_total",
+			Help: "Times the DynamoDB store halved an idle bucket's shard count, moving the removed shards' tokens into the others.",
 		})),
 		hits: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelimit_dynamodb_rejection_cache_hits_total",
@@ -193,6 +198,7 @@ func DynamoObserver(reg prometheus.Registerer) dynamo.Observer {
 
 type dynamoObserver struct {
 	doublings, hits prometheus.Counter
+	merges          prometheus.Counter
 	contended       *prometheus.CounterVec
 	batch           *prometheus.HistogramVec
 	behind          prometheus.Gauge
@@ -201,6 +207,7 @@ type dynamoObserver struct {
 }
 
 func (o *dynamoObserver) ShardDoubled()      { o.doublings.Inc() }
+func (o *dynamoObserver) ShardMerged()       { o.merges.Inc() }
 func (o *dynamoObserver) RejectionCacheHit() { o.hits.Inc() }
 func (o *dynamoObserver) Contended(reason string) {
 	o.contended.WithLabelValues(reason).Inc()

@@ -50,6 +50,14 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			}
 			read = true
 		}
+		if img.gone(batch[0].shard) {
+			if !read { // cached: a doubling may have brought it back since
+				img = nil
+				continue
+			}
+			s.bounce(batch)
+			return
+		}
 		now := s.nowMs()
 		j := judge(batch, img, now)
 		if !j.changed {
@@ -71,6 +79,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		case err == nil && ok:
 			s.keepImage(b, pk, newImg)
 			s.obs.Batched(len(batch), depthOf(batch))
+			s.wrote(b, newImg.shardCount, now)
 			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
 				j = exact // the statuses of the levels the write found
 			}
@@ -94,7 +103,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// The item is past what one partition writes: retry within the
 			// budget, with twice the shards once per batch.
 			if !doubled && img.exists && img.shardCount < MaxShards {
-				if derr := s.double(ctx, b, img.shardCount); derr == nil {
+				if derr := s.double(ctx, b, img.shardCount, s.cfg.Timeout); derr == nil {
 					doubled = true
 				}
 				img = nil
@@ -219,6 +228,14 @@ func (s *Store) fail(batch []*part, err error) {
 	}
 	for _, pt := range batch {
 		pt.err = err
+	}
+}
+
+// bounce ends a batch on a shard that a merge removed: nothing was
+// written, and every part goes to a shard that counts (see await).
+func (s *Store) bounce(batch []*part) {
+	for _, pt := range batch {
+		pt.err = errShardGone
 	}
 }
 

@@ -23,13 +23,16 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 	// decision's (a cold table can take longer than BACKEND_TIMEOUT).
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
-	img, err := s.readBucket(cctx, b.pk(s.pickShard(s.shardCount(b.base))))
+	sh := s.pickShard(s.shardCount(b.base))
+	img, err := s.readBucket(cctx, b.pk(sh))
+	if err == nil && img.gone(sh) { // a merge removed it: shard 0 counts
+		s.learnImage(b.base, img)
+		img, err = s.readBucket(cctx, b.pk(0))
+	}
 	if err != nil {
 		return nil, err
 	}
-	if img.exists {
-		s.learnShards(b.base, img.shardCount)
-	}
+	s.learnImage(b.base, img)
 	now := s.nowMs()
 	res := make(map[string]cascade.Status, len(limits))
 	for name, l := range limits {

@@ -191,8 +191,19 @@ func (s *Store) keepImage(b bucket, pk string, img *image) {
 	s.mu.Lock()
 	s.images.add(pk, img)
 	s.mu.Unlock()
-	if img.exists {
-		s.learnShards(b.base, img.shardCount)
+	s.learnImage(b.base, img)
+}
+
+// learnImage learns the shard count a bucket item carries: a larger count
+// from any shard (a doubling), a smaller one from a shard a merge removed
+// (image.gone: the count it carries is the bucket's since the merge).
+func (s *Store) learnImage(base string, img *image) {
+	switch {
+	case !img.exists:
+	case img.merged:
+		s.shrinkShards(base, img.shardCount)
+	default:
+		s.learnShards(base, img.shardCount)
 	}
 }
 
@@ -209,6 +220,15 @@ func (s *Store) learnShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, _ := s.shards.peek(base); n > old {
+		s.shards.add(base, n)
+	}
+}
+
+// shrinkShards lowers the shard count cached for base to n (a merge).
+func (s *Store) shrinkShards(base string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.shards.peek(base); ok && n < old {
 		s.shards.add(base, n)
 	}
 }

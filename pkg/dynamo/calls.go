@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -64,10 +65,12 @@ func (s *Store) setMeta(e *expr, b bucket, n int) {
 
 // double doubles the shard count of b from n: one transaction sets
 // shard_count to 2n on shards 0..n−1 (creating those never written) and
-// creates shards n..2n−1 empty. Levels are kept in whole-bucket units, so
-// every old shard's share halves by itself; the new shards fill by refill.
-// Losing the race to another replica's doubling is success.
-func (s *Store) double(ctx context.Context, b bucket, n int) error {
+// creates shards n..2n−1 empty (or brings back, empty, those a merge
+// removed). Levels are kept in whole-bucket units, so every old shard's
+// share halves by itself; the new shards fill by refill. The call has
+// budget. Losing the race to another replica's doubling (or merge) is
+// success: the conditions on the old count make it happen once.
+func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duration) error {
 	tx := make([]types.TransactWriteItem, 2*n)
 	for sh := 0; sh < 2*n; sh++ {
 		e := newExpr()
@@ -75,12 +78,14 @@ func (s *Store) double(ctx context.Context, b bucket, n int) error {
 		if sh < n {
 			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
 		} else {
-			e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR attribute_exists(" + e.name(attrMerged) + ")")
 			e.setAttr(attrEmpty, boolAV(true))
+			e.removeAttr(attrMerged)
+			e.removeAttr(attrTTL)
 		}
 		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
-	cctx, cancel := s.call(ctx)
+	cctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {

@@ -23,7 +23,10 @@ type limitImage struct {
 type image struct {
 	exists     bool
 	empty      bool // shard created by doubling: absent limits start empty
+	merged     bool // a shard a merge removed: its shard count no longer counts it (see gone)
 	shardCount int
+	wroteMs    int64 // the clocks of its last two writers (attrWriter, attrPrevWriter), 0 when absent
+	prevMs     int64
 	limits     map[string]limitImage // by attribute prefix ("b_"+esc(name))
 	atMs       int64                 // when this replica got the image from DynamoDB (unix ms)
 }
@@ -42,6 +45,14 @@ func (im *image) has(prefix string) (limitImage, bool) {
 	}
 	l, ok := im.limits[prefix]
 	return l, ok
+}
+
+// gone reports whether shard sh of a bucket is no longer one of its
+// shards: a merge left the item behind with the new, smaller shard count
+// (attrMerged), no levels and nothing to decide on. A write conditioned on
+// the old count is refused, and its parts go to a shard that counts.
+func (im *image) gone(sh int) bool {
+	return im != nil && im.exists && im.merged && sh >= im.shardCount
 }
 
 // limitPrefix is the attribute prefix of a limit: "b_"+esc(name).
@@ -64,6 +75,15 @@ func decodeImage(item map[string]types.AttributeValue) (*image, error) {
 			continue
 		case name == attrEmpty:
 			im.empty = true
+			continue
+		case name == attrMerged:
+			im.merged = true
+			continue
+		case name == attrWriter:
+			im.wroteMs, _ = number(av)
+			continue
+		case name == attrPrevWriter:
+			im.prevMs, _ = number(av)
 			continue
 		}
 		prefix, field, ok := limitField(name)

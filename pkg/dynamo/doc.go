@@ -174,12 +174,27 @@
 // When DynamoDB throttles an item's writes, the batch retries within its
 // budget and one transaction doubles the item's shard count (shard 0..N−1
 // get shard_count 2N, shards N..2N−1 are created empty), at most once per
-// batch and up to MaxShards. Levels are kept in whole-bucket units and a
-// shard of N holds 1/N of its level, so a doubling halves every old shard's
-// share by itself (conservative: it can forfeit part of the remaining
-// burst); every write conditions on the shard count it assumed. A refused
-// shard retries on up to two others. Status works on one shard chosen at
-// random and reports the whole bucket.
+// batch and up to MaxShards. The same transaction doubles a bucket whose
+// writes from this replica reach Config.ShardWriteRate per shard within a
+// second (resize.go), in the background, before DynamoDB throttles it; it
+// is conditional on the old count, so replicas doubling at once double
+// once. Levels are kept in whole-bucket units and a shard of N holds 1/N
+// of its level, so a doubling halves every old shard's share by itself
+// (conservative: it can forfeit part of the remaining burst); every write
+// conditions on the shard count it assumed. A refused shard retries on up
+// to two others. Status works on one shard chosen at random and reports
+// the whole bucket.
+//
+// A sharded bucket whose writes stayed below Config.ShardMergeRate for
+// Config.ShardMergeAfter, and whose shards show no recent writer, is
+// halved (merge.go): one transaction, conditional on the count, every
+// level and writer clock read, gives shard i the shares of shards i and
+// i+N/2 (whole millitokens, rounded down) as a shard of N/2, and leaves
+// shards N/2..N−1 as removed items (attrMerged, the new count, no levels).
+// A replica learns a larger count from any shard and a smaller one from a
+// removed shard: its write there is refused by the old count, and the
+// parts go to a shard of the new count (image.gone, rehome). Observer
+// ShardDoubled and ShardMerged count both.
 //
 // # Usage
 //

@@ -1,9 +1,26 @@
 package dynamo
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
 
 // WithGiveBackLimits sets, for a test, how long a pending give-back is
 // retried and how many are kept (GiveBackMaxAge, GiveBackMaxPending).
 func WithGiveBackLimits(maxAge time.Duration, maxPending int) Option {
 	return func(s *Store) { s.gb.maxAge, s.gb.max = maxAge, maxPending }
+}
+
+// MergeShards halves the shard count of key's bucket from n as an idle
+// bucket's writes would have it (merge), for a test.
+func (s *Store) MergeShards(ctx context.Context, key cascade.Key, n int) error {
+	return s.merge(ctx, s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0], n)
+}
+
+// DoubleShards doubles the shard count of key's bucket from n as a hot
+// bucket's writes would have it (double), for a test.
+func (s *Store) DoubleShards(ctx context.Context, key cascade.Key, n int) error {
+	return s.double(ctx, s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0], n, resizeBudget)
 }

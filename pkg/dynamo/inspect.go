@@ -142,7 +142,7 @@ func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]to
 			ls := lv.State()
 			ss.Limits = append(ss.Limits, LimitState{
 				Name: l.Name, Limit: l.Limit, Stored: !fresh, Consumed: li.Consumed,
-				Tokens: l.Limit.Tokens(ls, now) / tokenbucket.Millitokens(n), FullIn: l.Limit.TimeToFull(ls, now),
+				Tokens: shardShare(l.Limit.Tokens(ls, now), n), FullIn: l.Limit.TimeToFull(ls, now),
 			})
 		}
 		sort.Slice(ss.Limits, func(i, j int) bool { return ss.Limits[i].Name < ss.Limits[j].Name })

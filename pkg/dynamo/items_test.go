@@ -145,10 +145,18 @@ func TestConfigWithDefaults(t *testing.T) {
 		{"zero", dynamo.Config{Table: "t"}, dynamo.Config{
 			Table: "t", Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
 			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
-			UsageRetention: dynamo.DefaultUsageRetention,
+			UsageRetention: dynamo.DefaultUsageRetention, ShardWriteRate: dynamo.DefaultShardWriteRate,
+			ShardMergeRate: dynamo.DefaultShardMergeRate, ShardMergeAfter: dynamo.DefaultShardMergeAfter,
 		}},
-		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true},
-			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true}},
+		{"set", dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true,
+			ShardWriteRate: 300, ShardMergeRate: 10, ShardMergeAfter: time.Hour},
+			dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second, ConfigCacheTTL: time.Minute, RejectionCacheSize: dynamo.RejectionCacheOff, UsageRetention: time.Hour, ThrottleFails: true,
+				ShardWriteRate: 300, ShardMergeRate: 10, ShardMergeAfter: time.Hour}},
+		{"off", dynamo.Config{Table: "t", ShardWriteRate: -1, ShardMergeRate: -1}, dynamo.Config{
+			Table: "t", Namespace: dynamo.DefaultNamespace, Timeout: dynamo.DefaultTimeout,
+			ConfigCacheTTL: dynamo.DefaultConfigCacheTTL, RejectionCacheSize: dynamo.DefaultRejectionCacheSize,
+			UsageRetention: dynamo.DefaultUsageRetention, ShardWriteRate: -1, ShardMergeRate: -1, ShardMergeAfter: dynamo.DefaultShardMergeAfter,
+		}},
 	}
 	for _, c := range cases {
 		if got := c.in.WithDefaults(); got != c.want {

@@ -109,7 +109,8 @@ const (
 	attrResource   = "resource"
 	attrNamespace  = "ns"
 	attrEmpty      = "empty_start"
-	attrNonce      = "nonce" // a settlement marker's: the Settle call that wrote it
+	attrMerged     = "merged" // a shard a merge removed (see image.gone)
+	attrNonce      = "nonce"  // a settlement marker's: the Settle call that wrote it
 
 	fieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
 	fieldConsumed = "tc" // millitokens debited, for usage

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // bucket is one bucket item of a plan, all shards of it.
@@ -98,6 +99,25 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 func (pt *part) choose(shard int) {
 	pt.shard, pt.pk = shard, pt.b.pk(shard)
 	pt.done, pt.taken, pt.dec, pt.err, pt.start = make(chan struct{}), false, cascade.Decision{}, nil, nil
+}
+
+// errShardGone ends a batch on a shard that a merge removed (image.gone):
+// nothing was written, and its parts go to a shard that counts (rehome).
+var errShardGone = fmt.Errorf("dynamo: shard merged away: %w", errContended)
+
+// rehome moves pt, whose shard a merge removed, to a shard of the count
+// learned since. A give-back's amounts, multiplied for the shard count it
+// was taken on, are multiplied for the new count instead: it gives back
+// the same share of the whole bucket.
+func (s *Store) rehome(pt *part) {
+	n := s.shardCount(pt.b.base)
+	if pt.scale > 0 && pt.scale != n {
+		for i := range pt.debits {
+			pt.debits[i].Amount = mulSat(pt.debits[i].Amount/tokenbucket.Millitokens(pt.scale), n)
+		}
+		pt.scale = n
+	}
+	pt.choose(s.pickShard(n))
 }
 
 // pickShard returns a random shard below n.
@@ -223,7 +243,11 @@ func (s *Store) await(ctx context.Context, pt *part) {
 		}
 		if errors.Is(pt.err, errContended) {
 			if time.Now().Before(costDeadline) && (pt.scale == 0 || ctx.Err() == nil) {
-				pt.choose(pt.shard)
+				if errors.Is(pt.err, errShardGone) {
+					s.rehome(pt)
+				} else {
+					pt.choose(pt.shard)
+				}
 				continue
 			}
 			s.obs.Contended(ContendedRaced)

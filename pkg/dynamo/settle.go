@@ -287,7 +287,8 @@ func (s *Store) marker(stl *settlement) types.TransactWriteItem {
 // image: one DynamoDB returned during this call (imgs), a cached one of at
 // most maxRejection, or a strongly consistent read. A part on a shard
 // whose item does not exist goes to shard 0 (the item's shards expired
-// since, or it never had that many), merged with a part there.
+// since, or it never had that many), merged with a part there; so does a
+// part on a shard a merge removed (image.gone).
 func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*image) ([]target, error) {
 	shardOf := make([]int, len(stl.plan.Debits))
 	for _, pt := range stl.parts {
@@ -296,7 +297,7 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 			return nil, err
 		}
 		sh := pt.shard
-		if !img.exists && sh > 0 {
+		if (!img.exists && sh > 0) || img.gone(sh) {
 			sh = 0
 		}
 		for _, i := range pt.idx {

@@ -21,6 +21,7 @@ import (
 
 type countingObserver struct {
 	doublings, hits, contended, writes, batched atomic.Int64
+	merges                                      atomic.Int64
 	parentWrites                                atomic.Int64 // writes whose least debit depth was ≥ 1
 	behind                                      atomic.Int64 // the last ClockBehind, in ns
 	pending                                     atomic.Int64 // the last GiveBacksPending
@@ -30,6 +31,7 @@ type countingObserver struct {
 }
 
 func (o *countingObserver) ShardDoubled()      { o.doublings.Add(1) }
+func (o *countingObserver) ShardMerged()       { o.merges.Add(1) }
 func (o *countingObserver) RejectionCacheHit() { o.hits.Add(1) }
 func (o *countingObserver) Contended(string)   { o.contended.Add(1) }
 func (o *countingObserver) Batched(n, depth int) {

@@ -42,6 +42,14 @@ const (
 	// rejection cache (any negative size does).
 	RejectionCacheOff = -1
 
+	// DefaultShardWriteRate is Config.ShardWriteRate's default: 70% of
+	// the 1,000 writes a second one DynamoDB item takes.
+	DefaultShardWriteRate = 700
+	// DefaultShardMergeRate is Config.ShardMergeRate's default.
+	DefaultShardMergeRate = 50
+	// DefaultShardMergeAfter is Config.ShardMergeAfter's default.
+	DefaultShardMergeAfter = 5 * time.Minute
+
 	// MaxShards bounds shard doubling (a doubling is one transaction over
 	// every old and new shard, at most 100 items).
 	MaxShards = 32
@@ -89,11 +97,27 @@ type Config struct {
 	// UsageRetention is how long a usage snapshot lives past the end of
 	// its window (ApplyUsage); zero means DefaultUsageRetention.
 	UsageRetention time.Duration
+	// ShardWriteRate is the rate of this replica's writes to a bucket, per
+	// shard item and second, at which the store doubles the bucket's shard
+	// count before DynamoDB throttles it (measured over a second); zero
+	// means DefaultShardWriteRate, a negative rate turns it off (a doubling
+	// then follows throttling only).
+	ShardWriteRate float64
+	// ShardMergeRate is the rate, per shard item and second once halved,
+	// below which a sharded bucket's writes must stay for ShardMergeAfter
+	// before the store halves its shard count; zero means
+	// DefaultShardMergeRate, a negative rate turns merging off.
+	ShardMergeRate float64
+	// ShardMergeAfter is how long a bucket stays below ShardMergeRate
+	// before it is merged; zero means DefaultShardMergeAfter.
+	ShardMergeAfter time.Duration
 }
 
 // WithDefaults returns c with every zero field but Table at its default:
 // DefaultTimeout, DefaultConfigCacheTTL, DefaultRejectionCacheSize,
-// DefaultNamespace and DefaultUsageRetention. A negative RejectionCacheSize stays (the cache is off).
+// DefaultNamespace, DefaultUsageRetention, DefaultShardWriteRate,
+// DefaultShardMergeRate and DefaultShardMergeAfter. A negative
+// RejectionCacheSize, ShardWriteRate or ShardMergeRate stays (off).
 // NewStore applies it.
 func (c Config) WithDefaults() Config {
 	if c.Timeout <= 0 {
@@ -110,6 +134,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.UsageRetention <= 0 {
 		c.UsageRetention = DefaultUsageRetention
+	}
+	if c.ShardWriteRate == 0 {
+		c.ShardWriteRate = DefaultShardWriteRate
+	}
+	if c.ShardMergeRate == 0 {
+		c.ShardMergeRate = DefaultShardMergeRate
+	}
+	if c.ShardMergeAfter <= 0 {
+		c.ShardMergeAfter = DefaultShardMergeAfter
 	}
 	return c
 }
@@ -137,8 +170,12 @@ const (
 // observed by wrapping the API). Implementations must be safe for concurrent
 // use and must not block.
 type Observer interface {
-	// ShardDoubled is called after the store doubled a bucket's shard count.
+	// ShardDoubled is called after the store doubled a bucket's shard
+	// count (DynamoDB throttled it, or its write rate neared the ceiling).
 	ShardDoubled()
+	// ShardMerged is called after the store halved an idle bucket's shard
+	// count.
+	ShardMerged()
 	// RejectionCacheHit is called when a decision was answered from the local
 	// rejection cache without a DynamoDB call.
 	RejectionCacheHit()
@@ -236,6 +273,7 @@ func (s *Store) callContext(call context.Context, decisions []context.Context) (
 type nopObserver struct{}
 
 func (nopObserver) ShardDoubled()      {}
+func (nopObserver) ShardMerged()       {}
 func (nopObserver) RejectionCacheHit() {}
 func (nopObserver) Contended(string)   {}
 func (nopObserver) Batched(int, int)   {}
@@ -271,6 +309,7 @@ type Store struct {
 	lanes lanes
 	loads flights
 	gb    givebacks // give-backs retried in the background (giveback.go)
+	sizes loads     // write rates that double or merge shards (resize.go)
 	skew  skewWatch // clocks of other replicas (clock.go)
 }
 
@@ -296,6 +335,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	for _, o := range opts {
 		o(s)
 	}
+	s.sizes.m = newLRU[*load]("load", s.images.capacity)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)

@@ -1,0 +1,114 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// loadWindow is the window over which a bucket's write rate is measured
+// (Config.ShardWriteRate, Config.ShardMergeRate).
+const loadWindow = time.Second
+
+// resizeBudget bounds a doubling or a merge started by the write rate: its
+// reads and its transaction (up to MaxShards items).
+const resizeBudget = 5 * time.Second
+
+// loads measures the rate of this replica's writes to each bucket (all its
+// shards), in windows of loadWindow, and says when to double or halve its
+// shard count. Safe for concurrent use.
+type loads struct {
+	mu sync.Mutex
+	m  *lru[*load] // by bucket base
+}
+
+// load is one bucket's measure.
+type load struct {
+	startMs int64 // when the window began
+	writes  int   // this replica's writes to the bucket in the window
+	calmMs  int64 // since when every window was below the merge rate (0: not calm)
+	busy    bool  // a doubling or merge is under way
+}
+
+// count counts a write to the bucket base, whose shard count is n, at nowMs,
+// and returns the shard count to move it to: 2n when this window's writes
+// reach Config.ShardWriteRate per shard (before DynamoDB throttles the
+// items), n/2 when, measured on closed windows, the bucket stayed below
+// Config.ShardMergeRate per shard of n/2 for Config.ShardMergeAfter; else
+// n (nothing to do). A move returned is under way until done.
+func (l *loads) count(base string, n int, nowMs int64, c Config) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld, ok := l.m.get(base)
+	if !ok {
+		ld = &load{startMs: nowMs}
+		l.m.add(base, ld)
+	}
+	if elapsed := nowMs - ld.startMs; elapsed >= loadWindow.Milliseconds() {
+		// A closed window: the rate each of n/2 shards would take.
+		perShard := float64(ld.writes) * 1000 / float64(elapsed) / float64(max(n/2, 1))
+		switch {
+		case n <= 1 || c.ShardMergeRate <= 0 || perShard >= c.ShardMergeRate:
+			ld.calmMs = 0
+		case ld.calmMs == 0:
+			ld.calmMs = ld.startMs
+		}
+		ld.startMs, ld.writes = nowMs, 0
+	}
+	ld.writes++
+	if ld.busy {
+		return n
+	}
+	to := n
+	switch {
+	case c.ShardWriteRate > 0 && n < MaxShards && float64(ld.writes) >= c.ShardWriteRate*float64(n)*loadWindow.Seconds():
+		to = 2 * n
+	case ld.calmMs != 0 && nowMs-ld.calmMs >= c.ShardMergeAfter.Milliseconds():
+		to = n / 2
+	}
+	ld.busy = to != n
+	return to
+}
+
+// done ends a move that count returned: the bucket is measured afresh.
+func (l *loads) done(base string, nowMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ld, ok := l.m.peek(base); ok {
+		*ld = load{startMs: nowMs}
+	}
+}
+
+// wrote counts a write of this replica to b, whose shard count is n, and
+// starts a doubling or a merge in the background when count says so.
+func (s *Store) wrote(b bucket, n int, nowMs int64) {
+	to := s.sizes.count(b.base, n, nowMs, s.cfg)
+	if to == n {
+		return
+	}
+	s.wg.Add(1) // the batch that wrote holds the store's group: Close waits
+	go func() {
+		defer s.wg.Done()
+		s.resize(b, n, to)
+	}()
+}
+
+// resize doubles or halves b's shard count from n, whichever to says.
+// Losing a race (another replica's doubling or merge, a write between the
+// merge's read and its transaction) is no error: the bucket is measured
+// again.
+func (s *Store) resize(b bucket, n, to int) {
+	ctx, cancel := context.WithTimeout(s.life, resizeBudget)
+	defer cancel()
+	var err error
+	if to > n {
+		err = s.double(ctx, b, n, resizeBudget)
+	} else {
+		err = s.merge(ctx, b, n)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.WithError(err).WithField("shards", n).Warn("changing the shard count of a bucket failed")
+	}
+	s.sizes.done(b.base, s.nowMs())
+}
