@@ -36,6 +36,7 @@ type scripted struct {
 	reads  map[string]int
 	write  func(pk string, n int) (err error, lose bool)
 	read   func(pk string, n int) error
+	slow   func(pk string) time.Duration // how long a's UpdateItem takes (its deadline allowing)
 }
 
 func isA(pk string) bool { return strings.Contains(pk, "/BUCKET#a") }
@@ -71,7 +72,18 @@ func (s *scripted) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 			err, lose = s.write(pk, s.writes[pk])
 		}
 	}
+	var pause time.Duration
+	if s.slow != nil && isA(pk) {
+		pause = s.slow(pk)
+	}
 	s.mu.Unlock()
+	if pause > 0 {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if errors.Is(err, errHang) {
 		// DynamoDB does not answer before the call's deadline (and the
 		// write does not land).
@@ -129,6 +141,12 @@ const giveBackTimeout = 50 * time.Millisecond
 
 func newGiveBackEnv(t *testing.T, opts ...dynamo.Option) *giveBackEnv {
 	t.Helper()
+	return newGiveBackEnvTimeout(t, giveBackTimeout, opts...)
+}
+
+// newGiveBackEnvTimeout is newGiveBackEnv with s's Config.Timeout.
+func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.Option) *giveBackEnv {
+	t.Helper()
 	f := dynamotest.NewFake()
 	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
@@ -143,7 +161,7 @@ func newGiveBackEnv(t *testing.T, opts ...dynamo.Option) *giveBackEnv {
 	})
 	e := &giveBackEnv{api: &scripted{API: f}, obs: &countingObserver{}, lim: mustLimit(t, 10, time.Hour, 0), b: cascade.Key{Entity: "b", Resource: "r"}}
 	c := newClock()
-	e.s = newStoreCfg(t, e.api, dynamo.Config{Table: "t", Timeout: giveBackTimeout, RejectionCacheSize: dynamo.RejectionCacheOff}, c,
+	e.s = newStoreCfg(t, e.api, dynamo.Config{Table: "t", Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff}, c,
 		append([]dynamo.Option{dynamo.WithObserver(e.obs)}, opts...)...)
 	e.other = newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
 	// b is empty: every plan over a and b is refused after a's part took
@@ -165,14 +183,37 @@ func (e *giveBackEnv) key(entity string) cascade.Key {
 // back (5000).
 func (e *giveBackEnv) refuse(t *testing.T, a cascade.Key) {
 	t.Helper()
+	if err := e.refused(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refuseAll is refuse of every key at once, each in a goroutine of its own:
+// in a bubble, every refused plan's give-back is then pending at the same
+// instant, none yet tried in the background.
+func (e *giveBackEnv) refuseAll(t *testing.T, keys []cascade.Key) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, a := range keys {
+		wg.Go(func() {
+			if err := e.refused(a); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (e *giveBackEnv) refused(a cascade.Key) error {
 	half := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: e.lim, Amount: 5000}}}
 	if dec, err := e.other.Acquire(context.Background(), half); err != nil || !dec.Admitted {
-		t.Fatalf("Acquire(half of %s) = %+v, %v", a.Entity, dec, err)
+		return fmt.Errorf("Acquire(half of %s) = %+v, %v", a.Entity, dec, err)
 	}
 	plan := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: e.lim, Amount: 1000}, {Key: e.b, Limit: "x", Bucket: e.lim, Amount: 1000}}}
 	if dec, err := e.s.Acquire(context.Background(), plan); err != nil || dec.Admitted {
-		t.Fatalf("Acquire(%s and b) = %+v, %v, want refused", a.Entity, dec, err)
+		return fmt.Errorf("Acquire(%s and b) = %+v, %v, want refused", a.Entity, dec, err)
 	}
+	return nil
 }
 
 func (e *giveBackEnv) tokens(t *testing.T, k cascade.Key) tokenbucket.Millitokens {

@@ -43,6 +43,50 @@ func TestGiveBackBoundDropsOldest(t *testing.T) {
 	})
 }
 
+// TestGiveBackDrainBudgetFollowsTimeout: Close's last try of the pending
+// give-backs starts rounds of 16 for 4 × Config.Timeout, or for 250 ms when
+// that is less. 128 give-backs are pending at one instant, none tried in
+// the background yet, and at Close each write takes 40 ms: eight rounds,
+// starting at 0, 40, …, 280 ms. With a Timeout of 100 ms (400 ms to drain)
+// all eight land; with 50 ms (250 ms) the eighth never starts and its 16
+// are dropped, though no try of theirs failed.
+func TestGiveBackDrainBudgetFollowsTimeout(t *testing.T) {
+	for _, c := range []struct {
+		timeout time.Duration
+		want    map[string]int
+	}{
+		{100 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 128}},
+		{50 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 112, dynamo.GiveBackDroppedClosed: 16}},
+	} {
+		t.Run(c.timeout.String(), func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				e := newGiveBackEnvTimeout(t, c.timeout)
+				var closing atomic.Bool
+				e.api.write = func(_ string, n int) (error, bool) { return failIf(n > 1 && !closing.Load(), throttled()), false }
+				e.api.slow = func(string) time.Duration {
+					if closing.Load() {
+						return 40 * time.Millisecond
+					}
+					return 0
+				}
+				e.api.arm()
+				keys := make([]cascade.Key, 128)
+				for i := range keys {
+					keys[i] = e.key(fmt.Sprintf("a%d", i))
+				}
+				e.refuseAll(t, keys)
+				closing.Store(true)
+				if err := e.s.Close(); err != nil {
+					t.Fatalf("Close() = %v", err)
+				}
+				if got := e.obs.givenBack(); !maps.Equal(got, c.want) {
+					t.Errorf("give-backs = %v, want %v", got, c.want)
+				}
+			})
+		})
+	}
+}
+
 // TestGiveBackDrainsMoreThanParallel: Close tries every pending give-back,
 // giveBackParallel (16) at a time: of 40, the background tries in flight
 // when DynamoDB takes writes again land (16 at most), the rest at Close.
