@@ -24,3 +24,6 @@ func (s *Store) MergeShards(ctx context.Context, key cascade.Key, n int) error {
 func (s *Store) DoubleShards(ctx context.Context, key cascade.Key, n int) error {
 	return s.double(ctx, s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0], n, resizeBudget)
 }
+
+// ClassifyForTest is classify of an error of a call named "test".
+func ClassifyForTest(err error) error { return classify("test", err) }
