@@ -11,8 +11,8 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
