@@ -67,12 +67,14 @@ func (s *batchScript) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	s.writes++
 	pause, act := s.write(s.writes)
 	s.mu.Unlock()
-	if err := pauseCtx(ctx, pause); err != nil {
+	if act == "race" {
+		time.Sleep(pause) // the other writer's answer comes, deadline or not
+	} else if err := pauseCtx(ctx, pause); err != nil {
 		return nil, err
 	}
 	switch act {
 	case "race": // another writer got there first: the item as it is
-		out, err := s.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
+		out, err := s.API.GetItem(context.WithoutCancel(ctx), &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +166,21 @@ func TestBatchJoinsAnotherBatchsRead(t *testing.T) {
 		}
 		if api.reads != 1 {
 			t.Errorf("reads = %d, want 1 (the second batch joins the first's)", api.reads)
+		}
+	})
+}
+
+// TestChargeRacedPastItsBudgetIsContended: a charge whose every write loses
+// a race (each a millisecond) is refused as contended once its budget (a
+// second) is spent: an answer, not an error, and nothing charged.
+func TestChargeRacedPastItsBudgetIsContended(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		api := &batchScript{API: fakeTable(t), write: func(int) (time.Duration, string) { return time.Millisecond, "race" }}
+		s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: 100 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, newClock())
+		p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 10, time.Second, 0), Amount: tokenbucket.PerToken, Op: cascade.Charge}}}
+		dec, err := s.Acquire(context.Background(), p)
+		if err != nil || dec.Admitted || len(dec.Statuses) != 1 || !dec.Statuses[0].Contended {
+			t.Errorf("Acquire(charge, every write raced) = %+v, %v, want refused as contended", dec, err)
 		}
 	})
 }
