@@ -185,6 +185,44 @@ func TestChargeRacedPastItsBudgetIsContended(t *testing.T) {
 	})
 }
 
+// TestRefusedShardTriesEachOtherOnce: a decision refused on a shard of an
+// item of two tries the other shard, and no more: the clock moves an hour
+// on at a third read of the item, which would find a shard full again.
+func TestRefusedShardTriesEachOtherOnce(t *testing.T) {
+	clk := newClock()
+	var armed atomic.Bool
+	var reads atomic.Int64
+	api := &batchScript{API: fakeTable(t), read: func(int) time.Duration {
+		if armed.Load() && reads.Add(1) == 3 {
+			clk.Advance(time.Hour)
+		}
+		return 0
+	}}
+	s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, clk)
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	lim := mustLimit(t, 2, time.Hour, 0)
+	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+		t.Fatal(err)
+	}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := 0; ; i++ {
+		dec, err := s.Acquire(context.Background(), p)
+		if err != nil || i > 2 {
+			t.Fatalf("Acquire() #%d = %+v, %v, want 2 admitted, then refused", i+1, dec, err)
+		}
+		if !dec.Admitted {
+			break
+		}
+	}
+	armed.Store(true)
+	if dec, err := s.Acquire(context.Background(), p); err != nil || dec.Admitted {
+		t.Errorf("Acquire() on two empty shards = %+v, %v, want refused", dec, err)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Errorf("reads of the item's shards = %d, want 2 (each shard once)", n)
+	}
+}
+
 // script returns a write script: the first write does first after pause,
 // every later one then.
 func script(pause time.Duration, first, then string) func(int) (time.Duration, string) {
