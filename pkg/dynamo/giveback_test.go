@@ -253,6 +253,9 @@ func TestGiveBackLands(t *testing.T) {
 	}{
 		{"throttled once", func(n int) error { return failIf(n == 2, throttled()) }, nil, dynamo.GiveBackApplied},
 		{"throttled 5 times", func(n int) error { return failIf(n >= 2 && n <= 6, throttled()) }, nil, dynamo.GiveBackApplied},
+		// Past one batch's budget (Timeout), within the give-back's own
+		// (4×Timeout): queued again at once, not left to the background.
+		{"throttled 12 times", func(n int) error { return failIf(n >= 2 && n <= 13, throttled()) }, nil, dynamo.GiveBackApplied},
 		{"throttled 60 times", func(n int) error { return failIf(n >= 2 && n <= 61, throttled()) }, nil, dynamo.GiveBackAppliedRetry},
 		{"throttled 60 times, its first 100 reads fail", func(n int) error { return failIf(n >= 2 && n <= 61, throttled()) },
 			func(n int) error { return failIf(n <= 100, serverError()) }, dynamo.GiveBackAppliedRetry},

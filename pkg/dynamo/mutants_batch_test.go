@@ -39,8 +39,9 @@ type batchScript struct {
 	mu     sync.Mutex
 	writes int
 	reads  int
-	write  func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server"
-	read   func(n int) time.Duration
+	write   func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server"
+	read    func(n int) time.Duration
+	readKey func(pk string) // told of each read of a bucket item
 }
 
 func isBucket(key map[string]types.AttributeValue) bool {
@@ -91,6 +92,9 @@ func (s *batchScript) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 }
 
 func (s *batchScript) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if isBucket(in.Key) && s.readKey != nil {
+		s.readKey(pkOf(in.Key))
+	}
 	if isBucket(in.Key) && s.read != nil {
 		s.mu.Lock()
 		s.reads++
@@ -187,18 +191,24 @@ func TestChargeRacedPastItsBudgetIsContended(t *testing.T) {
 
 // TestRefusedShardTriesEachOtherOnce: a decision refused on a shard of an
 // item of two tries the other shard, and no more: the clock moves an hour
-// on at a third read of the item, which would find a shard full again.
+// on at a third read of the item, which would find a shard full again. Of
+// 20 refused decisions, each reads both shards, never one twice.
 func TestRefusedShardTriesEachOtherOnce(t *testing.T) {
 	clk := newClock()
 	var armed atomic.Bool
-	var reads atomic.Int64
-	api := &batchScript{API: fakeTable(t), read: func(int) time.Duration {
-		if armed.Load() && reads.Add(1) == 3 {
-			clk.Advance(time.Hour)
-		}
-		return 0
-	}}
+	var mu sync.Mutex
+	var pks []string
+	api := &batchScript{API: fakeTable(t)}
 	s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, clk)
+	api.readKey = func(pk string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if armed.Load() {
+			if pks = append(pks, pk); len(pks) == 3 {
+				clk.Advance(time.Hour)
+			}
+		}
+	}
 	key := cascade.Key{Entity: "e", Resource: "r"}
 	lim := mustLimit(t, 2, time.Hour, 0)
 	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"x": lim}); err != nil {
@@ -214,12 +224,20 @@ func TestRefusedShardTriesEachOtherOnce(t *testing.T) {
 			break
 		}
 	}
-	armed.Store(true)
-	if dec, err := s.Acquire(context.Background(), p); err != nil || dec.Admitted {
-		t.Errorf("Acquire() on two empty shards = %+v, %v, want refused", dec, err)
-	}
-	if n := reads.Load(); n != 2 {
-		t.Errorf("reads of the item's shards = %d, want 2 (each shard once)", n)
+	for i := range 20 {
+		mu.Lock()
+		pks = nil
+		mu.Unlock()
+		armed.Store(true)
+		if dec, err := s.Acquire(context.Background(), p); err != nil || dec.Admitted {
+			t.Fatalf("Acquire() #%d on two empty shards = %+v, %v, want refused", i+1, dec, err)
+		}
+		mu.Lock()
+		got := append([]string(nil), pks...)
+		mu.Unlock()
+		if len(got) != 2 || got[0] == got[1] {
+			t.Fatalf("Acquire() #%d read %v, want each of the two shards once", i+1, got)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 // mutant: CONDITIONALS_BOUNDARY lane.go `n <= 1` pickShard: at n = 1, rand.IntN(1) is 0 too (and a shard count is never below 1).
 // mutant: CONDITIONALS_BOUNDARY lane.go `n > 1` plan: at n = 1, mulSat(a, 1) is a.
 // mutant: CONDITIONALS_BOUNDARY lane.go `pt.n <= 1` await: at n = 1, pt.tried+1 >= pt.n holds too, so the part returns either way.
+// mutant: CONDITIONALS_NEGATION lane.go `(pt.scale == 0 || ctx.Err() == nil)` await: a give-back that await does not queue again is tried again by its caller (compensate, tryGiveBacks) within the same budget, and a charge's budget outlasts costDeadline, so either way a part is queued again exactly while costDeadline allows; a part without cost is contended here only when a merge bounced it, and past its budget it is refused as contended either way (counted as queued or as raced).
 
 // TestPickShard: an item of one shard is always shard 0; one of n shards
 // is any shard below n.
