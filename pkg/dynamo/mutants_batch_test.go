@@ -36,9 +36,9 @@ import (
 // script: a pause first, then what the call does.
 type batchScript struct {
 	dynamo.API
-	mu     sync.Mutex
-	writes int
-	reads  int
+	mu      sync.Mutex
+	writes  int
+	reads   int
 	write   func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server"
 	read    func(n int) time.Duration
 	readKey func(pk string) // told of each read of a bucket item
