@@ -1,0 +1,57 @@
+package dynamo
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+)
+
+// behindRecorder is an Observer that keeps the last ClockBehind.
+type behindRecorder struct {
+	nopObserver
+	behind time.Duration
+}
+
+func (r *behindRecorder) ClockBehind(d time.Duration) { r.behind = d }
+
+func writtenAt(ms int64) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrWriter: &types.AttributeValueMemberN{Value: strconv.FormatInt(ms, 10)}}
+}
+
+// TestSawWriterWindow pins the minute over which the largest offset is
+// kept and warned about once: an item received at the window's start again
+// keeps it, one a minute less a millisecond on stays in it, one exactly a
+// minute on starts the next (and may warn again), and a receiving clock
+// that went back starts a new one. An offset of exactly 100 ms warns.
+func TestSawWriterWindow(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	rec := &behindRecorder{}
+	s := &Store{obs: rec, log: logrus.NewEntry(log)}
+	for _, step := range []struct {
+		received, wrote int64
+		behind          time.Duration
+		warnings        int
+	}{
+		{1000, 1200, 200 * time.Millisecond, 1},
+		{1000, 1100, 200 * time.Millisecond, 1},
+		{60_999, 60_999, 200 * time.Millisecond, 1},
+		{61_000, 61_150, 150 * time.Millisecond, 2},
+		{60_999, 60_999, 0, 2},
+	} {
+		s.sawWriter(writtenAt(step.wrote), step.received)
+		if rec.behind != step.behind || len(hook.AllEntries()) != step.warnings {
+			t.Fatalf("received at %d, written at %d: behind %v with %d warnings, want %v and %d", step.received, step.wrote, rec.behind, len(hook.AllEntries()), step.behind, step.warnings)
+		}
+	}
+
+	log, hook = logtest.NewNullLogger()
+	s = &Store{obs: &behindRecorder{}, log: logrus.NewEntry(log)}
+	s.sawWriter(writtenAt(5100), 5000)
+	if n := len(hook.AllEntries()); n != 1 {
+		t.Errorf("an offset of exactly %v: %d warnings, want 1", skewWarnAt, n)
+	}
+}
