@@ -45,18 +45,18 @@ func TestGiveBackBoundDropsOldest(t *testing.T) {
 
 // TestGiveBackDrainBudgetFollowsTimeout: Close's last try of the pending
 // give-backs starts rounds of 16 for 4 × Config.Timeout, or for 250 ms when
-// that is less. 128 give-backs are pending at one instant, none tried in
-// the background yet, and at Close each write takes 40 ms: eight rounds,
-// starting at 0, 40, …, 280 ms. With a Timeout of 100 ms (400 ms to drain)
-// all eight land; with 50 ms (250 ms) the eighth never starts and its 16
-// are dropped, though no try of theirs failed.
+// that is less. 120 give-backs are pending at one instant, none tried in
+// the background yet, and at Close each write takes 40 ms: eight rounds
+// (the last of 8), starting at 0, 40, …, 280 ms. With a Timeout of 100 ms
+// (400 ms to drain) all eight land; with 50 ms (250 ms) the eighth never
+// starts and its 8 are dropped, though no try of theirs failed.
 func TestGiveBackDrainBudgetFollowsTimeout(t *testing.T) {
 	for _, c := range []struct {
 		timeout time.Duration
 		want    map[string]int
 	}{
-		{100 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 128}},
-		{50 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 112, dynamo.GiveBackDroppedClosed: 16}},
+		{100 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 120}},
+		{50 * time.Millisecond, map[string]int{dynamo.GiveBackAppliedRetry: 112, dynamo.GiveBackDroppedClosed: 8}},
 	} {
 		t.Run(c.timeout.String(), func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestGiveBackDrainBudgetFollowsTimeout(t *testing.T) {
 					return 0
 				}
 				e.api.arm()
-				keys := make([]cascade.Key, 128)
+				keys := make([]cascade.Key, 120)
 				for i := range keys {
 					keys[i] = e.key(fmt.Sprintf("a%d", i))
 				}
