@@ -42,6 +42,26 @@ type batchScript struct {
 	write   func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server"
 	read    func(n int) time.Duration
 	readKey func(pk string) // told of each read of a bucket item
+	gets    int
+	get     func(n int) (act string) // BatchGetItem n (records): "", "unprocessed", "hang"
+}
+
+func (s *batchScript) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	act := ""
+	if s.get != nil {
+		s.mu.Lock()
+		s.gets++
+		act = s.get(s.gets)
+		s.mu.Unlock()
+	}
+	switch act {
+	case "unprocessed":
+		return &dynamodb.BatchGetItemOutput{UnprocessedKeys: in.RequestItems}, nil
+	case "hang":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.API.BatchGetItem(ctx, in, o...)
 }
 
 func isBucket(key map[string]types.AttributeValue) bool {
@@ -238,6 +258,52 @@ func TestRefusedShardTriesEachOtherOnce(t *testing.T) {
 		if len(got) != 2 || got[0] == got[1] {
 			t.Fatalf("Acquire() #%d read %v, want each of the two shards once", i+1, got)
 		}
+	}
+}
+
+// TestRecordReadsThrottledOrSilent: a read of stored limits that DynamoDB
+// keeps leaving unprocessed (throughput) ends the decision as contended; one
+// that goes unanswered, after an earlier page of it was answered in full,
+// is DynamoDB not answering.
+func TestRecordReadsThrottledOrSilent(t *testing.T) {
+	lim := mustLimit(t, 10, time.Second, 0)
+	plan := func(n int) *cascade.Plan {
+		p := &cascade.Plan{}
+		for i := range n {
+			p.Debits = append(p.Debits, cascade.Debit{Key: cascade.Key{Entity: "e" + strconv.Itoa(i), Resource: "r"}, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken})
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name      string
+		debits    int
+		get       func(n int) string
+		contended bool
+	}{
+		{"every key left unprocessed", 1, func(int) string { return "unprocessed" }, true},
+		{"a first page answered, the second not", 60, func(n int) string {
+			if n == 1 {
+				return ""
+			}
+			return "hang"
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				api := &batchScript{API: fakeTable(t), get: c.get}
+				s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: 100 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, newClock())
+				dec, err := s.Acquire(context.Background(), plan(c.debits))
+				switch {
+				case c.contended && (err != nil || dec.Admitted):
+					t.Errorf("Acquire() = %+v, %v, want refused as contended", dec, err)
+				case !c.contended && !errors.Is(err, dynamo.ErrUnavailable):
+					t.Errorf("Acquire() = %+v, %v, want ErrUnavailable", dec, err)
+				}
+				if api.gets < 2 {
+					t.Errorf("BatchGetItem calls = %d, want at least 2", api.gets)
+				}
+			})
+		})
 	}
 }
 

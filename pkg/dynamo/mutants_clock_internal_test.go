@@ -55,3 +55,17 @@ func TestSawWriterWindow(t *testing.T) {
 		t.Errorf("an offset of exactly %v: %d warnings, want 1", skewWarnAt, n)
 	}
 }
+
+// TestCacheTTLJitter: a cached record lives ConfigCacheTTL ± 10%, spread
+// over the whole range.
+func TestCacheTTLJitter(t *testing.T) {
+	s := &Store{cfg: Config{ConfigCacheTTL: time.Minute}}
+	lo, hi := time.Hour, time.Duration(0)
+	for range 2000 {
+		d := s.cacheTTL()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 54*time.Second || hi > 66*time.Second || lo > 55*time.Second || hi < 65*time.Second {
+		t.Errorf("cacheTTL() over 2000 draws in [%v, %v], want within [54s, 66s] and reaching past 55s and 65s", lo, hi)
+	}
+}

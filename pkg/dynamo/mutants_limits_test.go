@@ -9,9 +9,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
+
+// Equivalent mutants, read by internal/mutants (make mutation):
+//
+// mutant: CONDITIONALS_BOUNDARY resolve.go `len(stale) > 0` resolve: loadRecords of no keys starts no read (fly has nothing to start) and returns no flight.
+// mutant: CONDITIONALS_BOUNDARY resolve.go `len(missing) > 0` resolve: likewise, no flight to wait for.
+// mutant: ARITHMETIC_BASE resolve.go `int64(ttl)/5+1` cacheTTL: the largest jitter becomes 2 ns shorter, out of ±10% of the TTL.
+// mutant: CONDITIONALS_BOUNDARY resolve.go `round > 0` batchGet: a first wait of at most a millisecond before the first call: timing only, every call reads the same.
 
 // TestLimitsWritesFailClosed: SetLimits whose read of the limits stored
 // fails writes nothing (it would drop what it could not read), and
@@ -77,5 +85,44 @@ func TestLimitsRecordNamesItsEntity(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("found %d limits records, want 2", found)
+	}
+}
+
+// TestStaleLimitsRefresh: a replica whose cached limits are past their
+// lifetime keeps deciding on them while it reads them again in the
+// background, then decides on what is stored now.
+func TestStaleLimitsRefresh(t *testing.T) {
+	f := fakeTable(t)
+	clk := newClock()
+	admin := newStore(t, f, "t", clk)
+	s := newStore(t, f, "t", clk)
+	ctx := context.Background()
+	sc := dynamo.Scope{Resource: "r"}
+	if err := admin.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1, time.Hour, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1000, time.Second, 0), Amount: tokenbucket.PerToken}}}
+	for i, want := range []bool{true, false} {
+		if dec, err := s.Acquire(ctx, p); err != nil || dec.Admitted != want {
+			t.Fatalf("Acquire() #%d on 1/hour = %+v, %v, want admitted %t", i+1, dec, err, want)
+		}
+	}
+	if err := admin.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1000, time.Second, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * dynamo.DefaultConfigCacheTTL)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		dec, err := s.Acquire(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Statuses[0].Bucket.Capacity == 1000*tokenbucket.PerToken {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Acquire() 2 minutes on = %+v, want the limits stored now (1000/s) read again", dec)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
