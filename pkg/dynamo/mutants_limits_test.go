@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -124,5 +126,37 @@ func TestStaleLimitsRefresh(t *testing.T) {
 			t.Fatalf("Acquire() 2 minutes on = %+v, want the limits stored now (1000/s) read again", dec)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCreateTableSchemaRecord: CreateTable fails when its schema version
+// record cannot be written, or when the table holds another version.
+func TestCreateTableSchemaRecord(t *testing.T) {
+	f := fakeTable(t)
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "PutItem" {
+			return serverError()
+		}
+		return nil
+	})
+	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
+		t.Errorf("CreateTable() with PutItem failing = %v, want ErrUnavailable", err)
+	}
+	f.SetFail(nil)
+	item := map[string]types.AttributeValue{}
+	for _, it := range f.Items("t") {
+		if _, ok := it["schema"]; ok {
+			item = it
+		}
+	}
+	if len(item) == 0 {
+		t.Fatal("no schema version record")
+	}
+	item["schema"] = &types.AttributeValueMemberS{Value: "0-older"}
+	if _, err := f.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrSchema) {
+		t.Errorf("CreateTable() over another schema version = %v, want ErrSchema", err)
 	}
 }
