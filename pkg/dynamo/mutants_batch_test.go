@@ -30,6 +30,9 @@ import (
 // mutant: CONDITIONALS_BOUNDARY cache.go `n < old` shrinkShards: likewise, only the recency of an equal count.
 // mutant: CONDITIONALS_BOUNDARY cache.go `r.untilMs >= until` rememberRefusal: at equal instants the mutant stores the same refusal again; only its recency changes.
 // mutant: CONDITIONALS_BOUNDARY cache.go `wait <= 0` rememberRefusal: a refusal with no enforced retry-after is kept until now, which answers no decision (fromRejectionCache wants untilMs > now) and only orders the next plan's writes (gated) for a second; decisions are the same.
+// mutant: CONDITIONALS_BOUNDARY cache.go `n <= 1 || a <= 0` mulSat: at n = 1, a·1 is a; at a = 0, 0·n is 0.
+// mutant: CONDITIONALS_BOUNDARY cache.go `img.shardCount > 1` fromRejectionCache: at a shard count of 1, mulSat(a, 1) is a.
+// mutant: CONDITIONALS_NEGATION cache.go `img.shardCount > 1` fromRejectionCache: amounts not multiplied for a sharded item are smaller, so the cache refuses less and sends more plans to the table, which decides them; the cache never answers what the table would not, and no answer changes.
 // mutant: CONDITIONALS_BOUNDARY cache.go `capacity > 0` newLRU: simplelru.NewLRU refuses a capacity of 0, so the cache is disabled either way.
 
 // batchScript runs the bucket items' writes and reads of a store through a
@@ -507,4 +510,77 @@ func TestNoDoublingPastMaxShards(t *testing.T) {
 	if n := f.Calls("TransactWriteItems") - before; n != 0 || obs.doublings.Load() != 0 {
 		t.Errorf("TransactWriteItems = %d, doublings %d on an item of MaxShards shards, want none", n, obs.doublings.Load())
 	}
+}
+
+// TestRejectionCacheAnswers pins what the rejection cache answers, with a
+// store whose cache is on: a refusal until its retry-after (a second at
+// most) and not from that instant on; statuses from each limit's own level;
+// the same limit twice in a plan counted twice; and never a check.
+func TestRejectionCacheAnswers(t *testing.T) {
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	setup := func(t *testing.T) (*dynamo.Store, *clock, *countingObserver) {
+		clk := newClock()
+		obs := &countingObserver{}
+		s := newStoreCfg(t, fakeTable(t), dynamo.Config{Table: "t", Timeout: time.Second, ShardWriteRate: -1}, clk, dynamo.WithObserver(obs))
+		return s, clk, obs
+	}
+	ask := func(t *testing.T, s *dynamo.Store, debits ...cascade.Debit) cascade.Decision {
+		t.Helper()
+		dec, err := s.Acquire(context.Background(), &cascade.Plan{Debits: debits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec
+	}
+	hourly := mustLimit(t, 1, time.Hour, 0)
+	ten := mustLimit(t, 10, time.Hour, 0)
+	x := func(amount tokenbucket.Millitokens) cascade.Debit {
+		return cascade.Debit{Key: key, Limit: "x", Bucket: hourly, Amount: amount}
+	}
+
+	t.Run("until the retry-after", func(t *testing.T) {
+		s, clk, obs := setup(t)
+		ask(t, s, x(tokenbucket.PerToken))
+		ask(t, s, x(tokenbucket.PerToken)) // refused for an hour: cached for a second
+		clk.Advance(999 * time.Millisecond)
+		ask(t, s, x(tokenbucket.PerToken))
+		if obs.hits.Load() != 1 {
+			t.Fatalf("hits = %d at 999 ms, want 1", obs.hits.Load())
+		}
+		clk.Advance(time.Millisecond)
+		ask(t, s, x(tokenbucket.PerToken))
+		if obs.hits.Load() != 1 {
+			t.Errorf("hits = %d at 1 s, want still 1 (the table asked)", obs.hits.Load())
+		}
+	})
+	t.Run("statuses per limit", func(t *testing.T) {
+		s, _, obs := setup(t)
+		y := cascade.Debit{Key: key, Limit: "y", Bucket: ten, Amount: tokenbucket.PerToken}
+		ask(t, s, x(tokenbucket.PerToken), y)
+		ask(t, s, x(tokenbucket.PerToken), y)
+		dec := ask(t, s, x(tokenbucket.PerToken), y)
+		if obs.hits.Load() != 1 || dec.Statuses[0].OK || !dec.Statuses[1].OK || dec.Statuses[1].Remaining != 9*tokenbucket.PerToken {
+			t.Errorf("from the cache: %+v with %d hits, want x refused, y OK with 9 tokens, 1 hit", dec, obs.hits.Load())
+		}
+	})
+	t.Run("the same limit twice", func(t *testing.T) {
+		s, _, obs := setup(t)
+		two := cascade.Debit{Key: key, Limit: "z", Bucket: mustLimit(t, 3, time.Hour, 0), Amount: tokenbucket.PerToken}
+		ask(t, s, two, two)        // 1 left
+		ask(t, s, two, two)        // refused: 2 asked
+		dec := ask(t, s, two, two) // from the cache
+		if obs.hits.Load() != 1 || dec.Admitted {
+			t.Errorf("two debits of z holding 1: %+v with %d hits, want refused from the cache", dec, obs.hits.Load())
+		}
+	})
+	t.Run("a check asks the table", func(t *testing.T) {
+		s, _, obs := setup(t)
+		ask(t, s, cascade.Debit{Key: key, Limit: "x", Bucket: hourly, Amount: 3 * tokenbucket.PerToken, Op: cascade.Charge}) // into debt
+		ask(t, s, x(tokenbucket.PerToken))
+		before := obs.hits.Load()
+		dec := ask(t, s, x(0))
+		if obs.hits.Load() != before {
+			t.Errorf("a check (%+v) was answered from the rejection cache, want the table asked", dec)
+		}
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // behindRecorder is an Observer that keeps the last ClockBehind.
@@ -67,5 +69,22 @@ func TestCacheTTLJitter(t *testing.T) {
 	}
 	if lo < 54*time.Second || hi > 66*time.Second || lo > 55*time.Second || hi < 65*time.Second {
 		t.Errorf("cacheTTL() over 2000 draws in [%v, %v], want within [54s, 66s] and reaching past 55s and 65s", lo, hi)
+	}
+}
+
+// TestMulSat: a·n, saturating at MaxMillitokens, exact just below it.
+func TestMulSat(t *testing.T) {
+	const max = tokenbucket.MaxMillitokens
+	for _, c := range []struct {
+		a    tokenbucket.Millitokens
+		n    int
+		want tokenbucket.Millitokens
+	}{
+		{2, 3, 6}, {5, 1, 5}, {0, 4, 0}, {-3, 4, -3},
+		{max / 3, 3, max / 3 * 3}, {max/3 + 1, 3, max}, {max, 2, max},
+	} {
+		if got := mulSat(c.a, c.n); got != c.want {
+			t.Errorf("mulSat(%d, %d) = %d, want %d", c.a, c.n, got, c.want)
+		}
 	}
 }
