@@ -91,3 +91,27 @@ func TestRehome(t *testing.T) {
 		t.Errorf("rehome(decision) = scale %d, amount %d, shard %d, want 0, 333, below 2", dec.scale, dec.debits[0].Amount, dec.shard)
 	}
 }
+
+// TestIdleShards: at 10 writes a second (a gap of 200 ms), a shard whose
+// last two writes came closer than the gap, the last within it, is busy;
+// one whose writes are a gap apart, or whose last write is a gap old, or
+// whose two clocks are equal (its first write), is idle.
+func TestIdleShards(t *testing.T) {
+	s := &Store{cfg: Config{ShardMergeRate: 10}, now: func() time.Time { return time.UnixMilli(10_000) }}
+	for _, c := range []struct {
+		wrote, prev int64
+		idle        bool
+	}{
+		{9900, 9800, false},
+		{9900, 9850, false},
+		{9800, 9600, true},
+		{9900, 9700, true},
+		{9800, 9700, true},
+		{5000, 5000, true},
+		{9999, 9999, true},
+	} {
+		if got := s.idleShards([]*image{{wroteMs: c.wrote, prevMs: c.prev}}); got != c.idle {
+			t.Errorf("idleShards(written at %d after %d, now 10000) = %t, want %t", c.wrote, c.prev, got, c.idle)
+		}
+	}
+}
