@@ -59,8 +59,10 @@ func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*image, name st
 		if share == 0 {
 			continue
 		}
+		// A shard's level is kept in whole-bucket units, of which the
+		// shard holds 1/n: its share counts n times (as part.plan does).
 		e := newExpr()
-		e.addBig(prefix+"_"+fieldLevel, tokenbucket.Mul(int64(share), l.Limit.RefillPeriod.Milliseconds()).Neg())
+		e.addBig(prefix+"_"+fieldLevel, tokenbucket.Mul(int64(mulSat(share, n)), l.Limit.RefillPeriod.Milliseconds()).Neg())
 		e.condition("attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrShardCount) + " = " + e.num(int64(n)))
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}

@@ -1,0 +1,65 @@
+package dynamo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// TestTopUpSplitsExactly: a top-up of 7 millitokens over a drained bucket
+// of 4 shards adds exactly 7 (1 a shard, the remainder on shard 0), and one
+// of 4 tokens 4 more (a shard's level is in whole-bucket units: before this
+// test, a top-up of a sharded bucket credited 1/n of its amount); 0 is
+// refused; a top-up whose transaction fails says so.
+func TestTopUpSplitsExactly(t *testing.T) {
+	f := fakeTable(t)
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: -1}, newClock())
+	ctx := context.Background()
+	lim := slowLimit(t, 8)
+	limits := map[string]tokenbucket.Limit{"rps": lim}
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	if err := s.SetShards(ctx, key, 4, limits); err != nil {
+		t.Fatal(err)
+	}
+	total := func() tokenbucket.Millitokens {
+		t.Helper()
+		st, err := s.Bucket(ctx, key, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Total()["rps"].Tokens
+	}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := 0; total() > 0; i++ {
+		if i > 200 {
+			t.Fatalf("a bucket of 8 tokens still holds %d after 200 decisions", total())
+		}
+		if _, err := s.Acquire(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.TopUp(ctx, key, "rps", 0, limits); err == nil {
+		t.Error("TopUp(0) = nil error, want a top-up of at least 1 millitoken")
+	}
+	for _, c := range []struct{ add, want tokenbucket.Millitokens }{{7, 7}, {4000, 4007}} {
+		if _, ok, err := s.TopUp(ctx, key, "rps", c.add, limits); err != nil || !ok {
+			t.Fatalf("TopUp(%d) = %t, %v", c.add, ok, err)
+		}
+		if got := total(); got != c.want {
+			t.Errorf("after a top-up of %d millitokens: %d, want %d", c.add, got, c.want)
+		}
+	}
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "TransactWriteItems" {
+			return serverError()
+		}
+		return nil
+	})
+	if _, _, err := s.TopUp(ctx, key, "rps", 7, limits); err == nil {
+		t.Error("TopUp() with its transaction failing = nil error")
+	}
+}
