@@ -2,8 +2,11 @@ package dynamo_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -61,5 +64,46 @@ func TestTopUpSplitsExactly(t *testing.T) {
 	})
 	if _, _, err := s.TopUp(ctx, key, "rps", 7, limits); err == nil {
 		t.Error("TopUp() with its transaction failing = nil error")
+	}
+}
+
+// TestResetTriesThreeTimesAndSetsTTL: a reset whose transaction keeps
+// failing its condition (the shard count changing under it) reads and
+// tries again, 3 times in all; one that lands leaves each shard to live a
+// week from now, in whole seconds.
+func TestResetTriesThreeTimesAndSetsTTL(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	c.Advance(1234 * time.Millisecond)
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: -1}, c)
+	ctx := context.Background()
+	lim := slowLimit(t, 8)
+	limits := map[string]tokenbucket.Limit{"rps": lim}
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	if err := s.SetShards(ctx, key, 2, limits); err != nil {
+		t.Fatal(err)
+	}
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "TransactWriteItems" {
+			return transactionCanceled("ConditionalCheckFailed", "None")
+		}
+		return nil
+	})
+	before := f.Calls("TransactWriteItems")
+	if _, _, err := s.ResetBucket(ctx, key, limits); err == nil {
+		t.Error("ResetBucket() with every condition failing = nil error")
+	}
+	if n := f.Calls("TransactWriteItems") - before; n != 3 {
+		t.Errorf("ResetBucket() tried %d transactions, want 3", n)
+	}
+	f.SetFail(nil)
+	if _, ok, err := s.ResetBucket(ctx, key, limits); err != nil || !ok {
+		t.Fatalf("ResetBucket() = %t, %v", ok, err)
+	}
+	want := strconv.FormatInt(c.Now().UnixMilli()/1000+7*24*3600, 10)
+	for _, it := range bucketItems(f) {
+		if got := it["ttl"].(*types.AttributeValueMemberN).Value; got != want {
+			t.Errorf("%s ttl after a reset = %s, want %s (a week)", pkOf(it), got, want)
+		}
 	}
 }
