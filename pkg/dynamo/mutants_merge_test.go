@@ -19,6 +19,7 @@ import (
 // Equivalent mutants, read by internal/mutants (make mutation):
 //
 // mutant: CONDITIONALS_BOUNDARY merge.go `s.cfg.ShardMergeRate <= 0` idleShards: NewStore applies WithDefaults, which turns a rate of 0 into DefaultShardMergeRate, so the store never sees 0.
+// mutant: CONDITIONALS_BOUNDARY resize.go `to > n` resize: wrote starts a resize only when to ≠ n, so to = n never reaches it.
 // mutant: CONDITIONALS_BOUNDARY merge.go `t < 0` shardShare: at t = 0, t%n is 0, so the first condition is false either way.
 
 // TestMergeItemsAndAfter pins what a merge of 2 shards into 1 writes and
@@ -77,5 +78,39 @@ func TestMergeItemsAndAfter(t *testing.T) {
 	defer mu.Unlock()
 	if n := touched[bucketPK(key, 1)]; n != 0 || touched[bucketPK(key, 0)] == 0 {
 		t.Errorf("calls after the merge: %v, want shard 0 only", touched)
+	}
+}
+
+// TestResizeFailureWarns: a doubling that DynamoDB refuses (its
+// transaction failing) is logged as a warning; the decisions go on.
+func TestResizeFailureWarns(t *testing.T) {
+	f := fakeTable(t)
+	f.SetFail(func(_ context.Context, op string) error {
+		if op == "TransactWriteItems" {
+			return serverError()
+		}
+		return nil
+	})
+	log, hook := logtest.NewNullLogger()
+	s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 5, ShardMergeRate: -1}, dynamo.WithClock(newClock().Now), dynamo.WithLogger(logrus.NewEntry(log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := slowLimit(t, 1000)
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for range 10 {
+		if dec, err := s.Acquire(context.Background(), p); err != nil || !dec.Admitted {
+			t.Fatalf("Acquire() = %+v, %v", dec, err)
+		}
+	}
+	_ = s.Close() // waits for the doubling
+	warned := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && e.Message == "changing the shard count of a bucket failed" {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d warnings of a failed doubling, want 1: %v", warned, hook.AllEntries())
 	}
 }

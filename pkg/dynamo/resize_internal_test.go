@@ -125,3 +125,33 @@ func TestLimitName(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadsCalmAtTheMergeRate: a window of 4 shards is calm below the
+// merge rate per shard of 2 (10/s: 18 writes in a second are 9 a shard)
+// and not at it (20 writes, 10 a shard): a minute calm merges, a window at
+// the rate does not. A bucket of 2 shards at the write rate doubles to 4.
+func TestLoadsCalmAtTheMergeRate(t *testing.T) {
+	c := Config{ShardWriteRate: -1, ShardMergeRate: 10, ShardMergeAfter: time.Minute}
+	for _, tc := range []struct {
+		writes int
+		want   int
+	}{{18, 2}, {20, 4}} {
+		l := loads{m: newLRU[*load]("load", 10)}
+		for range tc.writes {
+			l.count("b", 4, 10_000, c)
+		}
+		l.count("b", 4, 11_000, c) // closes the window of tc.writes
+		if got := l.count("b", 4, 70_000, c); got != tc.want {
+			t.Errorf("%d writes in the first second on 4 shards, then one a minute on: count = %d, want %d", tc.writes, got, tc.want)
+		}
+	}
+	l := loads{m: newLRU[*load]("load", 10)}
+	hot := Config{ShardWriteRate: 100, ShardMergeRate: -1}
+	got := 2
+	for range 200 { // 100 a shard in one window
+		got = l.count("b", 2, 0, hot)
+	}
+	if got != 4 {
+		t.Errorf("200 writes in a window on 2 shards at 100/s a shard: count = %d, want 4", got)
+	}
+}
