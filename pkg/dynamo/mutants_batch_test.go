@@ -191,6 +191,8 @@ func TestBatchJoinsAnotherBatchsRead(t *testing.T) {
 		if dec, err := s.Acquire(context.Background(), p); err != nil || !dec.Admitted {
 			t.Errorf("Acquire() joining the read = %+v, %v, want admitted", dec, err)
 		}
+		api.mu.Lock()
+		defer api.mu.Unlock()
 		if api.reads != 1 {
 			t.Errorf("reads = %d, want 1 (the second batch joins the first's)", api.reads)
 		}
@@ -302,8 +304,11 @@ func TestRecordReadsThrottledOrSilent(t *testing.T) {
 				case !c.contended && !errors.Is(err, dynamo.ErrUnavailable):
 					t.Errorf("Acquire() = %+v, %v, want ErrUnavailable", dec, err)
 				}
-				if api.gets < 2 {
-					t.Errorf("BatchGetItem calls = %d, want at least 2", api.gets)
+				api.mu.Lock()
+				gets := api.gets
+				api.mu.Unlock()
+				if gets < 2 {
+					t.Errorf("BatchGetItem calls = %d, want at least 2", gets)
 				}
 			})
 		})
