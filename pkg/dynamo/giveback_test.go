@@ -207,11 +207,11 @@ func (e *giveBackEnv) refuseAll(t *testing.T, keys []cascade.Key) {
 func (e *giveBackEnv) refused(a cascade.Key) error {
 	half := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: e.lim, Amount: 5000}}}
 	if dec, err := e.other.Acquire(context.Background(), half); err != nil || !dec.Admitted {
-		return fmt.Errorf("Acquire(half of %s) = %+v, %v", a.Entity, dec, err)
+		return fmt.Errorf("Acquire(half of %s) = %+v, %w", a.Entity, dec, err)
 	}
 	plan := &cascade.Plan{Debits: []cascade.Debit{{Key: a, Limit: "x", Bucket: e.lim, Amount: 1000}, {Key: e.b, Limit: "x", Bucket: e.lim, Amount: 1000}}}
 	if dec, err := e.s.Acquire(context.Background(), plan); err != nil || dec.Admitted {
-		return fmt.Errorf("Acquire(%s and b) = %+v, %v, want refused", a.Entity, dec, err)
+		return fmt.Errorf("Acquire(%s and b) = %+v, %w, want refused", a.Entity, dec, err)
 	}
 	return nil
 }
