@@ -3,6 +3,7 @@ package cfntest
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,21 @@ type call struct {
 	Table  string   // the table named
 	Keys   []string // the partition keys named (for a Query on an index, the index's)
 	Stream bool     // a DynamoDB Streams call: on the table's stream
+}
+
+// originHeader names the client a call came from, for calls that may
+// arrive after their step ended (a call its client gave up on).
+const originHeader = "X-Test-Origin"
+
+// originClient is an HTTP client that names its calls' origin.
+type originClient struct {
+	dynamodb.HTTPClient
+	name string
+}
+
+func (o originClient) Do(req *http.Request) (*http.Response, error) {
+	req.Header.Set(originHeader, o.name)
+	return o.HTTPClient.Do(req)
 }
 
 // recorder is an HTTP proxy in front of DynamoDB Local that notes every
@@ -55,8 +71,12 @@ func newRecorder(t testing.TB, endpoint string) *recorder {
 			calls = []call{{Action: "dynamodb:" + op, Stream: true}}
 		}
 		r.mu.Lock()
+		step := r.step
+		if o := req.Header.Get(originHeader); o != "" {
+			step = o // a client that names itself (see originClient), whenever its call arrives
+		}
 		for i := range calls {
-			calls[i].Step = r.step
+			calls[i].Step = step
 		}
 		r.calls = append(r.calls, calls...)
 		throttle := r.throttle
