@@ -202,32 +202,55 @@ func TestFleetHotBucket(t *testing.T) {
 }
 
 // TestFleetColdStart starts three replicas with BACKEND_TIMEOUT=50ms and no
-// decision before 90 callers arrive at once: cold config and bucket reads
-// must not turn into free admissions (ON_UNAVAILABLE=allow).
+// decision before 90 callers arrive at once (ON_UNAVAILABLE=allow). Waiting
+// on a cold config or bucket read that another decision started is
+// contention, never an outage: it must not turn into a free admission.
 //
-// After its first call, each caller waits 2 ms between calls. Calling flat
-// out, 90 callers in a -race test process (about 10,000 calls a second)
-// left the two cores' other users, three replicas and DynamoDB Local's
-// JVM, without CPU: in about one run of three a replica's first decisions
-// waited past 50 ms for it, before and after the changes of 2026-11-26
-// alike, and under allow each was an admission (86 to 141 in a run). The
-// cold moment is the same: every caller's first call arrives at once.
+// What ON_UNAVAILABLE=allow admits is told apart from what the table
+// decided. The table's own admissions never exceed 100 + 10·t. An answer
+// of allow is an admission by choice only when DynamoDB itself left a call
+// unanswered past the budget: on each replica, every allowed answer is
+// owed to one of its DynamoDB calls that ended in a timeout, and one such
+// call answers at most the 30 callers of that replica, each waiting on it
+// with its one request. A cold read whose waiters were answered by allow
+// without the read itself running out breaks that count.
+//
+// The machine decides how many calls run out. After its first call, each
+// caller waits 2 ms between calls; even so, with a core kept busy by
+// another process, a -race run leaves three replicas and DynamoDB Local's
+// JVM short of CPU, and in about one run in two a batch of first writes
+// waits past 50 ms (CI: 156 OK, 90 of them allowed after 3 unanswered
+// writes, the table's own 66 within the bound of 130).
 func TestFleetColdStart(t *testing.T) {
+	const callers = 90
 	f := startFleet(t, 3, "BACKEND_TIMEOUT=50ms", "ON_UNAVAILABLE=allow")
 	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "hot")}}
 	var first sync.Map
-	l := f.driveWith(90, 3*time.Second, func(c int) *pb.RateLimitRequest {
+	l := f.driveWith(callers, 3*time.Second, func(c int) *pb.RateLimitRequest {
 		if _, again := first.LoadOrStore(c, true); again {
 			time.Sleep(2 * time.Millisecond)
 		}
 		return req
 	}, nil)
 	bound := 100 + 10*l.elapsed.Seconds()
-	t.Logf("cold start, 50 ms budget: %d OK, %d OVER_LIMIT, %d errors in %v; bound %.0f; unavailable answers %.0f",
-		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound,
-		f.metric(t, "ratelimit_on_unavailable_total"))
-	if ok := float64(l.ok.Load()); ok > bound {
-		t.Errorf("%v OK answers, want at most %.0f", ok, bound)
+	var allowed, timeouts float64
+	perReplica := float64(callers / len(f.procs))
+	for i, p := range f.procs {
+		url := "http://" + p.DebugAddr() + "/metrics"
+		a := scrape(t, url, "ratelimit_on_unavailable_total", `decision="allowed"`)
+		n := scrape(t, url, "ratelimit_dynamodb_calls_total", `outcome="timeout"`)
+		if a > perReplica*n {
+			t.Errorf("replica %d answered %.0f by ON_UNAVAILABLE=allow after %.0f DynamoDB calls that ran out, want at most %.0f each: an allowed answer no call of DynamoDB explains", i, a, n, perReplica)
+		}
+		allowed, timeouts = allowed+a, timeouts+n
+	}
+	t.Logf("cold start, 50 ms budget: %d OK (%.0f of them allowed by ON_UNAVAILABLE), %d OVER_LIMIT, %d errors in %v; bound %.0f; DynamoDB calls that ran out %.0f",
+		l.ok.Load(), allowed, l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, timeouts)
+	if decided := float64(l.ok.Load()) - allowed; decided > bound {
+		t.Errorf("the table admitted %.0f, want at most %.0f", decided, bound)
+	}
+	if n := l.errs.Load(); n > 0 {
+		t.Errorf("%d calls failed, want none; first: %v", n, l.firstErr.Load())
 	}
 }
 
