@@ -433,12 +433,7 @@ func TestAncestorsErrors(t *testing.T) {
 	}
 
 	down := newStore(t, f, "t", newClock())
-	f.SetFail(func(ctx context.Context, op string) error {
-		if op == "BatchGetItem" {
-			return &types.InternalServerError{Message: aws.String("down")}
-		}
-		return nil
-	})
+	failOn(f, "BatchGetItem", 0, &types.InternalServerError{Message: aws.String("down")})
 	if _, err := down.Ancestors(context.Background(), key, descriptors.MaxChain); !errors.Is(err, dynamo.ErrUnavailable) || errors.Is(err, cascade.ErrContended) {
 		t.Errorf("Ancestors() while DynamoDB fails = %v, want ErrUnavailable", err)
 	}

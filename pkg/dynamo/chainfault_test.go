@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -38,13 +36,13 @@ func TestChainFaultsKeepTokens(t *testing.T) {
 		}}
 	}
 	faults := map[string]func() error{
-		"server error": func() error { return &types.InternalServerError{Message: new(string)} },
+		"server error": serverError,
 		// Answered after the call's budget: the caller has given up.
 		"hang": func() error {
 			time.Sleep(2 * timeout)
-			return &types.InternalServerError{Message: new(string)}
+			return serverError()
 		},
-		"throttled": func() error { return &types.ProvisionedThroughputExceededException{Message: new(string)} },
+		"throttled": throttled,
 	}
 	for _, tenantLeft := range []int{9, 1} {
 		for _, level := range []string{"key-1", "proj", "acme"} {

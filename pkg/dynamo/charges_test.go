@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -116,7 +114,7 @@ func TestChargeUnansweredIsNotWrittenTwice(t *testing.T) {
 			return nil
 		}
 		if writes.Add(1) == 1 {
-			return &types.InternalServerError{Message: new(string)}
+			return serverError()
 		}
 		return nil
 	})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
@@ -27,10 +26,8 @@ import (
 func TestFaultsOnFake(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-	serverErr := func(context.Context) error { return &types.InternalServerError{Message: new(string)} }
-	throttle := func(context.Context) error {
-		return &types.ProvisionedThroughputExceededException{Message: new(string)}
-	}
+	serverErr := func(context.Context) error { return serverError() }
+	throttle := func(context.Context) error { return throttled() }
 	cases := []struct {
 		name    string
 		op      string
@@ -120,8 +117,8 @@ func TestFaultsKeepTokens(t *testing.T) {
 		return f, s, other
 	}
 	// failWith fails the nth UpdateItem of the entity's bucket item from
-	// now with err; failOn with a 500, whose write may or may not have been
-	// applied.
+	// now with err; failItem with a 500, whose write may or may not have
+	// been applied.
 	failWith := func(f *dynamotest.Fake, entity string, nth int, err error) {
 		var seen atomic.Int64
 		f.SetFailItem(func(op, pk string) error {
@@ -134,12 +131,12 @@ func TestFaultsKeepTokens(t *testing.T) {
 			return nil
 		})
 	}
-	failOn := func(f *dynamotest.Fake, entity string, nth int) {
-		failWith(f, entity, nth, &types.InternalServerError{Message: new(string)})
+	failItem := func(f *dynamotest.Fake, entity string, nth int) {
+		failWith(f, entity, nth, serverError())
 	}
 	t.Run("a write fails, the other item is given back", func(t *testing.T) {
 		f, s, other := setup(t)
-		failOn(f, "b", 1)
+		failItem(f, "b", 1)
 		if _, err := s.Acquire(context.Background(), plan); !errors.Is(err, dynamo.ErrUnavailable) {
 			t.Fatalf("Acquire() = %v, want ErrUnavailable", err)
 		}
@@ -157,7 +154,7 @@ func TestFaultsKeepTokens(t *testing.T) {
 		if _, err := other.Acquire(context.Background(), &cascade.Plan{Debits: plan.Debits[1:]}); err != nil {
 			t.Fatalf("Acquire(other) = %v", err)
 		}
-		failOn(f, "b", 2)
+		failItem(f, "b", 2)
 		if _, err := s.Acquire(context.Background(), plan); !errors.Is(err, dynamo.ErrUnavailable) {
 			t.Fatalf("Acquire() = %v, want ErrUnavailable", err)
 		}
@@ -167,19 +164,14 @@ func TestFaultsKeepTokens(t *testing.T) {
 	})
 	t.Run("a throttled write whose shard doubling fails", func(t *testing.T) {
 		f, s, other := setup(t)
-		var throttled atomic.Int64
+		var seen atomic.Int64
 		f.SetFailItem(func(op, pk string) error {
-			if op == "UpdateItem" && strings.Contains(pk, "/BUCKET#b#") && throttled.Add(1) == 1 {
-				return &types.ProvisionedThroughputExceededException{Message: new(string)}
+			if op == "UpdateItem" && strings.Contains(pk, "/BUCKET#b#") && seen.Add(1) == 1 {
+				return throttled()
 			}
 			return nil
 		})
-		f.SetFail(func(_ context.Context, op string) error {
-			if op == "TransactWriteItems" {
-				return &types.InternalServerError{Message: new(string)}
-			}
-			return nil
-		})
+		failOn(f, "TransactWriteItems", 0, serverError())
 		dec, err := s.Acquire(context.Background(), plan)
 		if err != nil || !dec.Admitted {
 			t.Fatalf("Acquire() = %+v, %v, want admitted after the retry", dec, err)
@@ -207,12 +199,12 @@ func TestFaultsKeepTokens(t *testing.T) {
 		}
 	}
 	t.Run("the compensation is throttled once and is retried", func(t *testing.T) {
-		compensation(t, &types.ProvisionedThroughputExceededException{Message: new(string)}, 9000, "a given back exactly")
+		compensation(t, throttled(), 9000, "a given back exactly")
 	})
 	t.Run("the compensation's write goes unanswered and is not written again", func(t *testing.T) {
 		// A 500 may have been applied: giving back again could give back
 		// twice. a keeps the debit: fewer admissions, never more.
-		compensation(t, &types.InternalServerError{Message: new(string)}, 8000, "a's give-back is not written twice")
+		compensation(t, serverError(), 8000, "a's give-back is not written twice")
 	})
 }
 

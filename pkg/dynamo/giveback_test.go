@@ -77,12 +77,8 @@ func (s *scripted) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 		pause = s.slow(pk)
 	}
 	s.mu.Unlock()
-	if pause > 0 {
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := pauseCtx(ctx, pause); err != nil {
+		return nil, err
 	}
 	if errors.Is(err, errHang) {
 		// DynamoDB does not answer before the call's deadline (and the
@@ -120,11 +116,6 @@ func (s *scripted) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...
 // errHang, from a script, makes the call hang until its deadline.
 var errHang = errors.New("hang")
 
-func serverError() error { return &types.InternalServerError{Message: new(string)} }
-func throttled() error {
-	return &types.ProvisionedThroughputExceededException{Message: new(string)}
-}
-
 // giveBackEnv is a table on the fake with items a and b of one 10-token
 // limit (no refill to speak of), a store s whose writes on a follow a
 // script, and another replica that reads the table as it is.
@@ -153,12 +144,7 @@ func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.O
 	}
 	// A throttled give-back would double a's shard count: let that fail,
 	// so that the item stays one shard, as the refused plan found it.
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "TransactWriteItems" {
-			return serverError()
-		}
-		return nil
-	})
+	failOn(f, "TransactWriteItems", 0, serverError())
 	e := &giveBackEnv{api: &scripted{API: f}, obs: &countingObserver{}, lim: mustLimit(t, 10, time.Hour, 0), b: cascade.Key{Entity: "b", Resource: "r"}}
 	c := newClock()
 	e.s = newStoreCfg(t, e.api, dynamo.Config{Table: "t", Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff}, c,
@@ -290,13 +276,6 @@ func TestGiveBackLands(t *testing.T) {
 			})
 		})
 	}
-}
-
-func failIf(cond bool, err error) error {
-	if cond {
-		return err
-	}
-	return nil
 }
 
 // TestGiveBackUnknownNotRewritten has a give-back's write go unanswered, at

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -22,16 +20,6 @@ import (
 //
 // mutant: ARITHMETIC_BASE namespaces.go `len(from)+1` moveNamespace: a capacity hint; every caller names at least one state to move from, so len(from)−1 is never negative.
 // mutant: ARITHMETIC_BASE purge.go `50 * time.Millisecond` deleteBatch: the first wait between tries of what DynamoDB left unprocessed; timing only, the tries are bounded by purgeRetries either way.
-
-func failOn(f *dynamotest.Fake, op string, nth int64, err error) {
-	var n atomic.Int64
-	f.SetFail(func(_ context.Context, o string) error {
-		if o == op && (nth == 0 || n.Add(1) == nth) {
-			return err
-		}
-		return nil
-	})
-}
 
 // TestAdminWritesFailLoudly: an audit record that cannot be written, a
 // namespace state change that fails, a purge whose batch delete fails and

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
@@ -109,12 +108,4 @@ func TestNewClientRegionAndEndpoint(t *testing.T) {
 			t.Errorf("NewClient(%q, %q): region %q, endpoint %q, want %q and %q", c.endpoint, c.region, o.Region, aws.ToString(o.BaseEndpoint), c.wantRegion, c.endpoint)
 		}
 	}
-}
-
-func transactionCanceled(codes ...string) error {
-	var reasons []types.CancellationReason
-	for _, c := range codes {
-		reasons = append(reasons, types.CancellationReason{Code: aws.String(c)})
-	}
-	return &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: reasons}
 }

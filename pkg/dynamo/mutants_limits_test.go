@@ -133,12 +133,7 @@ func TestStaleLimitsRefresh(t *testing.T) {
 // record cannot be written, or when the table holds another version.
 func TestCreateTableSchemaRecord(t *testing.T) {
 	f := fakeTable(t)
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "PutItem" {
-			return serverError()
-		}
-		return nil
-	})
+	failOn(f, "PutItem", 0, serverError())
 	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("CreateTable() with PutItem failing = %v, want ErrUnavailable", err)
 	}

@@ -85,12 +85,7 @@ func TestMergeItemsAndAfter(t *testing.T) {
 // transaction failing) is logged as a warning; the decisions go on.
 func TestResizeFailureWarns(t *testing.T) {
 	f := fakeTable(t)
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "TransactWriteItems" {
-			return serverError()
-		}
-		return nil
-	})
+	failOn(f, "TransactWriteItems", 0, serverError())
 	log, hook := logtest.NewNullLogger()
 	s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 5, ShardMergeRate: -1}, dynamo.WithClock(newClock().Now), dynamo.WithLogger(logrus.NewEntry(log)))
 	if err != nil {

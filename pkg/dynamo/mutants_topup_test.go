@@ -56,12 +56,7 @@ func TestTopUpSplitsExactly(t *testing.T) {
 			t.Errorf("after a top-up of %d millitokens: %d, want %d", c.add, got, c.want)
 		}
 	}
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "TransactWriteItems" {
-			return serverError()
-		}
-		return nil
-	})
+	failOn(f, "TransactWriteItems", 0, serverError())
 	if _, _, err := s.TopUp(ctx, key, "rps", 7, limits); err == nil {
 		t.Error("TopUp() with its transaction failing = nil error")
 	}
@@ -83,12 +78,7 @@ func TestResetTriesThreeTimesAndSetsTTL(t *testing.T) {
 	if err := s.SetShards(ctx, key, 2, limits); err != nil {
 		t.Fatal(err)
 	}
-	f.SetFail(func(_ context.Context, op string) error {
-		if op == "TransactWriteItems" {
-			return transactionCanceled("ConditionalCheckFailed", "None")
-		}
-		return nil
-	})
+	failOn(f, "TransactWriteItems", 0, transactionCanceled("ConditionalCheckFailed", "None"))
 	before := f.Calls("TransactWriteItems")
 	if _, _, err := s.ResetBucket(ctx, key, limits); err == nil {
 		t.Error("ResetBucket() with every condition failing = nil error")

@@ -153,12 +153,7 @@ func TestSettleUnavailable(t *testing.T) {
 			f := newFakeTable(t)
 			c := newClock()
 			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
-			f.SetFail(func(_ context.Context, op string) error {
-				if op == "TransactWriteItems" {
-					return tt.err
-				}
-				return nil
-			})
+			failOn(f, "TransactWriteItems", 0, tt.err)
 			start := time.Now()
 			got, err := s.Settle(context.Background(), settlement(c, "x", d))
 			if elapsed := time.Since(start); !errors.Is(err, dynamo.ErrUnavailable) || elapsed > tt.most {

@@ -62,10 +62,10 @@ func (o *countingObserver) givenBack() map[string]int {
 
 // throttleWrites makes f throttle its first n UpdateItem calls.
 func throttleWrites(f *dynamotest.Fake, n int64) {
-	var throttled atomic.Int64
+	var seen atomic.Int64
 	f.SetFail(func(_ context.Context, op string) error {
-		if op == "UpdateItem" && throttled.Add(1) <= n {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+		if op == "UpdateItem" && seen.Add(1) <= n {
+			return throttled()
 		}
 		return nil
 	})
@@ -141,7 +141,7 @@ func TestThrottledRefuses(t *testing.T) {
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 500 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock(), dynamo.WithObserver(obs))
 	f.SetFail(func(_ context.Context, op string) error {
 		if op == "UpdateItem" || op == "TransactWriteItems" {
-			return &types.ProvisionedThroughputExceededException{Message: new(string)}
+			return throttled()
 		}
 		return nil
 	})

@@ -153,12 +153,7 @@ func TestApplyUsageFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeTable(t)
 			s := newStore(t, f, "t", newClock())
-			f.SetFail(func(_ context.Context, op string) error {
-				if op == "TransactWriteItems" {
-					return tt.err
-				}
-				return nil
-			})
+			failOn(f, "TransactWriteItems", 0, tt.err)
 			rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{usageRec("1", "e0", 1), usageRec("2", "e1", 1), {ID: "3", At: usageAt}})
 			if !errors.Is(err, tt.want) || !reflect.DeepEqual(rep.Failed, []string{"1", "2"}) || rep.Applied != 1 {
 				t.Errorf("ApplyUsage() = %+v, %v, want 1 and 2 failed (%v), 3 applied", rep, err, tt.want)
