@@ -418,14 +418,20 @@ func TestBatchedDepthAndCallContext(t *testing.T) {
 	}
 }
 
+// cachedImageAges are ages of the image a replica holds of an item, on
+// either side of a second (the most a refusal or a settlement decides on
+// without reading the item again), each with the reads a decision on it
+// makes.
+var cachedImageAges = []struct {
+	age   time.Duration
+	reads int
+}{{time.Millisecond, 0}, {time.Second, 0}, {time.Second + time.Millisecond, 1}}
+
 // TestRefusalOnCachedImage: with the rejection cache on, a refusal decided
 // on the image this replica wrote stands without a read while the image is
 // at most a second (maxRejection) old; an older image is read again.
 func TestRefusalOnCachedImage(t *testing.T) {
-	for _, c := range []struct {
-		age   time.Duration
-		reads int
-	}{{time.Millisecond, 0}, {time.Second, 0}, {time.Second + time.Millisecond, 1}} {
+	for _, c := range cachedImageAges {
 		t.Run(c.age.String(), func(t *testing.T) {
 			f := fakeTable(t)
 			clk := newClock()

@@ -73,10 +73,7 @@ func TestSettleGivesUpInTime(t *testing.T) {
 func TestSettleOnCachedImage(t *testing.T) {
 	key := cascade.Key{Entity: "e", Resource: "r"}
 	lim := mustLimit(t, 10, time.Hour, 0)
-	for _, c := range []struct {
-		age   time.Duration
-		reads int
-	}{{time.Millisecond, 0}, {time.Second, 0}, {time.Second + time.Millisecond, 1}} {
+	for _, c := range cachedImageAges {
 		t.Run(c.age.String(), func(t *testing.T) {
 			f := fakeTable(t)
 			clk := newClock()
