@@ -9,13 +9,15 @@ import (
 )
 
 // TestRequestForm: %XX sequences are decoded where well formed (a 0 digit
-// too) and escaped again; a % too near the end stays a byte.
+// in either place too) and escaped again; a % too near the end stays a
+// byte.
 func TestRequestForm(t *testing.T) {
 	for _, c := range []struct {
 		id, want string
 		ok       bool
 	}{
 		{"%0A", "%0A", true},
+		{"%30", "0", false},
 		{"a%4", "a%254", false},
 		{"org/team", "org%2Fteam", false},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // Equivalent mutants, read by internal/mutants (make mutation):
 //
 // mutant: ARITHMETIC_BASE namespaces.go `len(from)+1` moveNamespace: a capacity hint; every caller names at least one state to move from, so len(from)−1 is never negative.
-// mutant: ARITHMETIC_BASE purge.go `50 * time.Millisecond` deleteBatch: the first wait between tries of what DynamoDB left unprocessed; timing only, the tries are bounded by purgeRetries either way.
+// mutant: CONDITIONALS_BOUNDARY namespaces.go `out[i].Name < out[j].Name` Orphans: each orphan is one key prefix and the escape is one to one, so no two names are equal and `<=` sorts them the same.
 
 // TestAdminWritesFailLoudly: an audit record that cannot be written, a
 // namespace state change that fails, a purge whose batch delete fails and
@@ -79,28 +80,82 @@ func TestPurgeOrphanRegistersIt(t *testing.T) {
 	}
 }
 
-// TestPurgeGivesUpOnUnprocessed: deletes that DynamoDB keeps leaving
-// unprocessed are sent again 10 times, then the purge fails as throttled.
-func TestPurgeGivesUpOnUnprocessed(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		f := fakeTable(t)
-		s := newStore(t, &unprocessed{API: f}, "t", newClock())
-		p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Namespace: "stray", Entity: "e", Resource: "r"}, Limit: "rpm", Bucket: mustLimit(t, 10, time.Minute, 0), Amount: tokenbucket.PerToken}}}
-		if _, err := s.Acquire(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.PurgeNamespace(ctx, "stray", nil); !errors.Is(err, dynamo.ErrThrottled) {
-			t.Errorf("PurgeNamespace() with every delete left unprocessed = %v, want ErrThrottled", err)
-		}
-	})
+// TestPurgeSendsUnprocessedAgain: deletes that DynamoDB leaves unprocessed
+// are sent again after 50 ms, the wait doubling up to 2 s, 10 times in all;
+// then the purge fails as throttled. When DynamoDB takes them before that,
+// the purge goes on and counts them.
+func TestPurgeSendsUnprocessedAgain(t *testing.T) {
+	for _, c := range []struct {
+		left      int64 // tries DynamoDB leaves the deletes unprocessed (-1: every one)
+		wantCalls int64
+		wantWait  time.Duration
+		wantErr   error
+	}{
+		{left: 3, wantCalls: 4, wantWait: 350 * time.Millisecond},
+		{left: -1, wantCalls: 10, wantWait: 9150 * time.Millisecond, wantErr: dynamo.ErrThrottled},
+	} {
+		t.Run(strconv.FormatInt(c.left, 10), func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				api := &unprocessed{API: fakeTable(t), left: c.left}
+				s := newStore(t, api, "t", newClock())
+				p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Namespace: "stray", Entity: "e", Resource: "r"}, Limit: "rpm", Bucket: mustLimit(t, 10, time.Minute, 0), Amount: tokenbucket.PerToken}}}
+				if _, err := s.Acquire(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				n, err := s.PurgeNamespace(ctx, "stray", nil)
+				waited := time.Since(start)
+				if !errors.Is(err, c.wantErr) || (c.wantErr == nil && n != 1) {
+					t.Errorf("PurgeNamespace() with the deletes left unprocessed %d times = %d, %v, want 1 item and %v", c.left, n, err, c.wantErr)
+				}
+				if got := api.calls.Load(); got != c.wantCalls || waited != c.wantWait {
+					t.Errorf("BatchWriteItem sent %d times over %v, want %d over %v", got, waited, c.wantCalls, c.wantWait)
+				}
+			})
+		})
+	}
 }
 
-type unprocessed struct{ dynamo.API }
+// unprocessed is a table whose BatchWriteItem leaves every request
+// unprocessed, the first left times (every time when left is negative).
+type unprocessed struct {
+	dynamo.API
+	left  int64
+	calls atomic.Int64
+}
 
-func (u *unprocessed) BatchWriteItem(_ context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	return &dynamodb.BatchWriteItemOutput{UnprocessedItems: in.RequestItems}, nil
+func (u *unprocessed) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	if n := u.calls.Add(1); u.left < 0 || n <= u.left {
+		return &dynamodb.BatchWriteItemOutput{UnprocessedItems: in.RequestItems}, nil
+	}
+	return u.API.BatchWriteItem(ctx, in, o...)
+}
+
+// TestEntityNamesItsNamespace: an entity record without a namespace
+// attribute (written before records carried one) is read as of the
+// namespace it was asked in; one with the attribute keeps it.
+func TestEntityNamesItsNamespace(t *testing.T) {
+	ctx := context.Background()
+	f := fakeTable(t)
+	s := newStore(t, f, "t", newClock())
+	if _, err := f.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "nteam-a/ENTITY#old"},
+		"SK": &types.AttributeValueMemberS{Value: "#META"},
+		"id": &types.AttributeValueMemberS{Value: "old"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Entity(ctx, "team-a", "old"); err != nil || e.Namespace != "team-a" || e.ID != "old" {
+		t.Errorf("Entity(team-a, old) without a namespace attribute = %+v, %v, want namespace team-a", e, err)
+	}
+	if err := s.PutEntity(ctx, dynamo.Entity{Namespace: "team-b", ID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Entity(ctx, "team-b", "new"); err != nil || e.Namespace != "team-b" {
+		t.Errorf("Entity(team-b, new) = %+v, %v, want namespace team-b", e, err)
+	}
 }
 
 // TestNamespaceStatesOfUnregistered: a name with no registry record has no

@@ -17,7 +17,8 @@ import (
 // of 4 shards adds exactly 7 (1 a shard, the remainder on shard 0), and one
 // of 4 tokens 4 more (a shard's level is in whole-bucket units: before this
 // test, a top-up of a sharded bucket credited 1/n of its amount); 0 is
-// refused; a top-up whose transaction fails says so.
+// refused, and so is one past MaxMillitokens while MaxMillitokens itself
+// is applied; a top-up whose transaction fails says so.
 func TestTopUpSplitsExactly(t *testing.T) {
 	f := fakeTable(t)
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: -1}, newClock())
@@ -55,6 +56,12 @@ func TestTopUpSplitsExactly(t *testing.T) {
 		if got := total(); got != c.want {
 			t.Errorf("after a top-up of %d millitokens: %d, want %d", c.add, got, c.want)
 		}
+	}
+	if _, _, err := s.TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens+1, limits); err == nil {
+		t.Error("TopUp(MaxMillitokens+1) = nil error, want a top-up of at most MaxMillitokens")
+	}
+	if _, ok, err := s.TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens, limits); err != nil || !ok {
+		t.Errorf("TopUp(MaxMillitokens) = %t, %v, want it applied", ok, err)
 	}
 	failOn(f, "TransactWriteItems", 0, serverError())
 	if _, _, err := s.TopUp(ctx, key, "rps", 7, limits); err == nil {
