@@ -25,7 +25,8 @@ import (
 
 // TestLimitsWritesFailClosed: SetLimits whose read of the limits stored
 // fails writes nothing (it would drop what it could not read), and
-// DeleteLimits whose delete fails says so.
+// SetLimits whose write fails, or DeleteLimits whose delete fails, says
+// so.
 func TestLimitsWritesFailClosed(t *testing.T) {
 	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
@@ -35,20 +36,16 @@ func TestLimitsWritesFailClosed(t *testing.T) {
 	if err := s.SetLimits(ctx, sc, lim); err != nil {
 		t.Fatal(err)
 	}
-	fail := func(op string) {
-		f.SetFail(func(_ context.Context, o string) error {
-			if o == op {
-				return serverError()
-			}
-			return nil
-		})
-	}
-	fail("GetItem")
+	failOn(f, "GetItem", 0, serverError())
 	puts := f.Calls("PutItem")
 	if err := s.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); err == nil || f.Calls("PutItem") != puts {
 		t.Errorf("SetLimits with its read failing = %v after %d writes, want an error and none", err, f.Calls("PutItem")-puts)
 	}
-	fail("DeleteItem")
+	failOn(f, "PutItem", 0, serverError())
+	if err := s.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); !errors.Is(err, dynamo.ErrUnavailable) || !strings.Contains(err.Error(), "put limits") {
+		t.Errorf("SetLimits with PutItem failing = %v, want ErrUnavailable from putting the limits", err)
+	}
+	failOn(f, "DeleteItem", 0, serverError())
 	if err := s.DeleteLimits(ctx, sc); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("DeleteLimits with DeleteItem failing = %v, want ErrUnavailable", err)
 	}
