@@ -34,7 +34,8 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	img := s.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
-	lost := 0 // conditions that failed: races lost to other writers
+	lost := 0      // conditions that failed: races lost to other writers
+	throttles := 0 // writes DynamoDB throttled
 	for attempt := 0; ; attempt++ {
 		if img == nil {
 			var err error
@@ -102,6 +103,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		case errors.Is(err, ErrThrottled):
 			// The item is past what one partition writes: retry within the
 			// budget, with twice the shards once per batch.
+			throttles++
 			if !doubled && img.exists && img.shardCount < MaxShards {
 				if derr := s.double(ctx, b, img.shardCount, s.cfg.Timeout); derr == nil {
 					doubled = true
@@ -121,12 +123,16 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// answer never came back. Nothing of this batch is written
 			// again (see unknown).
 			s.forgetImage(pk)
-			if lost > 0 && ctx.Err() != nil && left < s.cfg.Timeout/2 {
-				// Most of the budget went on races lost to other replicas,
-				// and the last call ran out of what was left: contention.
-				// A call that had half the budget and did not answer is
-				// DynamoDB not answering.
-				s.unknown(batch, img, err, ContendedRaced)
+			if lost+throttles > 0 && ctx.Err() != nil && left < s.cfg.Timeout/2 && (throttles == 0 || !s.cfg.ThrottleFails) {
+				// Most of the budget went on races lost to other replicas
+				// or on DynamoDB throttling the item, and the last call ran
+				// out of what was left: contention. A call that had half
+				// the budget and did not answer is DynamoDB not answering.
+				reason := ContendedRaced
+				if throttles > 0 {
+					reason = ContendedThrottled
+				}
+				s.unknown(batch, img, err, reason)
 				return
 			}
 			s.unknown(batch, img, err, "")

@@ -42,7 +42,7 @@ type batchScript struct {
 	mu      sync.Mutex
 	writes  int
 	reads   int
-	write   func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server"
+	write   func(n int) (pause time.Duration, act string) // act: "", "race", "conflict", "hang", "server", "throttle"
 	read    func(n int) time.Duration
 	readKey func(pk string) // told of each read of a bucket item
 	gets    int
@@ -110,6 +110,8 @@ func (s *batchScript) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 		return nil, ctx.Err()
 	case "server":
 		return nil, serverError()
+	case "throttle":
+		return nil, throttled()
 	}
 	return s.API.UpdateItem(ctx, in, o...)
 }
@@ -133,9 +135,9 @@ func (s *batchScript) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o 
 // TestLostRacesThenSilenceIsContention: a batch whose write goes unanswered
 // until its budget (Timeout, 100 ms) ends is DynamoDB not answering (an
 // error, for ON_UNAVAILABLE), unless most of the budget went on races lost
-// to other writers before it: then the last call had less than half the
-// budget left, and the refusal is contention (a decision, never
-// ON_UNAVAILABLE's).
+// to other writers, or on DynamoDB throttling the item, before it: then the
+// last call had less than half the budget left, and the refusal is
+// contention (a decision, never ON_UNAVAILABLE's).
 func TestLostRacesThenSilenceIsContention(t *testing.T) {
 	const T = 100 * time.Millisecond
 	cases := []struct {
@@ -150,6 +152,8 @@ func TestLostRacesThenSilenceIsContention(t *testing.T) {
 		{"a race lost over exactly half the budget, then silence", 0, script(T/2, "race", "hang"), false},
 		{"a read of 60 ms, no race, then silence", 60 * time.Millisecond, script(0, "hang", "hang"), false},
 		{"a race lost over 60 ms, then a server error", 0, script(60*time.Millisecond, "race", "server"), false},
+		{"throttled over 60 ms, then silence", 0, script(60*time.Millisecond, "throttle", "hang"), true},
+		{"throttled at once, then silence", 0, script(0, "throttle", "hang"), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
