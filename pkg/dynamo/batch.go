@@ -34,8 +34,11 @@ func (s *Store) runBatch(pk string, batch []*part) {
 	img := s.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
-	lost := 0      // conditions that failed: races lost to other writers
-	throttles := 0 // writes DynamoDB throttled
+	// busy is why an earlier write of this batch did not land, when it is
+	// contention: ContendedRaced (a race lost to another writer) or
+	// ContendedThrottled (DynamoDB throttled the item; not contention
+	// under Config.ThrottleFails).
+	busy := ""
 	for attempt := 0; ; attempt++ {
 		if img == nil {
 			var err error
@@ -88,14 +91,14 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			return
 		case err == nil:
 			img, read = newImg, true // the condition failed: decide on what is there
-			lost++
+			busy = ContendedRaced
 			s.keepImage(b, pk, img)
 		case errors.Is(err, ErrConflict):
 			// A transaction (a settlement, a doubling) held the item:
 			// DynamoDB wrote nothing. A race lost: read the item again and
 			// decide on it, after a backoff.
 			img = nil
-			lost++
+			busy = ContendedRaced
 			if !sleep(ctx, backoff(attempt)) {
 				s.contend(batch, nil, ContendedRaced)
 				return
@@ -103,7 +106,9 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		case errors.Is(err, ErrThrottled):
 			// The item is past what one partition writes: retry within the
 			// budget, with twice the shards once per batch.
-			throttles++
+			if !s.cfg.ThrottleFails {
+				busy = ContendedThrottled
+			}
 			if !doubled && img.exists && img.shardCount < MaxShards {
 				if derr := s.double(ctx, b, img.shardCount, s.cfg.Timeout); derr == nil {
 					doubled = true
@@ -123,16 +128,12 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// answer never came back. Nothing of this batch is written
 			// again (see unknown).
 			s.forgetImage(pk)
-			if lost+throttles > 0 && ctx.Err() != nil && left < s.cfg.Timeout/2 && (throttles == 0 || !s.cfg.ThrottleFails) {
+			if busy != "" && ctx.Err() != nil && left < s.cfg.Timeout/2 {
 				// Most of the budget went on races lost to other replicas
 				// or on DynamoDB throttling the item, and the last call ran
 				// out of what was left: contention. A call that had half
 				// the budget and did not answer is DynamoDB not answering.
-				reason := ContendedRaced
-				if throttles > 0 {
-					reason = ContendedThrottled
-				}
-				s.unknown(batch, img, err, reason)
+				s.unknown(batch, img, err, busy)
 				return
 			}
 			s.unknown(batch, img, err, "")

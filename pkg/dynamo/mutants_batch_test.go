@@ -145,22 +145,24 @@ func TestLostRacesThenSilenceIsContention(t *testing.T) {
 		readPause time.Duration
 		write     func(n int) (time.Duration, string)
 		contended bool // else an error
+		fails     bool // Config.ThrottleFails (ON_UNAVAILABLE=local): throttling is a failure
 	}{
-		{"a race lost over 60 ms, then silence", 0, script(60*time.Millisecond, "race", "hang"), true},
-		{"a conflict over 60 ms, then silence", 0, script(60*time.Millisecond, "conflict", "hang"), true},
-		{"a race lost at once, then silence", 0, script(0, "race", "hang"), false},
-		{"a race lost over exactly half the budget, then silence", 0, script(T/2, "race", "hang"), false},
-		{"a read of 60 ms, no race, then silence", 60 * time.Millisecond, script(0, "hang", "hang"), false},
-		{"a race lost over 60 ms, then a server error", 0, script(60*time.Millisecond, "race", "server"), false},
-		{"throttled over 60 ms, then silence", 0, script(60*time.Millisecond, "throttle", "hang"), true},
-		{"throttled at once, then silence", 0, script(0, "throttle", "hang"), false},
+		{"a race lost over 60 ms, then silence", 0, script(60*time.Millisecond, "race", "hang"), true, false},
+		{"a conflict over 60 ms, then silence", 0, script(60*time.Millisecond, "conflict", "hang"), true, false},
+		{"a race lost at once, then silence", 0, script(0, "race", "hang"), false, false},
+		{"a race lost over exactly half the budget, then silence", 0, script(T/2, "race", "hang"), false, false},
+		{"a read of 60 ms, no race, then silence", 60 * time.Millisecond, script(0, "hang", "hang"), false, false},
+		{"a race lost over 60 ms, then a server error", 0, script(60*time.Millisecond, "race", "server"), false, false},
+		{"throttled over 60 ms, then silence", 0, script(60*time.Millisecond, "throttle", "hang"), true, false},
+		{"throttled at once, then silence", 0, script(0, "throttle", "hang"), false, false},
+		{"throttled over 60 ms, then silence, where throttling fails", 0, script(60*time.Millisecond, "throttle", "hang"), false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
 				api := &batchScript{API: fakeTable(t), write: c.write, read: func(int) time.Duration { return c.readPause }}
 				obs := &countingObserver{}
-				s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: T, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, newClock(), dynamo.WithObserver(obs))
+				s := newStoreCfg(t, api, dynamo.Config{Table: "t", Timeout: T, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ThrottleFails: c.fails}, newClock(), dynamo.WithObserver(obs))
 				p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 10, time.Second, 0), Amount: tokenbucket.PerToken}}}
 				dec, err := s.Acquire(context.Background(), p)
 				switch {
