@@ -173,23 +173,49 @@ lines:
 	return sum
 }
 
+// allowed returns the answers ON_UNAVAILABLE=allow made on the fleet, and
+// the DynamoDB calls that ran past their budget, and fails t unless every
+// allowed answer is owed to such a call: on each replica at most
+// perReplica (its callers, each waiting with one request) per call that
+// ran out. An answer of allow that no unanswered call explains is
+// contention or a cold read turned into an outage.
+func (f *fleet) allowed(t *testing.T, perReplica int) (allowed, timeouts float64) {
+	t.Helper()
+	for i, p := range f.procs {
+		url := "http://" + p.DebugAddr() + "/metrics"
+		a := scrape(t, url, "ratelimit_on_unavailable_total", `decision="allowed"`)
+		n := scrape(t, url, "ratelimit_dynamodb_calls_total", `outcome="timeout"`)
+		if a > float64(perReplica)*n {
+			t.Errorf("replica %d answered %.0f by ON_UNAVAILABLE=allow after %.0f DynamoDB calls that ran out, want at most %d each: an allowed answer no call of DynamoDB explains", i, a, n, perReplica)
+		}
+		allowed, timeouts = allowed+a, timeouts+n
+	}
+	return allowed, timeouts
+}
+
 // TestFleetHotBucket is the fleet as users run it: three replicas of the
 // binary on one DynamoDB Local, 90 callers over gRPC on one bucket of 10/s
 // with a burst of 100, for 10 s, BACKEND_TIMEOUT=200ms. Under either
-// ON_UNAVAILABLE, the OK answers never exceed 100 + 10·t and reach at least
-// 97% of it, and no call fails: contention is never an outage.
+// ON_UNAVAILABLE, the table's admissions never exceed 100 + 10·t and the
+// OK answers reach at least 97% of it, and no call fails: contention is
+// never an outage. Under allow, an OK answer beyond the table's is owed to
+// a DynamoDB call that ran out (fleet.allowed): DynamoDB Local on a
+// machine short of CPU, stalled past 200 ms once in 20 runs with a core
+// kept busy (48 answers of allow after three calls ran out).
 func TestFleetHotBucket(t *testing.T) {
+	const callers = 90
 	for _, policy := range []string{"allow", "block"} {
 		t.Run(policy, func(t *testing.T) {
 			f := startFleet(t, 3, "BACKEND_TIMEOUT=200ms", "ON_UNAVAILABLE="+policy)
-			l := f.drive(90, "hot", 10*time.Second)
+			l := f.drive(callers, "hot", 10*time.Second)
 			bound := 100 + 10*l.elapsed.Seconds()
 			ok := float64(l.ok.Load())
-			t.Logf("ON_UNAVAILABLE=%s: %d OK, %d OVER_LIMIT, %d errors in %v; bound %.0f (%.1f%%); UpdateItem calls %.0f, contended %.0f",
-				policy, l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, 100*ok/bound,
-				f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`), f.metric(t, "ratelimit_dynamodb_contended_total"))
-			if ok > bound {
-				t.Errorf("%v OK answers, want at most %.0f (100 + 10/s × %v)", ok, bound, l.elapsed)
+			allowed, timeouts := f.allowed(t, callers/len(f.procs))
+			t.Logf("ON_UNAVAILABLE=%s: %d OK (%.0f of them allowed by ON_UNAVAILABLE), %d OVER_LIMIT, %d errors in %v; bound %.0f (%.1f%%); UpdateItem calls %.0f, contended %.0f, DynamoDB calls that ran out %.0f",
+				policy, l.ok.Load(), allowed, l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, 100*ok/bound,
+				f.metric(t, "ratelimit_dynamodb_calls_total", `operation="UpdateItem"`), f.metric(t, "ratelimit_dynamodb_contended_total"), timeouts)
+			if decided := ok - allowed; decided > bound {
+				t.Errorf("the table admitted %.0f, want at most %.0f (100 + 10/s × %v)", decided, bound, l.elapsed)
 			}
 			if ok < 0.97*bound {
 				t.Errorf("%v OK answers, want at least %.0f (97%% of %.0f)", ok, 0.97*bound, bound)
@@ -233,17 +259,7 @@ func TestFleetColdStart(t *testing.T) {
 		return req
 	}, nil)
 	bound := 100 + 10*l.elapsed.Seconds()
-	var allowed, timeouts float64
-	perReplica := float64(callers / len(f.procs))
-	for i, p := range f.procs {
-		url := "http://" + p.DebugAddr() + "/metrics"
-		a := scrape(t, url, "ratelimit_on_unavailable_total", `decision="allowed"`)
-		n := scrape(t, url, "ratelimit_dynamodb_calls_total", `outcome="timeout"`)
-		if a > perReplica*n {
-			t.Errorf("replica %d answered %.0f by ON_UNAVAILABLE=allow after %.0f DynamoDB calls that ran out, want at most %.0f each: an allowed answer no call of DynamoDB explains", i, a, n, perReplica)
-		}
-		allowed, timeouts = allowed+a, timeouts+n
-	}
+	allowed, timeouts := f.allowed(t, callers/len(f.procs))
 	t.Logf("cold start, 50 ms budget: %d OK (%.0f of them allowed by ON_UNAVAILABLE), %d OVER_LIMIT, %d errors in %v; bound %.0f; DynamoDB calls that ran out %.0f",
 		l.ok.Load(), allowed, l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, timeouts)
 	if decided := float64(l.ok.Load()) - allowed; decided > bound {
