@@ -72,7 +72,8 @@ type Options struct {
 	// returns nil until then.
 	Initial *descriptors.Config
 	// OnUpdate, when set, is called after every response with whether its
-	// configuration was applied and when.
+	// configuration was applied and when; for the first applied, before
+	// Ready is closed.
 	OnUpdate func(ok bool, err error, at time.Time)
 	// Logger receives one entry per response and per broken stream; nil
 	// means the standard logger.
@@ -169,7 +170,8 @@ func (c *Client) publish(fields logrus.Fields) {
 	}
 }
 
-// Ready is closed when the first pushed configuration has been applied.
+// Ready is closed when the first pushed configuration has been applied
+// and reported to OnUpdate.
 func (c *Client) Ready() <-chan struct{} { return c.ready }
 
 // Loaded reports whether a pushed configuration has been applied.
@@ -341,7 +343,6 @@ func (c *Client) apply(resp *discovery.DiscoveryResponse) error {
 	c.rules = cfg
 	c.publish(logrus.Fields{"version": resp.GetVersionInfo()})
 	c.mu.Unlock()
-	c.once.Do(func() { close(c.ready) })
 	if warnings := cfg.Warnings(); len(warnings) > 0 {
 		ws := make([]string, len(warnings))
 		for i, w := range warnings {
@@ -353,6 +354,10 @@ func (c *Client) apply(resp *discovery.DiscoveryResponse) error {
 	if c.o.OnUpdate != nil {
 		c.o.OnUpdate(true, nil, at)
 	}
+	// Ready after the report: whoever waits for the first configuration
+	// sees its outcome already counted, and a reload it starts is counted
+	// after it.
+	c.once.Do(func() { close(c.ready) })
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +226,33 @@ func TestForceStart(t *testing.T) {
 		if err != nil || resp.GetOverallCode() != want {
 			t.Errorf("call %d after the push = %v, %v, want %v", i, resp.GetOverallCode(), err, want)
 		}
+	}
+}
+
+// TestReadyAfterReport: the first configuration is reported to OnUpdate
+// before Ready closes, so a reload started by whoever waited for Ready is
+// counted after it (its report is not overwritten by the first push's).
+func TestReadyAfterReport(t *testing.T) {
+	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	m := xdstest.Start(t, snap, "127.0.0.1:0", nil)
+	defer m.Stop()
+	var reported atomic.Bool
+	var c *xdsconfig.Client
+	readyAtReport := make(chan bool, 1)
+	c = start(t, xdsconfig.Options{ServerURL: m.Addr(), OnUpdate: func(ok bool, _ error, _ time.Time) {
+		// The report of the first push is under way: Ready must wait
+		// for it.
+		if ok && !reported.Swap(true) {
+			readyAtReport <- c.Loaded()
+		}
+	}})
+	push(t, snap, "1", conf("api", rlsconf.RateLimitUnit_MINUTE, 10))
+	<-c.Ready()
+	if !reported.Load() {
+		t.Fatalf("Ready closed before the first configuration was reported to OnUpdate")
+	}
+	if <-readyAtReport {
+		t.Errorf("Loaded() = true while the first configuration was being reported, want false until OnUpdate returns")
 	}
 }
 
