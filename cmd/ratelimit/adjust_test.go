@@ -16,6 +16,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/internal/xdstest"
 )
 
@@ -141,8 +142,9 @@ func egRules() *rlsconf.RateLimitConfig {
 
 // TestXDSAdjustmentsReloadConfig: over xDS the adjustments directory is
 // merged with the pushed rules, reloaded on SIGHUP (Trigger); a bad
-// adjustments block keeps the adjustments that serve, and a fixed one
-// replaces them.
+// adjustments block keeps the adjustments that serve, and
+// ratelimit_config_last_reload_successful stays 0 through a later push
+// until a fixed one replaces them.
 func TestXDSAdjustmentsReloadConfig(t *testing.T) {
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	srv := xdstest.Start(t, snap, "127.0.0.1:0", nil)
@@ -199,12 +201,61 @@ func TestXDSAdjustmentsReloadConfig(t *testing.T) {
 	if !strings.Contains(src.dump(), "default/eg/http adjustment tokens:") {
 		t.Errorf("/rlconfig lacks the adjustment:\n%s", src.dump())
 	}
+	// A push that lands while the adjustments are bad does not clear the
+	// failure: the gauge is 1 only while both sources' last attempts
+	// succeeded.
+	pushes := testutil.CounterValue(t, reg, "ratelimit_config_reloads_total", map[string]string{"result": "success"})
+	xdstest.Push(t, snap, "default", "2", egRules())
+	waitUntil(t, "the second push", func() bool {
+		return testutil.CounterValue(t, reg, "ratelimit_config_reloads_total", map[string]string{"result": "success"}) > pushes
+	})
+	if got := reloadSucceeded(t, reg); got != 0 {
+		t.Errorf("last reload successful = %v after a push with the adjustments still bad, want 0", got)
+	}
 
 	writeConfig(t, dir, "adjust.yaml", strings.Replace(egAdjustments, "llm_total_token", "llm_output_token", 1))
 	src.trigger()
 	waitUntil(t, "the fixed adjustments", func() bool { return cost() == "metadata io.envoy.ai_gateway/llm_output_token" })
 	if got := reloadSucceeded(t, reg); got != 1 {
 		t.Errorf("last reload successful = %v after the fix, want 1", got)
+	}
+}
+
+// TestReloadSourcesGauge: over xDS the last-reload gauge is 1 only while
+// the last attempt of both sources (pushes, adjustments) succeeded, in
+// either order; every attempt is counted.
+func TestReloadSourcesGauge(t *testing.T) {
+	type step struct {
+		source int
+		ok     bool
+		gauge  float64
+	}
+	for _, tt := range []struct {
+		name  string
+		steps []step
+	}{
+		{"both good", []step{{sourceAdjustments, true, 1}, {sourceXDS, true, 1}}},
+		{"bad adjustments, then a push", []step{{sourceXDS, true, 1}, {sourceAdjustments, false, 0}, {sourceXDS, true, 0}, {sourceAdjustments, true, 1}}},
+		{"a NACKed push, then adjustments", []step{{sourceXDS, false, 0}, {sourceAdjustments, true, 0}, {sourceXDS, true, 1}}},
+		{"both bad, one fixed", []step{{sourceXDS, false, 0}, {sourceAdjustments, false, 0}, {sourceXDS, true, 0}, {sourceAdjustments, true, 1}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			r := &reloadSources{m: metrics.New(reg)}
+			var failures float64
+			for i, st := range tt.steps {
+				r.observe(st.source, st.ok, time.Now())
+				if !st.ok {
+					failures++
+				}
+				if got := reloadSucceeded(t, reg); got != st.gauge {
+					t.Errorf("step %d: last reload successful = %v, want %v", i, got, st.gauge)
+				}
+			}
+			if got := testutil.CounterValue(t, reg, "ratelimit_config_reloads_total", map[string]string{"result": "failure"}); got != failures {
+				t.Errorf("failures counted = %v, want %v", got, failures)
+			}
+		})
 	}
 }
 
@@ -223,17 +274,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // reloadSucceeded reads ratelimit_config_last_reload_successful.
 func reloadSucceeded(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "ratelimit_config_last_reload_successful" {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatal("no ratelimit_config_last_reload_successful")
-	return -1
+	return testutil.CounterValue(t, reg, "ratelimit_config_last_reload_successful", nil)
 }
 
 // TestFileAdjustmentsReloadConfig: from files, a reload whose adjustments

@@ -69,6 +69,7 @@ func openConfig(ctx context.Context, s config.Settings, m *metrics.Metrics, log 
 // and every request is answered OK (an empty configuration) until the first
 // configuration arrives.
 func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *logrus.Entry) (configSource, error) {
+	sources := &reloadSources{m: m}
 	md, err := s.XDSNodeMetadataMap()
 	if err != nil {
 		return configSource{}, fmt.Errorf("CONFIG_GRPC_XDS_NODE_METADATA: %w", err)
@@ -87,7 +88,7 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 		Parse: func(files []descriptors.File) (*descriptors.Config, error) {
 			return descriptors.Parse(files, s.LoadOptions())
 		},
-		OnUpdate: func(ok bool, _ error, at time.Time) { m.ObserveReload(ok, at) },
+		OnUpdate: func(ok bool, _ error, at time.Time) { sources.observe(sourceXDS, ok, at) },
 		Logger:   log,
 	}
 	if s.XDSServerUseTLS {
@@ -104,7 +105,7 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 	if err != nil {
 		return configSource{}, err
 	}
-	adjust, err := openAdjustments(s, client, m, log)
+	adjust, err := openAdjustments(s, client, sources, log)
 	if err != nil {
 		return configSource{}, err
 	}
@@ -179,7 +180,7 @@ func openXDS(ctx context.Context, s config.Settings, m *metrics.Metrics, log *lo
 // directory that does not exist means no adjustments (nil), unless
 // CONFIG_DIR names it. A bad file stops the start, and on a reload keeps the
 // adjustments that serve.
-func openAdjustments(s config.Settings, client *xdsconfig.Client, m *metrics.Metrics, log *logrus.Entry) (*config.Reloader, error) {
+func openAdjustments(s config.Settings, client *xdsconfig.Client, sources *reloadSources, log *logrus.Entry) (*config.Reloader, error) {
 	dir := s.ConfigDir()
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && s.ConfigDirOverride == "" {
 		log.WithField("dir", dir).Info("no adjustments directory: the rules pushed over xDS are not settled after the response")
@@ -204,7 +205,7 @@ func openAdjustments(s config.Settings, client *xdsconfig.Client, m *metrics.Met
 			if reloader != nil {
 				update()
 			}
-			m.ObserveReload(ok, at)
+			sources.observe(sourceAdjustments, ok, at)
 		},
 	})
 	if err != nil {
@@ -220,4 +221,29 @@ func adjustmentsLoader(s config.Settings) func(dir string) (*descriptors.Config,
 	opts := s.LoadOptions()
 	opts.AdjustmentsOnly = true
 	return func(dir string) (*descriptors.Config, error) { return descriptors.LoadDir(dir, opts) }
+}
+
+// The sources of a configuration over xDS: the pushed rules and the
+// adjustments directory.
+const (
+	sourceXDS = iota
+	sourceAdjustments
+)
+
+// reloadSources reports the reloads of the two sources of a configuration
+// over xDS: each attempt is counted, and the last-reload gauge is 1 only
+// while the last attempt of both succeeded (a push that lands after a bad
+// adjustments file does not clear the failure).
+type reloadSources struct {
+	m      *metrics.Metrics
+	mu     sync.Mutex
+	failed [2]bool
+}
+
+// observe records an attempt of source (sourceXDS or sourceAdjustments).
+func (r *reloadSources) observe(source int, ok bool, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed[source] = !ok
+	r.m.ObserveSourceReload(ok, !r.failed[sourceXDS] && !r.failed[sourceAdjustments], at)
 }

@@ -340,7 +340,14 @@ func (m *Metrics) InvalidRequest(reason string) {
 }
 
 // ObserveReload records a descriptor configuration reload attempt at at.
-func (m *Metrics) ObserveReload(ok bool, at time.Time) {
+func (m *Metrics) ObserveReload(ok bool, at time.Time) { m.ObserveSourceReload(ok, ok, at) }
+
+// ObserveSourceReload records an attempt at at of one of several sources
+// the configuration is made of (rules pushed over xDS, adjustments from a
+// directory): the counters by ok, and the last-reload gauge by healthy,
+// whether the last attempt of every source succeeded, so that a success
+// of one source does not hide a failure of the other.
+func (m *Metrics) ObserveSourceReload(ok, healthy bool, at time.Time) {
 	if m == nil {
 		return
 	}
@@ -353,10 +360,13 @@ func (m *Metrics) ObserveReload(ok bool, at time.Time) {
 	}
 	if ok {
 		m.reloads[1].Inc()
-		m.reloadOK.Set(1)
 		m.reloadLastOK.Set(float64(at.UnixNano()) / 1e9)
-		return
+	} else {
+		m.reloads[0].Inc()
 	}
-	m.reloads[0].Inc()
-	m.reloadOK.Set(0)
+	if healthy {
+		m.reloadOK.Set(1)
+	} else {
+		m.reloadOK.Set(0)
+	}
 }
