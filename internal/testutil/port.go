@@ -1,8 +1,14 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -17,12 +23,65 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
-// FindFreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// portFloor is the lowest port FindFreePort draws from.
+const portFloor = 10000
+
+var ports struct {
+	sync.Mutex
+	given map[int]bool // ports handed out by this process
+}
+
+// FindFreePort returns a TCP port that was free on 127.0.0.1 a moment ago
+// and that this process has not handed out before. It draws the port
+// below the kernel's ephemeral range (ip_local_port_range), where the
+// source port of an outgoing connection cannot take it between the
+// moment it is found and the moment a server binds it; when that range
+// cannot be read or leaves no room, it asks the kernel for one.
 func FindFreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("testutil: find a free port: %w", err)
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.given == nil || len(ports.given) > 4096 {
+		ports.given = make(map[int]bool)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	hi := ephemeralLow()
+	var last error
+	for range 200 {
+		port := 0
+		if hi > portFloor {
+			port = portFloor + rand.IntN(hi-portFloor)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			last = err
+			continue
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !ports.given[port] {
+			ports.given[port] = true
+			return port, nil
+		}
+	}
+	if last == nil {
+		last = errors.New("every port drawn was handed out before")
+	}
+	return 0, fmt.Errorf("testutil: find a free port: %w", last)
+}
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range, or 0
+// when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }

@@ -45,10 +45,11 @@ type Server struct {
 	// GRPCPort, HTTPPort and DebugPort are its listeners on 127.0.0.1.
 	GRPCPort, HTTPPort, DebugPort int
 
-	o    ServerOptions
-	mu   sync.Mutex
-	proc *Process
-	logs strings.Builder // output of the processes stopped so far
+	o       ServerOptions
+	mu      sync.Mutex
+	proc    *Process
+	started bool            // it has been ready once: its ports are its own
+	logs    strings.Builder // output of the processes stopped so far
 }
 
 // StartServer runs o.Bin (default: the ratelimit binary, built once) on
@@ -95,23 +96,64 @@ func NewServer(o ServerOptions) (*Server, error) {
 
 func newServer(o ServerOptions) (*Server, error) {
 	s := &Server{o: o}
-	for _, p := range []*int{&s.GRPCPort, &s.HTTPPort, &s.DebugPort} {
-		var err error
-		if *p, err = FindFreePort(); err != nil {
-			return nil, err
-		}
+	if err := s.pickPorts(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// pickPorts gives the server three free ports.
+func (s *Server) pickPorts() error {
+	for _, p := range []*int{&s.GRPCPort, &s.HTTPPort, &s.DebugPort} {
+		var err error
+		if *p, err = FindFreePort(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Start starts the binary, again after Stop, on the same ports, and waits
-// until it is ready.
+// until it is ready. On the first start a port found taken (another
+// process bound it since it was found free) is given up for three new
+// ones; after a Stop the same ports are tried again, since a port of the
+// previous process may linger for a moment.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
 		return fmt.Errorf("testutil: %s is already running", s.o.Bin)
 	}
+	var err error
+	for range 50 {
+		cmd := exec.Command(s.o.Bin, s.o.Args...)
+		cmd.Env = s.env()
+		p, lerr := Launch(s.o.Bin, cmd)
+		if lerr != nil {
+			return lerr
+		}
+		if err = s.waitReady(p); err == nil {
+			s.proc, s.started = p, true
+			return nil
+		}
+		_ = p.Stop(syscall.SIGKILL, 0)
+		s.logs.WriteString(p.Output())
+		if !strings.Contains(p.Output(), "address already in use") {
+			break
+		}
+		if !s.started {
+			if perr := s.pickPorts(); perr != nil {
+				return perr
+			}
+			continue
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("testutil: %s: %w\n%s", s.o.Bin, err, s.logs.String())
+}
+
+// env is the environment of the server's process.
+func (s *Server) env() []string {
 	var env []string
 	if !s.o.OwnEnv {
 		env = os.Environ()
@@ -120,27 +162,7 @@ func (s *Server) Start() error {
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(s.GRPCPort),
 		"HOST=127.0.0.1", "PORT="+strconv.Itoa(s.HTTPPort),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(s.DebugPort))
-	env = append(env, s.o.Env...)
-	var err error
-	for range 50 { // a port of the previous process may linger for a moment
-		cmd := exec.Command(s.o.Bin, s.o.Args...)
-		cmd.Env = env
-		p, lerr := Launch(s.o.Bin, cmd)
-		if lerr != nil {
-			return lerr
-		}
-		if err = s.waitReady(p); err == nil {
-			s.proc = p
-			return nil
-		}
-		_ = p.Stop(syscall.SIGKILL, 0)
-		s.logs.WriteString(p.Output())
-		if !strings.Contains(p.Output(), "address already in use") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("testutil: %s: %w\n%s", s.o.Bin, err, s.logs.String())
+	return append(env, s.o.Env...)
 }
 
 func (s *Server) waitReady(p *Process) error {

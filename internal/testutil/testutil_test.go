@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,80 @@ func TestFreePortIsFree(t *testing.T) {
 		t.Fatalf("listen on FreePort() = %d: %v", port, err)
 	}
 	_ = l.Close()
+}
+
+// TestFreePortsDistinctBelowEphemeral: ports are never handed out twice,
+// and lie below the ephemeral range, where no outgoing connection's source
+// port can take them.
+func TestFreePortsDistinctBelowEphemeral(t *testing.T) {
+	low := ephemeralLow()
+	if low <= portFloor {
+		t.Fatalf("ip_local_port_range starts at %d: no room below it; this test expects Linux's default (32768)", low)
+	}
+	seen := map[int]bool{}
+	for range 500 {
+		p := FreePort(t)
+		if seen[p] {
+			t.Fatalf("FreePort() = %d twice", p)
+		}
+		seen[p] = true
+		if p < portFloor || p >= low {
+			t.Errorf("FreePort() = %d, want in [%d, %d)", p, portFloor, low)
+		}
+	}
+}
+
+// TestHelperServer is the server TestServerMovesOffATakenPort starts: it
+// binds the three listeners a Server gives it and answers /healthcheck.
+func TestHelperServer(t *testing.T) {
+	if os.Getenv("TESTUTIL_HELPER_SERVER") != "1" {
+		t.Skip("helper process for TestServerMovesOffATakenPort")
+	}
+	for _, k := range []string{"GRPC_PORT", "DEBUG_PORT"} {
+		if _, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(k)); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+}
+
+// TestServerMovesOffATakenPort: a port another process took between being
+// found free and being bound is given up on the first start; a restart
+// keeps the ports.
+func TestServerMovesOffATakenPort(t *testing.T) {
+	s, err := newServer(ServerOptions{Bin: os.Args[0], Args: []string{"-test.run=^TestHelperServer$"}, Env: []string{"TESTUTIL_HELPER_SERVER=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := s.DebugPort
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", taken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start() with its debug port taken = %v", err)
+	}
+	if s.DebugPort == taken {
+		t.Errorf("DebugPort = %d, the port taken", taken)
+	}
+	ports := [3]int{s.GRPCPort, s.HTTPPort, s.DebugPort}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start() again = %v", err)
+	}
+	defer func() { _ = s.Stop() }()
+	if again := [3]int{s.GRPCPort, s.HTTPPort, s.DebugPort}; again != ports {
+		t.Errorf("ports after a restart = %v, want %v", again, ports)
+	}
 }
 
 func TestRepoRootHoldsGoMod(t *testing.T) {
