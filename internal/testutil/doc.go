@@ -14,6 +14,11 @@
 // Binary (and so StartServer without a Bin) skip the test under -short: the
 // fast loop builds no binary. Nothing else here skips.
 //
+// Free ports are drawn below the kernel's ephemeral range, so that no
+// outgoing connection's source port takes one before its server binds it,
+// and none is handed out twice in a process; a Server whose port was taken
+// anyway moves to new ones on its first start.
+//
 // Every process started here dies with the test binary (Pdeathsig). A
 // Process, a Server and a LockedBuffer are safe for concurrent use.
 package testutil
