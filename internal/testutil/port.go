@@ -26,10 +26,11 @@ func FreePort(t testing.TB) int {
 // portFloor is the lowest port FindFreePort draws from.
 const portFloor = 10000
 
-var ports struct {
+// ports are the ports this process has handed out.
+var ports = struct {
 	sync.Mutex
-	given map[int]bool // ports handed out by this process
-}
+	given map[int]bool
+}{given: make(map[int]bool)}
 
 // FindFreePort returns a TCP port that was free on 127.0.0.1 a moment ago
 // and that this process has not handed out before. It draws the port
@@ -40,9 +41,6 @@ var ports struct {
 func FindFreePort() (int, error) {
 	ports.Lock()
 	defer ports.Unlock()
-	if ports.given == nil || len(ports.given) > 4096 {
-		ports.given = make(map[int]bool)
-	}
 	hi := ephemeralLow()
 	var last error
 	for range 200 {

@@ -16,6 +16,33 @@ import (
 	"time"
 )
 
+// TestMain runs the tests, or, in the process TestServerMovesOffATakenPort
+// starts (TESTUTIL_HELPER_SERVER=1), the helper server.
+func TestMain(m *testing.M) {
+	if os.Getenv("TESTUTIL_HELPER_SERVER") == "1" {
+		helperServer()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// helperServer binds the three listeners a Server gives it and answers
+// /healthcheck; a port it cannot bind ends it with the error.
+func helperServer() {
+	for _, k := range []string{"GRPC_PORT", "DEBUG_PORT"} {
+		if _, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(k)); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+}
+
 func TestLockedBufferKeepsTheLastBytes(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -72,31 +99,11 @@ func TestFreePortsDistinctBelowEphemeral(t *testing.T) {
 	}
 }
 
-// TestHelperServer is the server TestServerMovesOffATakenPort starts: it
-// binds the three listeners a Server gives it and answers /healthcheck.
-func TestHelperServer(t *testing.T) {
-	if os.Getenv("TESTUTIL_HELPER_SERVER") != "1" {
-		t.Skip("helper process for TestServerMovesOffATakenPort")
-	}
-	for _, k := range []string{"GRPC_PORT", "DEBUG_PORT"} {
-		if _, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(k)); err != nil {
-			fmt.Println(err)
-			os.Exit(1)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
-}
-
 // TestServerMovesOffATakenPort: a port another process took between being
 // found free and being bound is given up on the first start; a restart
 // keeps the ports.
 func TestServerMovesOffATakenPort(t *testing.T) {
-	s, err := newServer(ServerOptions{Bin: os.Args[0], Args: []string{"-test.run=^TestHelperServer$"}, Env: []string{"TESTUTIL_HELPER_SERVER=1"}})
+	s, err := newServer(ServerOptions{Bin: os.Args[0], Env: []string{"TESTUTIL_HELPER_SERVER=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

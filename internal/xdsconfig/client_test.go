@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,23 +235,25 @@ func TestReadyAfterReport(t *testing.T) {
 	snap := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	m := xdstest.Start(t, snap, "127.0.0.1:0", nil)
 	defer m.Stop()
-	var reported atomic.Bool
 	var c *xdsconfig.Client
-	readyAtReport := make(chan bool, 1)
+	loadedAtReport := make(chan bool, 1) // Loaded() while the first push is reported
 	c = start(t, xdsconfig.Options{ServerURL: m.Addr(), OnUpdate: func(ok bool, _ error, _ time.Time) {
-		// The report of the first push is under way: Ready must wait
-		// for it.
-		if ok && !reported.Swap(true) {
-			readyAtReport <- c.Loaded()
+		if ok {
+			select {
+			case loadedAtReport <- c.Loaded():
+			default:
+			}
 		}
 	}})
 	push(t, snap, "1", conf("api", rlsconf.RateLimitUnit_MINUTE, 10))
 	<-c.Ready()
-	if !reported.Load() {
+	select {
+	case loaded := <-loadedAtReport:
+		if loaded {
+			t.Errorf("Loaded() = true while the first configuration was being reported, want false until OnUpdate returns")
+		}
+	default:
 		t.Fatalf("Ready closed before the first configuration was reported to OnUpdate")
-	}
-	if <-readyAtReport {
-		t.Errorf("Loaded() = true while the first configuration was being reported, want false until OnUpdate returns")
 	}
 }
 
