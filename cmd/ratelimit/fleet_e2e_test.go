@@ -96,8 +96,9 @@ func (f *fleet) drive(callers int, value string, d time.Duration) *load {
 }
 
 // driveWith runs callers spread over the replicas for d, caller c asking
-// next(c) in a loop; seen, when set, is told of every answered request.
-func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *pb.RateLimitRequest, seen func(req *pb.RateLimitRequest, resp *pb.RateLimitResponse)) *load {
+// next(c) in a loop; seen, when set, is told of every answered request and
+// when it was sent.
+func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *pb.RateLimitRequest, seen func(req *pb.RateLimitRequest, resp *pb.RateLimitResponse, sent time.Time)) *load {
 	var l load
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -107,6 +108,7 @@ func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *p
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				req := next(c)
+				sent := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(f.callTimeout, 2*time.Second))
 				resp, err := client.ShouldRateLimit(ctx, req)
 				cancel()
@@ -121,7 +123,7 @@ func (f *fleet) driveWith(callers int, d time.Duration, next func(caller int) *p
 					l.over.Add(1)
 				}
 				if seen != nil {
-					seen(req, resp)
+					seen(req, resp, sent)
 				}
 			}
 		})

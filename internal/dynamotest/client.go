@@ -56,8 +56,9 @@ func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
 // DropAtCleanup deletes table name when t ends (after the cleanups
 // registered later, such as stopping the processes that use it). DynamoDB
 // Local keeps every table, item and stream record of a run in its heap, so
-// a long run that kept them would slow it down test after test. A table
-// that is already gone is fine.
+// a long run that kept them would slow it down test after test; it keeps
+// a dropped table's stream too, which the shared instance's fresh starts
+// answer (recycleAfter). A table that is already gone is fine.
 func (l *Local) DropAtCleanup(t testing.TB, name string) {
 	t.Helper()
 	c := l.Client(t)
@@ -65,5 +66,8 @@ func (l *Local) DropAtCleanup(t testing.TB, name string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &name})
+		l.mu.Lock()
+		l.dropped++
+		l.mu.Unlock()
 	})
 }

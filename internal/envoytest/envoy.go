@@ -150,6 +150,9 @@ func startEnvoy(t testing.TB, bootstrap []byte, adminPort int) (*Envoy, error) {
 	if err := e.waitReady(); err != nil {
 		return nil, fmt.Errorf("envoytest: envoy: %w\nbootstrap:\n%s\noutput:\n%s", err, bootstrap, p.Output())
 	}
+	probe := testutil.StartProber(fmt.Sprintf("envoy :%d (GET /ready)", adminPort), p.Pid, testutil.HTTPProbe(e.Admin+"/ready"))
+	t.Cleanup(probe.Stop)
+	testutil.ReportSlowOnFailure(t, probe)
 	return e, nil
 }
 

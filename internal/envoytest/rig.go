@@ -155,15 +155,18 @@ func (r *Rig) DoErr(c *http.Client, method, path string, header ...string) (Resp
 }
 
 // DynamoDBTable returns the binary's settings for a fresh table on local,
-// created with `ratelimit table create` as a user would.
+// created with `ratelimit table create` as a user would, and dropped when
+// t ends.
 func DynamoDBTable(t testing.TB, local *dynamotest.Local) []string {
 	t.Helper()
+	table := dynamotest.TableName(t)
 	env := []string{
 		"BACKEND_TYPE=dynamodb",
 		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
-		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
+		"DYNAMODB_TABLE=" + table,
 		"AWS_REGION=us-east-1",
 	}
+	local.DropAtCleanup(t, table)
 	RunBinary(t, env, "table", "create")
 	return env
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ func StartServer(t testing.TB, o ServerOptions) *Server {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
+	probe := StartProber(fmt.Sprintf("%s :%d (GET /healthcheck)", filepath.Base(o.Bin), s.GRPCPort), s.Pid, HTTPProbe("http://"+s.HTTPAddr()+"/healthcheck"))
+	t.Cleanup(probe.Stop)
+	ReportSlowOnFailure(t, probe)
 	return s
 }
 

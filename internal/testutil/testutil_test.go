@@ -200,3 +200,56 @@ func TestStartProcessStopsAtCleanup(t *testing.T) {
 		t.Errorf("Err() = %v, want killed by SIGTERM", err)
 	}
 }
+
+// TestPortReservedAgainstOtherProcesses: a port FindFreePort handed out is
+// locked in its file, so that another test binary's reservePort of it
+// fails (a lock taken through another open file, as another process
+// would), and a port no one holds can be reserved.
+func TestPortReservedAgainstOtherProcesses(t *testing.T) {
+	port := FreePort(t)
+	if f, err := reservePort(port); err == nil {
+		_ = f.Close()
+		t.Fatalf("reservePort(%d) of a port handed out succeeded, want it refused", port)
+	}
+	other := FreePort(t)
+	ports.Lock()
+	lock := ports.given[other]
+	delete(ports.given, other)
+	ports.Unlock()
+	_ = lock.Close() // as if the process holding it had exited
+	f, err := reservePort(other)
+	if err != nil {
+		t.Fatalf("reservePort(%d) after its holder let go: %v", other, err)
+	}
+	_ = f.Close()
+}
+
+// TestProberSummary: a prober's summary counts its probes since a time,
+// their failures and quantiles, and the CPU its process used; the report
+// of a failed test names every prober added for it.
+func TestProberSummary(t *testing.T) {
+	p := newProber("probed", func() int { return os.Getpid() }, nil)
+	from := time.Now()
+	for i := range 100 {
+		p.add(probeSample{at: from.Add(time.Duration(i) * time.Millisecond), took: time.Duration(i+1) * time.Millisecond, failed: i%10 == 0, cpu: time.Duration(i) * 10 * time.Millisecond})
+	}
+	got := p.Summary(from)
+	for _, want := range []string{"probed: 100 probes", "p50 50ms", "p99 99ms", "max 100ms", "10 failed", "CPU 1.0 s in 0.1 s (10.00 cores)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Summary = %q, want it to hold %q", got, want)
+		}
+	}
+	if got := p.Summary(from.Add(time.Hour)); got != "probed: no probe" {
+		t.Errorf("Summary of a window without probes = %q", got)
+	}
+	r := &slowReport{from: from, probers: []*Prober{p}}
+	if text := r.text(); !strings.Contains(text, "probed: 100 probes") || !strings.Contains(text, "load average") {
+		t.Errorf("report = %q, want the prober's summary and the load average", text)
+	}
+	if cpu := ProcessCPU(os.Getpid()); cpu < 0 {
+		t.Errorf("ProcessCPU of this process = %v, want it read", cpu)
+	}
+	if cpu := ProcessCPU(0); cpu != -1 {
+		t.Errorf("ProcessCPU(0) = %v, want -1", cpu)
+	}
+}
