@@ -215,7 +215,10 @@ func TestOutageLocal(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// The probers of DynamoDB Local and of this test binary stop at
+		// the test's cleanup, after this check.
+		goleak.IgnoreAnyFunction("github.com/dynalimit/dynalimit/internal/testutil.(*Prober).run"))
 	// Timeout: the 15 ms default plus headroom for the shared 2-core build
 	// machine, where a healthy DynamoDB Local call can take 20 ms.
 	const timeout = 50 * time.Millisecond
