@@ -56,9 +56,9 @@ func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
 // DropAtCleanup deletes table name when t ends (after the cleanups
 // registered later, such as stopping the processes that use it). DynamoDB
 // Local keeps every table, item and stream record of a run in its heap, so
-// a long run that kept them would slow it down test after test; it keeps
-// a dropped table's stream too, which the shared instance's fresh starts
-// answer (recycleAfter). A table that is already gone is fine.
+// a long run that kept them would slow it down test after test; even
+// dropped tables slow it, which the shared instance's fresh starts answer
+// (recycleAfter). A table that is already gone is fine.
 func (l *Local) DropAtCleanup(t testing.TB, name string) {
 	t.Helper()
 	c := l.Client(t)

@@ -62,13 +62,13 @@ type Local struct {
 }
 
 // recycleAfter is how many dropped tables the shared DynamoDB Local serves
-// before it is started afresh. DynamoDB Local keeps a dropped table's
-// stream, and every write pays for the streams it keeps: with a new
-// table of the production schema for each 1,000 writes, its CPU a write
-// grew from 3.5 ms at the 5th table to 5.8 ms at the 12th, and with
-// 2,000 writes a table its pace fell from 240 to 30 writes a second by
-// the 10th (BenchmarkTablesDropped, docs/development.md). Writes on one
-// table do not slow it. A fresh start costs 2–4 s and a cold JIT.
+// before it is started afresh. Each write of DynamoDB Local gets dearer
+// with every table of the production schema it has held, dropped or not:
+// with a new table for each 1,000 writes, its CPU a write grew from
+// 4.3 ms at the 4th table to 5.8 ms at the 12th, and with 2,000 writes a
+// table its pace fell from 240 to 30 writes a second by the 10th
+// (BenchmarkTablesDropped, docs/development.md). Writes on one table do
+// not slow it. A fresh start costs 2–4 s and a cold JIT.
 const recycleAfter = 6
 
 var (
