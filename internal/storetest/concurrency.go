@@ -163,6 +163,31 @@ func lockBuckets() []cascade.Debit {
 	return ds
 }
 
+// waitProgress waits until done is closed, and fails t as a deadlock when
+// finished, out of total, stays the same for deadlockAfter. A slow store
+// (DynamoDB Local on a busy machine took 100 s over what a quiet one does
+// in 25) is not a deadlock; no plan finishing for a minute is.
+func waitProgress(t *testing.T, done <-chan struct{}, finished *atomic.Int64, total int) {
+	t.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, since := finished.Load(), time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		if n := finished.Load(); n != last {
+			last, since = n, time.Now()
+			continue
+		}
+		if time.Since(since) >= deadlockAfter {
+			t.Fatalf("no plan finished for %v (%d of %d done): deadlock", deadlockAfter, last, total)
+		}
+	}
+}
+
 // testOverlappingPlans runs plans over random subsets of shared buckets, in
 // random order (so a store that locks in plan order would deadlock), and
 // checks that every bucket lost exactly what the admitted plans debited.
@@ -175,6 +200,7 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 		wg       sync.WaitGroup
 		done     = make(chan struct{})
 	)
+	var finished atomic.Int64 // plans decided or failed, for the watchdog
 	for g := range lockGoroutines {
 		s := ss[g%len(ss)]
 		wg.Go(func() {
@@ -191,6 +217,7 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 					p.Debits = append(p.Debits, d)
 				}
 				dec, err := s.Acquire(context.Background(), p)
+				finished.Add(1)
 				if err != nil {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -205,11 +232,7 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 		})
 	}
 	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(deadlockAfter):
-		t.Fatalf("%d goroutines × %d overlapping plans did not finish within %v: deadlock", lockGoroutines, lockPlans, deadlockAfter)
-	}
+	waitProgress(t, done, &finished, lockGoroutines*lockPlans)
 	if n := failures.Load(); n > 0 {
 		t.Fatalf("Acquire failed %d times; first error: %v", n, firstErr.Load())
 	}
@@ -264,6 +287,7 @@ func testHotParent(t *testing.T, ss []Store) {
 		firstErr       atomic.Value
 		wg             sync.WaitGroup
 	)
+	var finished atomic.Int64 // plans decided or failed, for the watchdog
 	for g := range lockGoroutines {
 		s := ss[g%len(ss)]
 		wg.Go(func() {
@@ -272,6 +296,7 @@ func testHotParent(t *testing.T, ss []Store) {
 				k := rng.IntN(chainKeys)
 				p := &cascade.Plan{Debits: tiers(k)}
 				dec, err := s.Acquire(context.Background(), p)
+				finished.Add(1)
 				if err != nil {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
