@@ -84,12 +84,12 @@ type outageRun struct {
 	// exited and answered before it was started again: no write of theirs
 	// can have landed. during counts by the answer's time, and so includes
 	// answers to writes that landed as the kill began.
-	dead  int
-	asked int
-	outage, run                  time.Duration
-	firstSecondAfter             int // admitted in the first second after the outage
-	errs                         int64
-	local                        float64
+	dead             int
+	asked            int
+	outage, run      time.Duration
+	firstSecondAfter int // admitted in the first second after the outage
+	errs             int64
+	local            float64
 }
 
 // TestOutageThreeModes kills DynamoDB Local for 5 s in the middle of a 24 s
