@@ -65,9 +65,17 @@ func TestRecordReadsRunAtMostMaxRunning(t *testing.T) {
 		}
 		fs = append(fs, got[0])
 	}
-	for deadline := time.Now().Add(5 * time.Second); s.running() != maxRunning; time.Sleep(time.Millisecond) {
+	// Every running read has begun (called read), not only been counted:
+	// else, on a busy machine, one that had not begun yet was overtaken by
+	// the queued read once the others ended (seen once in make test).
+	begun := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reads)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.running() != maxRunning || begun() != maxRunning; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("reads running = %d, want %d", s.running(), maxRunning)
+			t.Fatalf("reads running = %d and begun = %d, want %d", s.running(), begun(), maxRunning)
 		}
 	}
 	next := s.flyRecords([]string{"k4", "k5"}, decision, read)
