@@ -54,11 +54,10 @@ type Local struct {
 	prober *testutil.Prober
 
 	// The shared instance (Main) is started afresh once it has dropped
-	// recycleAfter tables and no test uses it: see recycle.
+	// recycleAfter tables and no test uses it: see use.
 	users        int // tests using l now (Shared)
 	dropped      int // tables dropped since the process started
 	recycleAfter int // 0: never
-	recycles     int // fresh starts so far
 }
 
 // recycleAfter is how many dropped tables the shared DynamoDB Local serves
@@ -161,7 +160,6 @@ func (l *Local) use(t testing.TB) error {
 			return err
 		}
 		l.dropped = 0
-		l.recycles++
 	}
 	l.users++
 	t.Cleanup(func() {

@@ -1,7 +1,6 @@
 package benchenv
 
 import (
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // Or returns the environment variable k, or def when it is empty.
@@ -46,18 +47,15 @@ func Ints(t testing.TB, k, def string) []int {
 	return out
 }
 
-// CPUTicks returns utime+stime of pid in clock ticks; a process it cannot
-// read fails t.
+// CPUTicks returns utime+stime of pid in clock ticks (testutil.ProcessCPU);
+// a process it cannot read fails t.
 func CPUTicks(t testing.TB, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("cpu of %d: %v", pid, err)
+	cpu := testutil.ProcessCPU(pid)
+	if cpu < 0 {
+		t.Fatalf("cpu of %d: cannot read /proc/%d/stat", pid, pid)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14, utime
-	s, _ := strconv.ParseInt(f[12], 10, 64) // field 15, stime
-	return u + s
+	return int64(cpu / (10 * time.Millisecond)) // USER_HZ: 100 ticks a second
 }
 
 // DynamoDBLocalPid finds the DynamoDB Local process (the JVM that
