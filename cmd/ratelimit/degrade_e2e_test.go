@@ -36,7 +36,7 @@ func TestFleetHotTenantNewKeysLocal(t *testing.T) {
 	}, nil)
 	bound := 100 + 10*l.elapsed.Seconds()
 	ok := float64(l.ok.Load())
-	t.Logf("ON_UNAVAILABLE=local: %d OK, %d OVER_LIMIT, %d errors in %v; allowed %.0f (%.2f×); local decisions %.0f allowed, %.0f refused; settle-ups %.0f applied, %.0f failed; UpdateItem %.0f",
+	t.Logf("ON_UNAVAILABLE=local: %d OK, %d OVER_LIMIT, %d errors in %v; allowed %.0f (%.2f×); local decisions %.0f allowed, %.0f refused; repayments %.0f applied, %.0f failed; UpdateItem %.0f",
 		l.ok.Load(), l.over.Load(), l.errs.Load(), l.elapsed.Round(time.Millisecond), bound, ok/bound,
 		f.metric(t, "ratelimit_local_decisions_total", `decision="allowed"`), f.metric(t, "ratelimit_local_decisions_total", `decision="refused"`),
 		f.metric(t, "ratelimit_settle_ups_total", `result="applied"`), f.metric(t, "ratelimit_settle_ups_total", `result="failed"`),
@@ -221,7 +221,7 @@ func runOutage(t *testing.T, mode string) outageRun {
 			}
 		}
 	}
-	t.Logf("%s: %d admitted before, %d during the %v outage (of %d asked; %d sent while DynamoDB Local was down), %d after (%d in its first second); %d errors; local decisions %.0f; settle-ups %.0f applied, %.0f failed",
+	t.Logf("%s: %d admitted before, %d during the %v outage (of %d asked; %d sent while DynamoDB Local was down), %d after (%d in its first second); %d errors; local decisions %.0f; repayments %.0f applied, %.0f failed",
 		mode, r.before, r.during, r.outage.Round(time.Millisecond), r.asked, r.dead, r.after, r.firstSecondAfter, r.errs, r.local,
 		f.metric(t, "ratelimit_settle_ups_total", `result="applied"`), f.metric(t, "ratelimit_settle_ups_total", `result="failed"`))
 	if l.errs.Load() > 0 {

@@ -60,12 +60,12 @@ const heartbeatInterval = 5 * time.Second
 
 // degraded makes b decide on this replica's share when DynamoDB cannot
 // (ON_UNAVAILABLE=local): the store goes through internal/degrade, which
-// settles up in the background, and the fleet is counted by heartbeats
+// repays in the background, and the fleet is counted by heartbeats
 // unless FLEET_SIZE fixes it.
 func degraded(b *backend, w *warming, s config.Settings, reg prometheus.Registerer, log *logrus.Entry) {
 	fleet := degrade.NewFleet(s.FleetSize)
 	metrics.RegisterFleetSize(reg, fleet.Size)
-	d := degrade.New(w, degrade.Config{ID: fleet.ID(), Share: fleet.Size, Observer: metrics.DegradeObserver(reg)})
+	d := degrade.New(w, degrade.Config{ID: fleet.ID(), Share: fleet.Size, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log})
 	b.store = d
 	log = log.WithFields(logrus.Fields{"replica": fleet.ID(), "fleet_size": s.FleetSize})
 	b.run = func(ctx context.Context) error {

@@ -198,7 +198,8 @@ func dynamoFamilies(t *testing.T) map[string]string {
 	local := metrics.DegradeObserver(reg) // ON_UNAVAILABLE=local
 	local.Local(true)
 	local.Items(1, 2)
-	local.SettledUp("applied")
+	local.Repaid("applied")
+	local.Lost(1000, 1)
 	metrics.RegisterFleetSize(reg, func() int { return 3 })
 	mfs, err := reg.Gather()
 	if err != nil {

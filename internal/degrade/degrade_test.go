@@ -3,16 +3,22 @@ package degrade_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/degrade"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -23,15 +29,17 @@ const token = tokenbucket.Millitokens(1000)
 // slow is 100 tokens refilled at one a minute: refill does not blur counts.
 var slow = tokenbucket.Limit{Capacity: 100 * token, RefillAmount: token, RefillPeriod: time.Minute}
 
-// counts is an Observer that counts.
+// counts is an Observer that counts, and passes on to the metrics'.
 type counts struct {
+	degrade.Observer
 	mu                sync.Mutex
 	allowed, refused  int
 	degraded, tracked int
-	settled           map[string]int
+	repaid            map[string]int
 }
 
 func (c *counts) Local(ok bool) {
+	c.Observer.Local(ok)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok {
@@ -42,37 +50,40 @@ func (c *counts) Local(ok bool) {
 }
 
 func (c *counts) Items(d, t int) {
+	c.Observer.Items(d, t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.degraded, c.tracked = d, t
 }
 
-func (c *counts) SettledUp(r string) {
+func (c *counts) Repaid(r string) {
+	c.Observer.Repaid(r)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.settled == nil {
-		c.settled = map[string]int{}
+	if c.repaid == nil {
+		c.repaid = map[string]int{}
 	}
-	c.settled[r]++
+	c.repaid[r]++
 }
 
-func (c *counts) get() (degraded int, settled map[string]int) {
+func (c *counts) get() (degraded int, repaid map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.settled {
-		out[k] = v
-	}
-	return c.degraded, out
+	return c.degraded, maps.Clone(c.repaid)
 }
 
-// rig is a degrade.Store over a DynamoDB store on the fake, settling up in
-// the background.
+// rig is a degrade.Store over a DynamoDB store on the fake, repaying in
+// the background. It is made inside a synctest bubble: its clocks are the
+// bubble's.
 type rig struct {
 	fake   *dynamotest.Fake
 	shared *dynamo.Store
 	store  *degrade.Store
 	obs    *counts
+	reg    *prometheus.Registry
+	log    *logtest.Hook
+	// stop ends Run and returns when it has, its last pass made.
+	stop func()
 }
 
 func newRig(t *testing.T, share int) *rig {
@@ -86,17 +97,22 @@ func newRig(t *testing.T, share int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := &counts{}
-	d := degrade.New(shared, degrade.Config{ID: "r1", Share: func() int { return share }, Observer: obs})
-	runCtx, stop := context.WithCancel(ctx)
+	reg := prometheus.NewRegistry()
+	obs := &counts{Observer: metrics.DegradeObserver(reg)}
+	logger, hook := logtest.NewNullLogger()
+	d := degrade.New(shared, degrade.Config{ID: "r1", Share: func() int { return share }, Observer: obs, Log: logrus.NewEntry(logger)})
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = d.Run(runCtx); close(done) }()
+	stop := func() {
+		cancel()
+		<-done
+	}
 	t.Cleanup(func() {
 		stop()
-		<-done
 		_ = shared.Close()
 	})
-	return &rig{fake: f, shared: shared, store: d, obs: obs}
+	return &rig{fake: f, shared: shared, store: d, obs: obs, reg: reg, log: hook, stop: stop}
 }
 
 func key(entity string) cascade.Key { return cascade.Key{Entity: entity, Resource: "api"} }
@@ -134,26 +150,25 @@ func (r *rig) decide(t *testing.T, p *cascade.Plan, n int) (admitted, local int)
 	return admitted, local
 }
 
-// settled waits until no item is degraded and every debt is paid.
-func (r *rig) settled(t *testing.T) {
+// repaid lets the bubble's clock run 5 s, and fails t unless no item is
+// degraded then and every debt is repaid.
+func (r *rig) repaid(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if d, _ := r.obs.get(); d == 0 && !r.store.Owes() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	time.Sleep(5 * time.Second)
+	synctest.Wait()
+	if d, s := r.obs.get(); d != 0 || r.store.Owes() {
+		t.Fatalf("still %d degraded, owing %v (repayments %v) after 5 s", d, r.store.Owes(), s)
 	}
-	d, s := r.obs.get()
-	t.Fatalf("still %d degraded (settle-ups %v) after 5 s", d, s)
 }
 
 func unanswered() error { return &types.InternalServerError{Message: new(string)} }
 
-// TestOutageLocalShareThenSettleUp: while every call fails, a replica of
+// TestOutageLocalShareThenRepay: while every call fails, a replica of
 // three decides on a third of what it last saw of the bucket; when calls
 // answer again, the shared item is charged what was admitted locally, once.
-func TestOutageLocalShareThenSettleUp(t *testing.T) {
+func TestOutageLocalShareThenRepay(t *testing.T) { synctest.Test(t, testOutageLocalShareThenRepay) }
+
+func testOutageLocalShareThenRepay(t *testing.T) {
 	r := newRig(t, 3)
 	if ok, local := r.decide(t, one("a"), 10); ok != 10 || local != 0 {
 		t.Fatalf("before the outage: %d admitted, %d local; want 10 by the store", ok, local)
@@ -168,15 +183,15 @@ func TestOutageLocalShareThenSettleUp(t *testing.T) {
 		t.Errorf("during the outage %d admitted, want 30 (90 seen / 3 replicas)", ok)
 	}
 	r.fake.SetFail(nil)
-	r.settled(t)
+	r.repaid(t)
 	// The first decision of the outage went to DynamoDB, unanswered: it
 	// may have landed, so it is counted there or nowhere, never twice.
 	want := tokenbucket.Millitokens(90-ok) * token
 	if got := r.tokens(t, "a"); got > want+token+token/2 || got < want {
-		t.Errorf("after settling up the item holds %d, want %d to %d (100 − 10 − %d admitted locally, the unanswered one perhaps not)", got, want, want+token, ok)
+		t.Errorf("after repaying the item holds %d, want %d to %d (100 − 10 − %d admitted locally, the unanswered one perhaps not)", got, want, want+token, ok)
 	}
-	if _, s := r.obs.get(); s[degrade.SettledApplied] < 1 || s[degrade.SettledDuplicate] > 0 {
-		t.Errorf("settle-ups %v, want applied and no duplicate", s)
+	if _, s := r.obs.get(); s[degrade.RepayApplied] < 1 || s[degrade.RepayDuplicate] > 0 {
+		t.Errorf("repayments %v, want applied and no duplicate", s)
 	}
 	if ok, local := r.decide(t, one("a"), 1); ok != 1 || local != 0 {
 		t.Errorf("after the outage: %d admitted, %d local; want the store's admission", ok, local)
@@ -186,7 +201,9 @@ func TestOutageLocalShareThenSettleUp(t *testing.T) {
 // TestThrottledItemAlone: an item DynamoDB keeps throttling is decided
 // locally while other items keep going to DynamoDB, and goes back to
 // DynamoDB within a second of the throttling ending.
-func TestThrottledItemAlone(t *testing.T) {
+func TestThrottledItemAlone(t *testing.T) { synctest.Test(t, testThrottledItemAlone) }
+
+func testThrottledItemAlone(t *testing.T) {
 	r := newRig(t, 1)
 	var throttled atomic.Bool
 	throttled.Store(true)
@@ -214,8 +231,8 @@ func TestThrottledItemAlone(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("back to DynamoDB %v after the throttling ended", time.Since(end).Round(time.Millisecond))
-	r.settled(t)
-	// 3 local admissions settled up, 1 by the store. (Throttling doubled
+	r.repaid(t)
+	// 3 local admissions repaid, 1 by the store. (Throttling doubled
 	// the item's shards, which forfeits tokens: at most 96 remain.)
 	if got := r.tokens(t, "hot"); got > 96*token {
 		t.Errorf("hot holds %d, want at most 96 tokens", got)
@@ -223,42 +240,42 @@ func TestThrottledItemAlone(t *testing.T) {
 }
 
 // TestUnknownOutcomeCountedOnce: a write that landed but went unanswered
-// is answered locally and not charged again when settling up; one that did
-// not land is charged by the settle-up.
+// is answered locally and not charged again when repaying; one that did
+// not land is charged by the repayment.
 func TestUnknownOutcomeCountedOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		landed bool
-	}{{"landed", true}, {"not landed", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, 1)
-			var once atomic.Bool
-			fault := func(pk string) error {
-				if strings.Contains(pk, "/BUCKET#") && once.CompareAndSwap(false, true) {
-					return unanswered()
-				}
-				return nil
-			}
-			if tc.landed {
-				r.fake.SetLostItem(fault)
-			} else {
-				r.fake.SetFailItem(func(_, pk string) error { return fault(pk) })
-			}
-			ok, local := r.decide(t, one("u"), 1)
-			if ok != 1 || local != 1 {
-				t.Fatalf("%d admitted, %d local; want 1 admitted locally", ok, local)
-			}
-			r.settled(t)
-			if got := r.tokens(t, "u"); got > 99*token+token/2 || got < 99*token {
-				t.Errorf("the item holds %d, want 99 tokens: the request counted once", got)
-			}
-		})
+	t.Run("landed", func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testUnknownOutcome(t, true) }) })
+	t.Run("not landed", func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testUnknownOutcome(t, false) }) })
+}
+
+func testUnknownOutcome(t *testing.T, landed bool) {
+	r := newRig(t, 1)
+	var once atomic.Bool
+	fault := func(pk string) error {
+		if strings.Contains(pk, "/BUCKET#") && once.CompareAndSwap(false, true) {
+			return unanswered()
+		}
+		return nil
+	}
+	if landed {
+		r.fake.SetLostItem(fault)
+	} else {
+		r.fake.SetFailItem(func(_, pk string) error { return fault(pk) })
+	}
+	ok, local := r.decide(t, one("u"), 1)
+	if ok != 1 || local != 1 {
+		t.Fatalf("%d admitted, %d local; want 1 admitted locally", ok, local)
+	}
+	r.repaid(t)
+	if got := r.tokens(t, "u"); got > 99*token+token/2 || got < 99*token {
+		t.Errorf("the item holds %d, want 99 tokens: the request counted once", got)
 	}
 }
 
 // TestRecentRefusalStands: a level the shared store refused within the
 // last second refuses locally, whatever the other level holds.
-func TestRecentRefusalStands(t *testing.T) {
+func TestRecentRefusalStands(t *testing.T) { synctest.Test(t, testRecentRefusalStands) }
+
+func testRecentRefusalStands(t *testing.T) {
 	r := newRig(t, 1)
 	tiny := tokenbucket.Limit{Capacity: token, RefillAmount: token, RefillPeriod: time.Minute}
 	plan := func(k string) *cascade.Plan {

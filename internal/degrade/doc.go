@@ -12,7 +12,7 @@
 // failed (cascade.ItemError; every item of the plan when it named none) are
 // degraded: every plan that touches one is decided locally, while plans on
 // other items keep going to the shared store. A degraded item goes back to
-// the shared store after a write to it succeeds: its settle-up, below,
+// the shared store after a write to it succeeds: its repayment, below,
 // tried first after 100 ms and then with a backoff of up to 500 ms.
 //
 // A local bucket starts from what this replica last saw of the shared one
@@ -24,13 +24,18 @@
 // than none anywhere. An item the shared store refused within the last second
 // refuses locally too, whatever the other levels of the plan hold.
 //
-// Settling up. What was admitted, charged or refunded locally is owed to
-// the shared items. Each item's debt is charged to it by one settlement
-// (cascade.Settlement: applied at most once per ID, into debt if need be),
-// retried with the same ID until it lands, so that a settlement whose
+// Repaying. What was admitted, charged or refunded locally is a debt owed
+// to the shared items. Each item's debt is repaid by one repayment, sent as
+// a cascade.Settlement (applied at most once per ID, into debt if need be)
+// and retried with the same ID until it lands, so that a repayment whose
 // answer was lost is never applied twice. An item leaves degradation only
-// when its debt is paid, so the first decision the shared store makes
+// when its debt is repaid, so the first decision the shared store makes
 // again already counts what the fleet admitted meanwhile.
+//
+// When Run's context ends, a last pass tries what is still owed, within
+// Config.Drain. What that does not repay, and a repayment dropped (the
+// shared store refused it as invalid, or it kept failing for an hour), is
+// lost: Observer.Lost counts it, and Run logs the loss at its end.
 //
 // A write whose outcome is unknown (it went unanswered and may have
 // landed: cascade.ErrMayHaveLanded) is counted once, by the shared store:

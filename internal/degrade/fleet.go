@@ -11,12 +11,12 @@ import (
 )
 
 // retryBeat is how soon a heartbeat that failed is tried again; fastBeat
-// the interval while the count changed within the last settleBeats
+// the interval while the count changed within the last steadyBeats
 // intervals.
 const (
 	retryBeat   = 250 * time.Millisecond
 	fastBeat    = time.Second
-	settleBeats = 6
+	steadyBeats = 6
 )
 
 // Heart records a replica's heartbeat in the shared store (the DynamoDB
@@ -90,7 +90,7 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 			// Not counted yet, or DynamoDB not answering: try again soon,
 			// so that a replica counts the fleet as soon as it can.
 			wait = min(interval, retryBeat)
-		case time.Since(changed) < settleBeats*interval:
+		case time.Since(changed) < steadyBeats*interval:
 			// The fleet is starting or scaling: the other replicas are
 			// learned of at this replica's beats, so beat more often
 			// until the count has held a while.

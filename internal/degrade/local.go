@@ -17,17 +17,65 @@ const full = time.Second
 func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) cascade.Decision {
 	now := s.nowMs()
 	n := s.share()
-	local := cascade.Plan{Debits: make([]cascade.Debit, len(plan.Debits))}
-	slot := make([]int, len(plan.Debits))
-	lims := make([]*limit, 0, len(plan.Debits))
+	lp, refuseUntil, ok := s.localPlan(plan, now, n)
+	if !ok {
+		dec := cascade.Busy(plan.Debits, full)
+		dec.Local = true
+		return dec
+	}
+	s.decided++
+	var dec cascade.Decision
+	if refuseUntil > 0 {
+		dec = s.refuseLocked(plan, lp, refuseUntil, now, landed)
+	} else {
+		levels := make([]tokenbucket.Level, len(lp.lims))
+		for j, l := range lp.lims {
+			levels[j] = tokenbucket.Stored(l.state)
+		}
+		dec = cascade.Decide(&lp.plan, lp.slot, levels, now)
+		for j, l := range lp.lims {
+			l.state = levels[j].State()
+		}
+		for i := range plan.Debits {
+			if applied(&plan.Debits[i], dec.Admitted, dec.Statuses[i].OK) {
+				s.owe(lp, i, &plan.Debits[i], landed)
+			}
+		}
+	}
+	for i := range dec.Statuses {
+		st := &dec.Statuses[i]
+		st.Bucket = plan.Debits[i].Bucket
+		st.Remaining = mulSat(st.Remaining, n)
+	}
+	dec.Local = true
+	return dec
+}
+
+// local is a plan made for the local buckets: its debits on them, and per
+// debit the slot of its limit in lims, whose item is in owners.
+type local struct {
+	plan   cascade.Plan
+	slot   []int
+	lims   []*limit
+	owners []*item
+}
+
+// localPlan tracks plan's items and returns the plan on their local
+// buckets, made for a fleet of n, and until when a refusal of the shared
+// store stands for it (0: none); false when MaxItems are tracked. Caller
+// holds s.mu.
+func (s *Store) localPlan(plan *cascade.Plan, now int64, n int) (*local, int64, bool) {
+	lp := &local{
+		plan: cascade.Plan{Debits: make([]cascade.Debit, len(plan.Debits))},
+		slot: make([]int, len(plan.Debits)),
+		lims: make([]*limit, 0, len(plan.Debits)),
+	}
 	refuseUntil := int64(0)
 	for i := range plan.Debits {
 		d := &plan.Debits[i]
 		it := s.track(d.Key, now)
 		if it == nil {
-			dec := cascade.Busy(plan.Debits, full)
-			dec.Local = true
-			return dec
+			return nil, 0, false
 		}
 		it.usedMs = now
 		if refuses(d) && it.refuseMs > now {
@@ -41,59 +89,43 @@ func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) ca
 			refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
 		}
 		l := limitOf(it, d, n, now, sn)
-		j := indexOf(lims, l)
+		j := indexOf(lp.lims, l)
 		if j < 0 {
-			j = len(lims)
-			lims = append(lims, l)
+			j = len(lp.lims)
+			lp.lims = append(lp.lims, l)
+			lp.owners = append(lp.owners, it)
 		}
-		slot[i] = j
-		local.Debits[i] = *d
-		local.Debits[i].Bucket = l.local
+		lp.slot[i] = j
+		lp.plan.Debits[i] = *d
+		lp.plan.Debits[i].Bucket = l.local
 	}
-	var dec cascade.Decision
-	if refuseUntil > 0 {
-		// A level the shared store refused within the last second stays
-		// refused, whatever the others hold: only charges and refunds,
-		// applied regardless, are owed.
-		dec = cascade.Busy(plan.Debits, time.Duration(refuseUntil-now)*time.Millisecond)
-		for i := range dec.Statuses {
-			dec.Statuses[i].Contended = false // refused for the bucket, not busy
-		}
-		for i := range plan.Debits {
-			d := &plan.Debits[i]
-			if d.Op == cascade.Charge || d.Op == cascade.Refund {
-				l := lims[slot[i]]
-				lv := tokenbucket.Stored(l.state)
-				if d.Op == cascade.Charge {
-					l.local.ChargeBlind(&lv, d.Amount, now)
-				} else {
-					l.local.Refund(&lv, d.Amount, now)
-				}
-				l.state = lv.State()
-				s.owe(l, d, landed)
-			}
-		}
-	} else {
-		levels := make([]tokenbucket.Level, len(lims))
-		for j, l := range lims {
-			levels[j] = tokenbucket.Stored(l.state)
-		}
-		dec = cascade.Decide(&local, slot, levels, now)
-		for j, l := range lims {
-			l.state = levels[j].State()
-		}
-		for i := range plan.Debits {
-			if applied(&plan.Debits[i], dec.Admitted, dec.Statuses[i].OK) {
-				s.owe(lims[slot[i]], &plan.Debits[i], landed)
-			}
-		}
-	}
+	return lp, refuseUntil, true
+}
+
+// refuseLocked refuses plan until refuseUntil: a level the shared store
+// refused within the last second stays refused, whatever the others hold.
+// Only charges and refunds, applied regardless, are owed. Caller holds
+// s.mu.
+func (s *Store) refuseLocked(plan *cascade.Plan, lp *local, refuseUntil, now int64, landed map[cascade.Key]bool) cascade.Decision {
+	dec := cascade.Busy(plan.Debits, time.Duration(refuseUntil-now)*time.Millisecond)
 	for i := range dec.Statuses {
-		st := &dec.Statuses[i]
-		st.Bucket = plan.Debits[i].Bucket
-		st.Remaining = mulSat(st.Remaining, n)
+		dec.Statuses[i].Contended = false // refused for the bucket, not busy
 	}
-	dec.Local = true
+	for i := range plan.Debits {
+		d := &plan.Debits[i]
+		if d.Op != cascade.Charge && d.Op != cascade.Refund {
+			continue
+		}
+		l := lp.lims[lp.slot[i]]
+		lv := tokenbucket.Stored(l.state)
+		if d.Op == cascade.Charge {
+			l.local.ChargeBlind(&lv, d.Amount, now)
+		} else {
+			l.local.Refund(&lv, d.Amount, now)
+		}
+		l.state = lv.State()
+		s.owe(lp, i, d, landed)
+	}
 	return dec
 }
 
@@ -114,16 +146,22 @@ func applied(d *cascade.Debit, admitted, ok bool) bool {
 	return false
 }
 
-// owe records d as owed to its shared item, unless its write may have
-// landed there.
-func (s *Store) owe(l *limit, d *cascade.Debit, landed map[cascade.Key]bool) {
+// owe records the i-th debit of the local decision being made, d, as owed
+// to its shared item, unless its write may have landed there, and counts
+// the decision once for that item. Caller holds s.mu.
+func (s *Store) owe(lp *local, i int, d *cascade.Debit, landed map[cascade.Key]bool) {
 	if landed[d.Key] || d.Amount <= 0 {
 		return
 	}
+	l := lp.lims[lp.slot[i]]
 	if d.Op == cascade.Refund {
 		l.pending -= d.Amount
 	} else {
 		l.pending += d.Amount
+	}
+	if it := lp.owners[lp.slot[i]]; it.owedBy != s.decided {
+		it.owedBy = s.decided
+		it.decisions++
 	}
 }
 

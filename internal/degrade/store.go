@@ -3,9 +3,12 @@ package degrade
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
@@ -22,15 +25,18 @@ const (
 	// DefaultIdle is how long an item whose debt is paid stays tracked
 	// after its last local decision.
 	DefaultIdle = 10 * time.Second
-	// DefaultSettleTimeout bounds one settle-up call.
-	DefaultSettleTimeout = 2 * time.Second
-	// DefaultWorkers bounds the settle-ups in flight.
+	// DefaultRepayTimeout bounds one repayment call.
+	DefaultRepayTimeout = 2 * time.Second
+	// DefaultWorkers bounds the repayments in flight.
 	DefaultWorkers = 8
+	// DefaultDrain bounds the last repay pass Run makes when it stops.
+	DefaultDrain = 10 * time.Second
 	// refusalWindow is how long a refusal of the shared store stands
 	// locally.
 	refusalWindow = time.Second
-	// settlementLife is how long the shared store keeps a settle-up's ID.
-	settlementLife = time.Hour
+	// repaymentLife is how long the shared store keeps a repayment's ID;
+	// a repayment still failing then is dropped.
+	repaymentLife = time.Hour
 )
 
 // Shared is the store a fleet shares: it decides plans and applies
@@ -47,31 +53,37 @@ type Seer interface {
 	LastSeen(d *cascade.Debit) (tokens tokenbucket.Millitokens, seen, refused bool)
 }
 
-// Observer hears of local decisions and settle-ups. Implementations must be
-// safe for concurrent use and must not block.
+// Observer hears of local decisions, repayments and debts lost.
+// Implementations must be safe for concurrent use and must not block.
 type Observer interface {
 	// Local is called once per plan decided locally, with whether it was
 	// admitted.
 	Local(admitted bool)
 	// Items is called with the number of items degraded and tracked each
-	// time a settle-up round ends.
+	// time a repay round ends.
 	Items(degraded, tracked int)
-	// SettledUp is called once per settle-up call, with its result:
-	// SettledApplied, SettledDuplicate, SettledFailed or SettledDropped.
-	SettledUp(result string)
+	// Repaid is called once per repayment call, with its result:
+	// RepayApplied, RepayDuplicate, RepayFailed or RepayDropped.
+	Repaid(result string)
+	// Lost is called with debts that will never be repaid: a repayment
+	// dropped, or what is still owed when Run's last pass ends. tokens
+	// adds up what every shared bucket was owed, charges and refunds
+	// alike; decisions counts the local decisions it was owed for, once
+	// per item they debited.
+	Lost(tokens tokenbucket.Millitokens, decisions int)
 }
 
-// Settle-up results (Observer.SettledUp).
+// Repayment results (Observer.Repaid).
 const (
-	SettledApplied   = "applied"
-	SettledDuplicate = "duplicate"
-	SettledFailed    = "failed"
-	SettledDropped   = "dropped"
+	RepayApplied   = "applied"
+	RepayDuplicate = "duplicate"
+	RepayFailed    = "failed"
+	RepayDropped   = "dropped"
 )
 
 // Config configures a Store. Zero fields take the defaults above.
 type Config struct {
-	// ID names this replica in settle-up IDs; unique in the fleet.
+	// ID names this replica in repayment IDs; unique in the fleet.
 	ID string
 	// Share returns the number of live replicas (at least 1 is used).
 	Share func() int
@@ -82,14 +94,19 @@ type Config struct {
 	Probe, MaxProbe time.Duration
 	// Idle is how long an item whose debt is paid stays tracked.
 	Idle time.Duration
-	// SettleTimeout bounds one settle-up call.
-	SettleTimeout time.Duration
-	// Workers bounds the settle-ups in flight.
+	// RepayTimeout bounds one repayment call.
+	RepayTimeout time.Duration
+	// Workers bounds the repayments in flight.
 	Workers int
+	// Drain bounds the last repay pass Run makes once its context ends.
+	Drain time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
-	// Observer hears of local decisions and settle-ups (none when nil).
+	// Observer hears of local decisions, repayments and losses (none when
+	// nil).
 	Observer Observer
+	// Log tells of debts lost when Run stops (nowhere when nil).
+	Log *logrus.Entry
 }
 
 func (c Config) withDefaults() Config {
@@ -108,8 +125,11 @@ func (c Config) withDefaults() Config {
 	if c.Idle <= 0 {
 		c.Idle = DefaultIdle
 	}
-	if c.SettleTimeout <= 0 {
-		c.SettleTimeout = DefaultSettleTimeout
+	if c.RepayTimeout <= 0 {
+		c.RepayTimeout = DefaultRepayTimeout
+	}
+	if c.Drain <= 0 {
+		c.Drain = DefaultDrain
 	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
@@ -120,17 +140,23 @@ func (c Config) withDefaults() Config {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.Log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		c.Log = logrus.NewEntry(l)
+	}
 	return c
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Local(bool)       {}
-func (nopObserver) Items(int, int)   {}
-func (nopObserver) SettledUp(string) {}
+func (nopObserver) Local(bool)                        {}
+func (nopObserver) Items(int, int)                    {}
+func (nopObserver) Repaid(string)                     {}
+func (nopObserver) Lost(tokenbucket.Millitokens, int) {}
 
 // Store decides on the shared store, and locally when it cannot (see the
-// package documentation). It is safe for concurrent use; Run settles up.
+// package documentation). It is safe for concurrent use; Run repays.
 type Store struct {
 	shared Shared
 	seer   Seer // nil: local buckets start full
@@ -139,7 +165,8 @@ type Store struct {
 	mu      sync.Mutex
 	items   map[cascade.Key]*item // guarded by mu
 	tracked atomic.Int64          // len(items): the fast path reads it unlocked
-	seq     uint64                // settle-ups issued (guarded by mu)
+	seq     uint64                // repayments issued (guarded by mu)
+	decided uint64                // local decisions made (guarded by mu)
 	wake    chan struct{}
 }
 
@@ -152,11 +179,15 @@ type item struct {
 	retryMs  int64 // when it may be tried again
 	refuseMs int64 // until when a refusal of the shared store stands
 	usedMs   int64 // its last local decision
-	busy     bool  // a settle-up of it is in flight
+	busy     bool  // a repayment of it is in flight
 	limits   map[string]*limit
-	// owed is the settle-up in flight or to be retried, with its ID: it
+	// owed is the repayment in flight or to be retried, with its ID: it
 	// is sent again unchanged until it lands.
 	owed *cascade.Settlement
+	// decisions counts the local decisions whose debits to it are owed,
+	// repaying those of them in owed; owedBy is the last one counted.
+	decisions, repaying int
+	owedBy              uint64
 }
 
 // limit is one limit of a tracked item.
@@ -166,8 +197,8 @@ type limit struct {
 	local   tokenbucket.Limit // bucket divided by n
 	state   tokenbucket.State // local's level
 	pending tokenbucket.Millitokens
-	// settling is the part of pending in owed.
-	settling tokenbucket.Millitokens
+	// repaying is the part of pending in owed.
+	repaying tokenbucket.Millitokens
 }
 
 // New returns a Store over shared. When shared implements Seer, local
@@ -297,7 +328,7 @@ func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 
 // lower brings l's local bucket down to its share of shared, what the
 // shared bucket holds, when that is less; never up: the shared store's
-// answer lags what other replicas admitted locally and have not settled
+// answer lags what other replicas admitted locally and have not repaid
 // yet, and the local bucket refills on its own.
 func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
 	share := shared / tokenbucket.Millitokens(l.n)

@@ -8,19 +8,29 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// tick is how often Run looks for items due a settle-up when nothing wakes
+// tick is how often Run looks for items due a repayment when nothing wakes
 // it.
 const tick = 50 * time.Millisecond
 
-// Run settles up until ctx ends: each tracked item that is degraded or owes
-// a debt, when it is due, gets one settlement (its debt, or a charge of
+// Run repays until ctx ends: each tracked item that is degraded or owes a
+// debt, when it is due, gets one repayment (its debt, or a charge of
 // nothing as a probe); one that lands pays the debt and, when nothing more
-// is owed, brings a degraded item back to the shared store. On return every
-// settle-up it started has ended; debts not settled are lost with the
-// process.
+// is owed, brings a degraded item back to the shared store. When ctx ends
+// it makes a last pass at what is still owed, for at most Config.Drain
+// (see lastPass); what that does not repay is lost, and said so. On return
+// every repayment it started has ended.
 func (s *Store) Run(ctx context.Context) error {
+	s.repayUntil(ctx)
+	s.lastPass(context.WithoutCancel(ctx))
+	return nil
+}
+
+// repayUntil is Run's work until ctx ends; every repayment it started has
+// ended when it returns.
+func (s *Store) repayUntil(ctx context.Context) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	sem := make(chan struct{}, s.cfg.Workers)
@@ -36,20 +46,20 @@ func (s *Store) Run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				s.settleUp(ctx, it)
+				s.repay(ctx, it)
 			})
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		case <-s.wake:
 		}
 	}
 }
 
-// due returns the items a settle-up should be sent for now, each marked
-// busy with its settlement in owed, and forgets the items with nothing to
+// due returns the items a repayment should be sent for now, each marked
+// busy with its repayment in owed, and forgets the items with nothing to
 // do for Config.Idle.
 func (s *Store) due() []*item {
 	now := s.nowMs()
@@ -74,10 +84,7 @@ func (s *Store) due() []*item {
 		if now < it.retryMs {
 			continue
 		}
-		if it.owed == nil {
-			it.owed = s.settlementLocked(it, now)
-		}
-		it.busy = true
+		s.startLocked(it, now)
 		out = append(out, it)
 	}
 	s.tracked.Store(int64(len(s.items)))
@@ -85,19 +92,28 @@ func (s *Store) due() []*item {
 	return out
 }
 
-// Owes reports whether anything decided locally is not yet settled up.
+// startLocked marks it busy, with its repayment in owed. Caller holds s.mu.
+func (s *Store) startLocked(it *item, now int64) {
+	if it.owed == nil {
+		it.owed = s.repaymentLocked(it, now)
+	}
+	it.busy = true
+}
+
+// Owes reports whether anything decided locally is not yet repaid.
 func (s *Store) Owes() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, it := range s.items {
-		if it.owed != nil || it.owes() {
+		if it.inDebt() {
 			return true
 		}
 	}
 	return false
 }
 
-// owes reports whether it owes anything. Caller holds s.mu.
+// owes reports whether it owes anything not yet in a repayment. Caller
+// holds s.mu.
 func (it *item) owes() bool {
 	for _, l := range it.limits {
 		if l.pending != 0 {
@@ -107,23 +123,35 @@ func (it *item) owes() bool {
 	return false
 }
 
-// settlementLocked is it's debt as a settlement of a new ID: per limit a
+// inDebt reports whether it owes anything, in a repayment or not: a probe
+// in flight is no debt. Caller holds s.mu.
+func (it *item) inDebt() bool {
+	for _, l := range it.limits {
+		if l.pending != 0 || l.repaying != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// repaymentLocked is it's debt as a settlement of a new ID: per limit a
 // charge of what was debited locally (a refund when refunds were more),
 // a charge of nothing when nothing is owed (a probe). Caller holds s.mu.
-func (s *Store) settlementLocked(it *item, now int64) *cascade.Settlement {
+func (s *Store) repaymentLocked(it *item, now int64) *cascade.Settlement {
 	s.seq++
 	st := &cascade.Settlement{
 		ID:      "local-" + s.cfg.ID + "-" + strconv.FormatUint(s.seq, 36),
-		Expires: time.UnixMilli(now).Add(settlementLife),
+		Expires: time.UnixMilli(now).Add(repaymentLife),
 	}
 	for name, l := range it.limits {
 		d := cascade.Debit{Key: it.key, Limit: name, Bucket: l.bucket, Op: cascade.Charge, Amount: l.pending}
 		if l.pending < 0 {
 			d.Op, d.Amount = cascade.Refund, -l.pending
 		}
-		l.settling = l.pending
+		l.repaying = l.pending
 		st.Debits = append(st.Debits, d)
 	}
+	it.repaying = it.decisions
 	return st
 }
 
@@ -134,9 +162,9 @@ func (s *Store) release(it *item) {
 	s.mu.Unlock()
 }
 
-// settleUp sends it's settlement and applies the outcome.
-func (s *Store) settleUp(ctx context.Context, it *item) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.SettleTimeout)
+// repay sends it's repayment and applies the outcome.
+func (s *Store) repay(ctx context.Context, it *item) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.RepayTimeout)
 	res, err := s.shared.Settle(cctx, it.owed)
 	cancel()
 	now := s.nowMs()
@@ -147,44 +175,53 @@ func (s *Store) settleUp(ctx context.Context, it *item) {
 	case err == nil:
 		for i, d := range it.owed.Debits {
 			l := it.limits[d.Limit]
-			l.pending -= l.settling
-			l.settling = 0
 			if !res.Duplicate && i < len(res.Statuses) && l.bucket == d.Bucket {
 				l.lower(res.Statuses[i].Remaining, now)
 			}
 		}
-		it.owed = nil
+		it.paid()
 		it.attempt, it.retryMs = 0, now
 		if !it.owes() {
 			it.degraded = false
 		}
-		result := SettledApplied
+		result := RepayApplied
 		if res.Duplicate {
-			result = SettledDuplicate
+			result = RepayDuplicate
 		}
-		s.cfg.Observer.SettledUp(result)
+		s.cfg.Observer.Repaid(result)
 		s.kickLocked(it)
 	case errors.Is(err, cascade.ErrInvalid) || now > it.owed.Expires.UnixMilli():
 		// Nothing the shared store can take: dropped, not retried forever.
-		for _, l := range it.limits {
-			l.pending -= l.settling
-			l.settling = 0
-		}
-		it.owed = nil
+		tokens, decisions := it.tokens(func(l *limit) tokenbucket.Millitokens { return l.repaying }), it.repaying
+		it.paid()
 		it.degraded = false
-		s.cfg.Observer.SettledUp(SettledDropped)
+		s.cfg.Observer.Repaid(RepayDropped)
+		if tokens != 0 || decisions != 0 {
+			s.cfg.Observer.Lost(tokens, decisions)
+		}
 	default:
 		// Not taken, or unanswered (it may have landed): the same
-		// settlement, same ID, again after a backoff.
+		// repayment, same ID, again after a backoff.
 		it.degraded = true
 		it.attempt++
 		it.retryMs = now + s.backoff(it.attempt).Milliseconds()
-		s.cfg.Observer.SettledUp(SettledFailed)
+		s.cfg.Observer.Repaid(RepayFailed)
 	}
 }
 
+// paid takes the repayment in owed off what it owes. Caller holds s.mu.
+func (it *item) paid() {
+	for _, l := range it.limits {
+		l.pending -= l.repaying
+		l.repaying = 0
+	}
+	it.decisions -= it.repaying
+	it.repaying = 0
+	it.owed = nil
+}
+
 // kickLocked wakes Run at once when it owes more (debits made while its
-// settle-up was in flight).
+// repayment was in flight).
 func (s *Store) kickLocked(it *item) {
 	if it.owes() {
 		s.kick()
