@@ -229,6 +229,7 @@ func testThrottledItemAlone(t *testing.T) {
 			t.Fatalf("throttled item still decided locally %v after the throttling ended", time.Since(end))
 		}
 		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
 	}
 	t.Logf("back to DynamoDB %v after the throttling ended", time.Since(end).Round(time.Millisecond))
 	r.repaid(t)

@@ -35,7 +35,8 @@
 // When Run's context ends, a last pass tries what is still owed, within
 // Config.Drain. What that does not repay, and a repayment dropped (the
 // shared store refused it as invalid, or it kept failing for an hour), is
-// lost: Observer.Lost counts it, and Run logs the loss at its end.
+// lost: Observer.Lost counts it, and Run logs what its last pass left
+// in one line.
 //
 // A write whose outcome is unknown (it went unanswered and may have
 // landed: cascade.ErrMayHaveLanded) is counted once, by the shared store:

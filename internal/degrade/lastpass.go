@@ -16,20 +16,20 @@ import (
 // for about two seconds.
 const lastTries = 2
 
-// lastPass is Run's end, once its context has ended: each item that owes
-// gets its repayment tried (the one in flight when Run stopped again, with
-// the same ID), and a failed one again after the backoff, at most
-// lastTries times while Config.Drain lasts (no try starts after it; one
-// in flight then ends within the shared store's own budget, the DynamoDB
-// store's for charges). Degraded items that owe nothing are not probed.
-// What is still owed then is lost: counted (Observer.Lost) and logged,
-// once.
+// lastPass is Run's end, once its context has ended and the repayments in
+// flight have too: each item that owes gets its repayment tried (one that
+// failed before again, with its ID), and a failed one again after the
+// backoff, at most lastTries times while Config.Drain lasts (no try starts
+// after it; one in flight then ends within the shared store's own budget,
+// the DynamoDB store's for charges). Degraded items that owe nothing are
+// not probed. What is still owed then is lost: counted (Observer.Lost) and
+// logged, once.
 func (s *Store) lastPass(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Drain)
 	defer cancel()
 	start := s.cfg.Now()
 	items := 0
-	for try := 1; try <= lastTries && s.Owes(); try++ {
+	for try := 1; try <= lastTries && ctx.Err() == nil && s.Owes(); try++ {
 		if try > 1 && !wait(ctx, s.backoff(try-1)) {
 			break
 		}
@@ -68,7 +68,8 @@ func (s *Store) owing() []*item {
 
 // repayAll sends the repayments of its, Config.Workers at a time, and
 // returns when every one has ended; those not sent before ctx ends are
-// not sent.
+// not sent (a store may carry on with one sent: the DynamoDB store does,
+// within its own budget).
 func (s *Store) repayAll(ctx context.Context, its []*item) {
 	sem := make(chan struct{}, s.cfg.Workers)
 	var wg sync.WaitGroup
@@ -76,6 +77,8 @@ func (s *Store) repayAll(ctx context.Context, its []*item) {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
 			s.release(it)
 			continue
 		}

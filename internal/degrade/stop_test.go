@@ -2,6 +2,7 @@ package degrade_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -134,6 +135,38 @@ func TestLastPassWithinDrain(t *testing.T) {
 			t.Errorf("lost %v tokens over %v decisions, want 3 over 3", tokens, decisions)
 		}
 	})
+}
+
+// TestDroppedRepaymentIsLost: a repayment the shared store refuses as
+// invalid is dropped, not retried, and what it carried is counted lost.
+func TestDroppedRepaymentIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		d := degrade.New(refusing{}, degrade.Config{ID: "r", Observer: metrics.DegradeObserver(reg)})
+		for range 2 {
+			if dec, err := d.Acquire(context.Background(), one("a")); err != nil || !dec.Admitted {
+				t.Fatalf("%+v, %v; want admitted locally", dec, err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = d.Run(ctx); close(done) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if tokens, decisions := lost(t, reg); tokens != 2 || decisions != 2 || d.Owes() {
+			t.Errorf("lost %v tokens over %v decisions, owing %v; want 2 over 2 dropped, nothing owed", tokens, decisions, d.Owes())
+		}
+		cancel()
+		<-done
+	})
+}
+
+// refusing is a shared store that is down and refuses every repayment as
+// invalid.
+type refusing struct{ hanging }
+
+func (refusing) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+	return cascade.Settled{}, fmt.Errorf("refused: %w", cascade.ErrInvalid)
 }
 
 // hanging is a shared store that is down: it fails decisions at once and
