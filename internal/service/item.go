@@ -65,9 +65,10 @@ type decided struct {
 	// slots holds the debit slot of each of the tiers' limits, in tier
 	// order (a tier's limits, then the next tier's): the index of its debit
 	// in the plan, or noDebit. Set by plan; few holds up to len(few) of them
-	// without an allocation.
+	// without an allocation (a small few: an item past 440 bytes would take
+	// a larger size class).
 	slots    []int32
-	few      [8]int32
+	few      [4]int32
 	worst    int // index in the limits of tier worstAt, -1 when none applies
 	worstAt  int // index in rule.tiers of the most restrictive limit
 	refused  bool
@@ -94,6 +95,15 @@ type tier struct {
 	// level is the descriptor key of a configured entity level ("tenant"),
 	// empty for a stored ancestor and for a descriptor without a hierarchy.
 	level string
+}
+
+// numLimits returns the number of limits of the rule's tiers.
+func (r *rule) numLimits() int {
+	n := 0
+	for _, t := range r.tiers {
+		n += len(t.limits)
+	}
+	return n
 }
 
 // worstLimit returns the item's most restrictive limit (decided.worst ≥ 0).

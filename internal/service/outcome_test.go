@@ -82,10 +82,13 @@ var (
 	slotsOrg   = desc("org", "o")
 )
 
-// testSlots: each limit's slot is its own debit's.
+// testSlots: each limit's slot is its own debit's, for the chains' seven
+// limits (past an item's few, in the request's one allocation) as for the
+// others.
 func testSlots(t *testing.T) {
-	items, plan := slotsItems(t, rlReq("slots", slotsChain, slotsFlat, slotsOrg))
-	if got, want := len(plan.Debits), 9; got != want {
+	chain2 := desc("tenant", "acme", "project", "p2", "api_key", "k2")
+	items, plan := slotsItems(t, rlReq("slots", slotsChain, slotsFlat, chain2, slotsOrg))
+	if got, want := len(plan.Debits), 14; got != want {
 		t.Fatalf("plan has %d debits, want %d (the limits but the deny ones)", got, want)
 	}
 	claimed := make([]bool, len(plan.Debits))

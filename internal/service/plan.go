@@ -174,12 +174,7 @@ func replace(items []item) {
 // reports without debiting. Each item records the debit slot of each of its
 // limits (decided.slots), which is how its statuses are read back.
 func (s *Service) plan(items []item) (cascade.Plan, bool) {
-	n := 0
-	for i := range items {
-		if it := &items[i]; it.applies() {
-			n += it.roomForSlots()
-		}
-	}
+	n := slotRoom(items)
 	if n == 0 {
 		return cascade.Plan{}, false
 	}
@@ -236,17 +231,34 @@ func (s *Service) plan(items []item) (cascade.Plan, bool) {
 	return cascade.Plan{Debits: debits}, forced
 }
 
-// roomForSlots gives the item room for the debit slots of its tiers'
-// limits (in few when they fit) and returns how many limits they are.
-func (it *item) roomForSlots() int {
-	n := 0
-	for _, t := range it.rule.tiers {
-		n += len(t.limits)
+// slotRoom gives each applying item room for the debit slots of its tiers'
+// limits: its own few when they fit, otherwise a part of one allocation for
+// the request. It returns the number of limits of all the items.
+func slotRoom(items []item) int {
+	n, spill := 0, 0
+	for i := range items {
+		if it := &items[i]; it.applies() {
+			m := it.rule.numLimits()
+			n += m
+			if m > len(it.decided.few) {
+				spill += m
+			}
+		}
 	}
-	d := &it.decided
-	d.slots = d.few[:0]
-	if n > len(d.few) {
-		d.slots = make([]int32, 0, n)
+	var room []int32
+	if spill > 0 {
+		room = make([]int32, spill)
+	}
+	for i := range items {
+		it := &items[i]
+		if !it.applies() {
+			continue
+		}
+		d := &it.decided
+		d.slots = d.few[:0]
+		if m := it.rule.numLimits(); m > len(d.few) {
+			d.slots, room = room[:0:m], room[m:]
+		}
 	}
 	return n
 }
