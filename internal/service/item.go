@@ -65,8 +65,8 @@ type decided struct {
 	// slots holds the debit slot of each of the tiers' limits, in tier
 	// order (a tier's limits, then the next tier's): the index of its debit
 	// in the plan, or noDebit. Set by plan; few holds up to len(few) of them
-	// without an allocation (a small few: an item past 440 bytes would take
-	// a larger size class).
+	// without an allocation (a small few: past 440 bytes an item, with its
+	// entries in a oneItem, takes the next size class of the allocator).
 	slots    []int32
 	few      [4]int32
 	worst    int // index in the limits of tier worstAt, -1 when none applies
