@@ -41,10 +41,10 @@
 // the request.
 //
 // The handler reads in phases, one file each: request.go (what was asked),
-// plan.go (which rules apply, and the plan), settle.go (what the store
-// decided), respond.go (statuses and headers), metadata.go, observe.go
-// (metrics), throttle.go (the store-failure log throttle) and wire.go (the
-// gRPC handler).
+// plan.go (which rules apply, and the plan), outcome.go (what the store
+// decided, or its failure, means for each descriptor), respond.go (statuses
+// and headers), metadata.go, observe.go (metrics), throttle.go (the
+// store-failure log throttle) and wire.go (the gRPC handler).
 //
 // Handlers return only gRPC status errors (InvalidArgument for malformed
 // requests, Unavailable without a configuration) and never panic on input.

@@ -10,8 +10,8 @@ import (
 
 // item is one request descriptor on its way through a decision. Each phase
 // writes one part and only reads the parts before it: parse writes asked,
-// resolve and replace write rule, plan and settle write decided, and
-// respond, metadata and observe only read.
+// resolve and replace write rule, plan and readDecision (or unavailable)
+// write decided, and respond, metadata and observe only read.
 type item struct {
 	asked   asked
 	rule    rule
@@ -62,9 +62,13 @@ type rule struct {
 // and, after the store answered, its most restrictive limit.
 type decided struct {
 	role cascade.Role
-	// first is the index in the plan of the first debit of the tiers'
-	// limits, in tier order (deny limits have no debit).
-	first    int
+	// slots holds the debit slot of each of the tiers' limits, in tier
+	// order (a tier's limits, then the next tier's): the index of its debit
+	// in the plan, or noDebit. Set by plan; few holds up to len(few) of them
+	// without an allocation (a small few: past 440 bytes an item, with its
+	// entries in a oneItem, takes the next size class of the allocator).
+	slots    []int32
+	few      [4]int32
 	worst    int // index in the limits of tier worstAt, -1 when none applies
 	worstAt  int // index in rule.tiers of the most restrictive limit
 	refused  bool
@@ -74,6 +78,10 @@ type decided struct {
 	bucket   tokenbucket.Limit // the limit the store applied to worst
 	violated bool              // some limit refused (before shadow)
 }
+
+// noDebit is the debit slot of a limit the plan has no debit for: a deny
+// limit (requests_per_unit: 0), which the service answers itself.
+const noDebit = -1
 
 // tier is one bucket item a descriptor charges, with the limits it applies
 // there.
@@ -87,6 +95,15 @@ type tier struct {
 	// level is the descriptor key of a configured entity level ("tenant"),
 	// empty for a stored ancestor and for a descriptor without a hierarchy.
 	level string
+}
+
+// numLimits returns the number of limits of the rule's tiers.
+func (r *rule) numLimits() int {
+	n := 0
+	for _, t := range r.tiers {
+		n += len(t.limits)
+	}
+	return n
 }
 
 // worstLimit returns the item's most restrictive limit (decided.worst ≥ 0).

@@ -128,8 +128,8 @@ func (s *Service) issueLease(cfg *descriptors.Config, domain string, items []ite
 // the name of the adjustment that settles it, "" for none (a configured
 // level's limits as the configuration selects them, by name or by the
 // rule's path; a stored ancestor's by name), and for a limit in dollars the
-// price its descriptor was costed at. The debits are walked in the order
-// plan made them.
+// price its descriptor was costed at. Each limit's debit is the one at its
+// slot (see plan).
 func adjustedTerms(cfg *descriptors.Config, domain string, items []item, n int) []adjust.Term {
 	terms := make([]adjust.Term, n)
 	for i := range items {
@@ -137,15 +137,14 @@ func adjustedTerms(cfg *descriptors.Config, domain string, items []item, n int) 
 		if !it.applies() || it.rule.override {
 			continue
 		}
-		k := it.decided.first
+		p := 0 // the limit's place in tier order, and so in decided.slots
 		for ti := range it.rule.tiers {
 			t := &it.rule.tiers[ti]
 			for _, l := range t.limits {
-				if l.Deny {
+				k := it.decided.slots[p]
+				p++
+				if k == noDebit {
 					continue
-				}
-				if k >= n {
-					return terms
 				}
 				switch {
 				case t.rule != nil:
@@ -160,7 +159,6 @@ func adjustedTerms(cfg *descriptors.Config, domain string, items []item, n int) 
 				if l.Money && terms[k].Adjustment != "" {
 					terms[k].Money, terms[k].Price = true, it.asked.price
 				}
-				k++
 			}
 		}
 	}

@@ -171,16 +171,10 @@ func replace(items []item) {
 // reports whether the request is refused whatever the store says (a deny
 // limit that enforces, or quota denies with no quota debit left to pass). A
 // forced refusal turns every consume into a check, so that the store
-// reports without debiting.
+// reports without debiting. Each item records the debit slot of each of its
+// limits (decided.slots), which is how its statuses are read back.
 func (s *Service) plan(items []item) (cascade.Plan, bool) {
-	n := 0
-	for i := range items {
-		if it := &items[i]; it.applies() {
-			for _, t := range it.rule.tiers {
-				n += len(t.limits)
-			}
-		}
-	}
+	n := slotRoom(items)
 	if n == 0 {
 		return cascade.Plan{}, false
 	}
@@ -200,12 +194,12 @@ func (s *Service) plan(items []item) (cascade.Plan, bool) {
 		default:
 			d.role = cascade.Enforce
 		}
-		d.first = len(debits)
 		for ti := range r.tiers {
 			t := &r.tiers[ti]
 			for li := range t.limits {
 				l := &t.limits[li]
 				if l.Deny {
+					d.slots = append(d.slots, noDebit)
 					if a.negative {
 						continue // a refund to a deny limit changes nothing
 					}
@@ -217,30 +211,11 @@ func (s *Service) plan(items []item) (cascade.Plan, bool) {
 					}
 					continue
 				}
-				db := cascade.Debit{
-					Key:    t.key,
-					Limit:  l.ID,
-					Bucket: l.Bucket,
-					Amount: a.amount(l),
-					Role:   d.role,
-					Depth:  uint8(t.depth),
-				}
-				switch {
-				case a.negative:
-					db.Op = cascade.Refund
-				case l.Money && a.reported:
-					db.Op = cascade.Charge // tokens already spent
-				case db.Amount == 0:
-					db.Op = cascade.Check
-				case s.charges(l, a):
-					db.Op = cascade.Charge
-				default:
-					db.Op = cascade.Consume
-				}
 				if d.role == cascade.Quota {
 					quotaDebits++
 				}
-				debits = append(debits, db)
+				d.slots = append(d.slots, int32(len(debits)))
+				debits = append(debits, s.debit(t, l, a, d.role))
 			}
 		}
 	}
@@ -254,6 +229,63 @@ func (s *Service) plan(items []item) (cascade.Plan, bool) {
 		}
 	}
 	return cascade.Plan{Debits: debits}, forced
+}
+
+// slotRoom gives each applying item room for the debit slots of its tiers'
+// limits: its own few when they fit, otherwise a part of one allocation for
+// the request. It returns the number of limits of all the items.
+func slotRoom(items []item) int {
+	n, spill := 0, 0
+	for i := range items {
+		if it := &items[i]; it.applies() {
+			m := it.rule.numLimits()
+			n += m
+			if m > len(it.decided.few) {
+				spill += m
+			}
+		}
+	}
+	var room []int32
+	if spill > 0 {
+		room = make([]int32, spill)
+	}
+	for i := range items {
+		it := &items[i]
+		if !it.applies() {
+			continue
+		}
+		d := &it.decided
+		d.slots = d.few[:0]
+		if m := it.rule.numLimits(); m > len(d.few) {
+			d.slots, room = room[:0:m], room[m:]
+		}
+	}
+	return n
+}
+
+// debit is the debit of limit l of tier t for what a asked, in role.
+func (s *Service) debit(t *tier, l *descriptors.Limit, a *asked, role cascade.Role) cascade.Debit {
+	db := cascade.Debit{
+		Key:    t.key,
+		Limit:  l.ID,
+		Bucket: l.Bucket,
+		Amount: a.amount(l),
+		Role:   role,
+		Depth:  uint8(t.depth),
+	}
+	switch {
+	case a.negative:
+		db.Op = cascade.Refund
+	case l.Money && a.reported:
+		db.Op = cascade.Charge // tokens already spent
+	case db.Amount == 0:
+		db.Op = cascade.Check
+	case s.charges(l, a):
+		db.Op = cascade.Charge
+	default:
+		db.Op = cascade.Consume
+	}
+	return db
 }
 
 // charges reports whether the hits a descriptor asked of limit l are a

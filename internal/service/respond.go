@@ -15,7 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// respond builds the response from the settled items.
+// respond builds the response from the decided items.
 func (s *Service) respond(req *pb.RateLimitRequest, items []item, over, decided bool) *pb.RateLimitResponse {
 	n := len(items)
 	var resp *pb.RateLimitResponse

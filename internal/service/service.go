@@ -205,12 +205,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 // decide answers req and reports whether the store failed and the policy
 // blocked the request. The phases, each in its own file:
 //
-//	parse (request.go)             what each descriptor asked
-//	resolve, replace (plan.go)     which rule applies to each
-//	plan (plan.go)                 one plan of debits for the store
-//	settle, unavailable (settle.go) what the store's answer means for each
-//	respond (respond.go)           statuses, headers, dynamic metadata
-//	observe (observe.go)           metrics
+//	parse (request.go)                    what each descriptor asked
+//	resolve, replace (plan.go)            which rule applies to each
+//	plan (plan.go)                        one plan of debits for the store
+//	readDecision, unavailable (outcome.go) what the store's answer means for each
+//	respond (respond.go)                  statuses, headers, dynamic metadata
+//	observe (observe.go)                  metrics
 func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, bool, error) {
 	var start time.Time
 	if s.metrics != nil {
@@ -271,7 +271,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		unavailable(items, blocked)
 	} else {
 		over = forced || (len(plan.Debits) > 0 && !dec.Admitted)
-		settle(items, &dec)
+		readDecision(items, &dec)
 	}
 	if s.shadow {
 		over = false

@@ -7,18 +7,19 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// settle reads the store's decision into each item: its most restrictive
-// limit, with the remaining tokens, retry-after and reset of that limit. A
-// deny limit (requests_per_unit: 0) has no debit; it refuses with its
-// period as both retry-after and reset, since no wait would ever admit.
-func settle(items []item, dec *cascade.Decision) {
+// readDecision reads the store's decision into each item: its most
+// restrictive limit, with the remaining tokens, retry-after and reset of
+// that limit. A limit's status is the one at its debit slot (see plan). A
+// deny limit (requests_per_unit: 0) has no debit; it refuses with its period
+// as both retry-after and reset, since no wait would ever admit.
+func readDecision(items []item, dec *cascade.Decision) {
 	for i := range items {
 		it := &items[i]
 		if !it.applies() {
 			continue
 		}
 		a, r, d := &it.asked, &it.rule, &it.decided
-		k := d.first
+		p := 0 // the limit's place in tier order, and so in d.slots
 		for ti := range r.tiers {
 			for li := range r.tiers[ti].limits {
 				l := &r.tiers[ti].limits[li]
@@ -28,14 +29,15 @@ func settle(items []item, dec *cascade.Decision) {
 					retry, reset time.Duration
 					bucket       tokenbucket.Limit
 				)
-				if l.Deny {
+				k := d.slots[p]
+				p++
+				if k == noDebit {
 					refused = !a.negative
 					if refused {
 						retry, reset = l.Period(), l.Period()
 					}
 				} else {
 					st := &dec.Statuses[k]
-					k++
 					refused = !st.OK
 					if !refused {
 						remain = max(int64(st.Remaining/tokenbucket.PerToken), 0)
