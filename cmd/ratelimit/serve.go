@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"net/http"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -49,7 +49,7 @@ func serve(ctx context.Context, s config.Settings, stderr io.Writer) int {
 }
 
 // run wires the components and serves until ctx ends. Every goroutine it
-// starts has ended when it returns.
+// starts has ended when it returns, and before the backend closes.
 func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	entry := func(component string) *logrus.Entry { return log.WithField("component", component) }
 
@@ -67,44 +67,51 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	}
 	defer closeTracing(tp, s.ShutdownTimeout, entry("tracing"))
 
-	src, err := openConfig(ctx, s, m, entry("config"))
+	// The one group of background work: it stops when the server has
+	// stopped serving (or when run fails before serving).
+	bg := newTasks(context.Background(), entry)
+	defer bg.stop()
+
+	src, err := openConfig(s, m, entry("config"))
 	if err != nil {
 		return err
 	}
-	defer src.stop()
+	bg.start("config", src.Run)
+	if err := src.Ready(ctx); err != nil {
+		return err
+	}
 
 	// A backend that cannot be used (its warm-up fails for good) stops
 	// the service with its error.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 
-	b, err := openBackend(ctx, s, m, reg, tp, entry("store"))
+	b, err := openBackend(ctx, backendOptions{
+		settings: s, metrics: m, reg: reg, tracing: tp,
+		names: func() []string { return configNamespaces(src.Current()) },
+		log:   entry("store"),
+	})
 	if err != nil {
 		return err
 	}
-	defer b.close()
+	defer func() {
+		bg.stop()
+		if err := b.Close(); err != nil {
+			entry("store").WithError(err).Warn("store not closed cleanly")
+		}
+	}()
 
 	keys, rereadKeys, err := leaseKeys(s, entry("lease"))
 	if err != nil {
 		return err
 	}
-	adj := newAdjuster(s, b, keys, m, entry("adjust"))
+	adj := newAdjuster(s, b.Settler(), keys, m, entry("adjust"))
 	defer adj.Close()
 
-	svc := newService(s, b, src, m, tp, adj, entry("service"))
-	var certs *config.CertWatcher
-	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
-	o.Services = append(o.Services, accesslog.New(adj, src.current, m, entry("accesslog")).Register)
-	if s.AdminAPI {
-		o.Admin = admin.NewAPI(s, b.mem, src.current, log.WithFields(nil))
-		entry("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
-	}
-	if s.GRPCServerUseTLS {
-		if o.TLS, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
-			return err
-		}
-	}
-	srv, err := server.New(o)
+	srv, certs, err := newServer(parts{
+		settings: s, backend: b, config: src, metrics: m, gatherer: gatherer, compat: compat,
+		tracing: tp, adjuster: adj, log: entry,
+	})
 	if err != nil {
 		return err
 	}
@@ -112,19 +119,16 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	// Background work stops when the server has stopped serving.
-	bg := newTasks(entry)
-	bg.start("config", src.run)
-	bg.start("sighup", reloadOnHangup(hup, src.trigger, entry("config")))
+	bg.start("sighup", reloadOnHangup(hup, src.Trigger, entry("config")))
 	if compat != nil {
 		bg.start("stats", compat.Run)
 	}
 	if s.HealthyWithAtLeastOneConfigLoaded {
 		bg.start("health", func(ctx context.Context) error {
-			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
+			return followReadiness(ctx, func() int { return len(src.Current().Domains()) }, srv.SetReady)
 		})
 	}
-	startBackend(bg, b, src, srv, fail)
+	startBackend(bg, b, srv, fail)
 	if certs != nil {
 		bg.start("tls", certs.Run)
 	}
@@ -152,12 +156,50 @@ func closeTracing(tp *tracing.Provider, timeout time.Duration, log *logrus.Entry
 	}
 }
 
-// newService is the rate-limit service over backend b and the live
-// configuration of src, as s configures it.
-func newService(s config.Settings, b backend, src configSource, m *metrics.Metrics, tp *tracing.Provider, adj *adjust.Adjuster, log *logrus.Entry) *service.Service {
-	return service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
-		service.WithMetrics(m),
-		service.WithLogger(log),
+// parts are what the service and its server are built from.
+type parts struct {
+	settings config.Settings
+	backend  backend
+	config   configSource
+	metrics  *metrics.Metrics
+	gatherer prometheus.Gatherer
+	compat   *metrics.Compat // nil without USE_STATSD
+	tracing  *tracing.Provider
+	adjuster *adjust.Adjuster
+	log      func(component string) *logrus.Entry
+}
+
+// newServer is the service over p's backend and configuration, served on
+// the listeners p's settings configure, with its access log, the admin API
+// when ADMIN_API, and TLS when GRPC_SERVER_USE_TLS, whose certificates
+// certs rereads (nil without TLS).
+func newServer(p parts) (srv *server.Server, certs *config.CertWatcher, err error) {
+	s := p.settings
+	svc := newService(p)
+	o := serverOptions(p, svc)
+	o.Services = append(o.Services, accesslog.New(p.adjuster, p.config.Current, p.metrics, p.log("accesslog")).Register)
+	if s.AdminAPI {
+		o.Admin = admin.NewAPI(s, embeddedStore(p.backend), p.config.Current, p.log("admin"))
+		p.log("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
+	}
+	if s.GRPCServerUseTLS {
+		if o.TLS, certs, err = config.ServerTLS(s, p.log("tls")); err != nil {
+			return nil, nil, err
+		}
+	}
+	if srv, err = server.New(o); err != nil {
+		return nil, nil, err
+	}
+	return srv, certs, nil
+}
+
+// newService is the rate-limit service over p's backend and the live
+// configuration of p's source, as p's settings configure it.
+func newService(p parts) *service.Service {
+	s, b := p.settings, p.backend
+	return service.New(tracing.Store(service.Instrument(b.Store(), p.metrics), p.tracing), p.config.Current,
+		service.WithMetrics(p.metrics),
+		service.WithLogger(p.log("service")),
 		service.WithShadowMode(s.ShadowMode),
 		service.WithNearLimitRatio(s.NearLimitRatio),
 		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
@@ -169,9 +211,9 @@ func newService(s config.Settings, b backend, src configSource, m *metrics.Metri
 		// does not fail, and keeps allow.
 		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock ||
 			(s.OnUnavailable == config.OnUnavailableLocal && s.BackendType == config.BackendDynamoDB)),
-		service.WithHierarchy(b.hierarchy),
-		service.WithNamespaceGate(b.gate),
-		service.WithAdjuster(adj),
+		service.WithHierarchy(b.Hierarchy()),
+		service.WithNamespaceGate(b.Gate()),
+		service.WithAdjuster(p.adjuster),
 		service.WithRequestLimits(service.RequestLimits{
 			Descriptors: s.RequestMaxDescriptors,
 			Entries:     s.RequestMaxEntries,
@@ -180,11 +222,13 @@ func newService(s config.Settings, b backend, src configSource, m *metrics.Metri
 	)
 }
 
-// serverOptions are the listeners and servers of svc as s configures them,
-// without TLS; health awaits the backend's warm-up when warms.
-func serverOptions(s config.Settings, svc *service.Service, src configSource, gatherer prometheus.Gatherer, compat *metrics.Compat, tp *tracing.Provider, warms bool, log *logrus.Entry) server.Options {
+// serverOptions are the listeners and servers of svc as p's settings
+// configure them, without TLS; health awaits the backend's warm-up when it
+// has one.
+func serverOptions(p parts, svc *service.Service) server.Options {
+	s := p.settings
 	var await []string
-	if warms {
+	if _, ok := p.backend.(warmer); ok {
 		await = append(await, warmupCondition)
 	}
 	return server.Options{
@@ -194,15 +238,15 @@ func serverOptions(s config.Settings, svc *service.Service, src configSource, ga
 		Pprof:             s.DebugPprof,
 		RateLimit:         svc,
 		JSON:              svcJSON{svc},
-		ConfigDump:        src.dump,
-		Degraded:          src.degraded,
-		Gatherer:          gatherer,
+		ConfigDump:        configDump(p.config, s.Namespace),
+		Degraded:          p.config.WatchProblem,
+		Gatherer:          p.gatherer,
 		GRPCUDS:           s.GRPCUDS,
 		PrometheusAddr:    prometheusAddr(s),
 		PrometheusPath:    s.PrometheusPath,
 		WaitReady:         s.HealthyWithAtLeastOneConfigLoaded,
 		Await:             await,
-		UnaryInterceptors: append(interceptors(tp), compatInterceptors(compat)...),
+		UnaryInterceptors: append(interceptors(p.tracing), compatInterceptors(p.compat)...),
 		Keepalive: keepalive.ServerParameters{
 			MaxConnectionIdle:     s.GRPCMaxConnectionIdle,
 			MaxConnectionAge:      s.GRPCMaxConnectionAge,
@@ -216,7 +260,7 @@ func serverOptions(s config.Settings, svc *service.Service, src configSource, ga
 		},
 		MaxConcurrentStreams: uint32(s.GRPCMaxConcurrentStreams),
 		Transport:            s.GRPCTransport,
-		UnaryMetadata:        tp != nil, // the trace context
+		UnaryMetadata:        p.tracing != nil, // the trace context
 		// The embedded store never waits: its calls are answered where
 		// they are read.
 		InlineCalls:       s.BackendType == config.BackendMemory,
@@ -226,54 +270,23 @@ func serverOptions(s config.Settings, svc *service.Service, src configSource, ga
 		MaxConnections:    s.HTTPMaxConnections,
 		Drain:             s.ShutdownDrain,
 		Timeout:           s.ShutdownTimeout,
-		Logger:            log,
+		Logger:            p.log("server"),
 	}
 }
 
-// tasks is run's background work: each task runs on its own goroutine
-// with a context that ends at stop, which waits for every task to return.
-// A task's error, other than its context's end, is logged under its name.
-type tasks struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    func(component string) *logrus.Entry
-}
+// svcJSON adapts the service's JSON endpoint to an http.Handler.
+type svcJSON struct{ s *service.Service }
 
-func newTasks(log func(component string) *logrus.Entry) *tasks {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &tasks{ctx: ctx, cancel: cancel, log: log}
-}
+func (h svcJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.ServeJSON(w, r) }
 
-func (t *tasks) start(name string, f func(context.Context) error) {
-	t.wg.Go(func() {
-		if err := f(t.ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.log(name).WithError(err).Error("background task stopped")
-		}
-	})
-}
-
-func (t *tasks) stop() {
-	t.cancel()
-	t.wg.Wait()
-}
-
-// startBackend starts the backend's own work, its watch of the namespace
-// registry (for the namespaces src's rules name) and its warm-up: a
-// warm-up that fails for good fails run (fail), one that succeeds meets
+// startBackend starts the backend's work and its warm-up, if it warms up:
+// a warm-up that fails for good fails run (fail), one that succeeds meets
 // health's warm-up condition.
-func startBackend(bg *tasks, b backend, src configSource, srv *server.Server, fail context.CancelCauseFunc) {
-	if b.run != nil {
-		bg.start("store", b.run)
-	}
-	if b.watch != nil {
-		bg.start("namespaces", func(ctx context.Context) error {
-			return b.watch(ctx, func() []string { return configNamespaces(src.current()) })
-		})
-	}
-	if b.warmup != nil {
-		bg.start("store", func(ctx context.Context) error {
-			if err := b.warmup(ctx); err != nil {
+func startBackend(bg *tasks, b backend, srv *server.Server, fail context.CancelCauseFunc) {
+	bg.start("store", b.Run)
+	if w, ok := b.(warmer); ok {
+		bg.start("warm-up", func(ctx context.Context) error {
+			if err := w.Warmup(ctx); err != nil {
 				fail(err) // returned by run; stops the server
 				return nil
 			}
