@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
-	"net/http"
 	"strconv"
 	"syscall"
 	"time"
@@ -51,33 +51,30 @@ func serve(ctx context.Context, s config.Settings, stderr io.Writer) int {
 // run wires the components and serves until ctx ends. Every goroutine it
 // starts has ended when it returns, and before the backend closes.
 func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
-	entry := func(component string) *logrus.Entry { return log.WithField("component", component) }
+	p := parts{settings: s, log: func(component string) *logrus.Entry { return log.WithField("component", component) }}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	gatherer, compat, err := openCompat(s, m, reg, entry("statsd"))
-	if err != nil {
+	p.metrics = metrics.New(reg)
+	var err error
+	if p.gatherer, p.compat, err = openCompat(s, p.metrics, reg, p.log("statsd")); err != nil {
 		return err
 	}
-
-	tp, err := openTracing(ctx, s, entry("tracing"))
-	if err != nil {
+	if p.tracing, err = openTracing(ctx, s, p.log("tracing")); err != nil {
 		return err
 	}
-	defer closeTracing(tp, s.ShutdownTimeout, entry("tracing"))
+	defer closeTracing(p.tracing, s.ShutdownTimeout, p.log("tracing"))
 
 	// The one group of background work: it stops when the server has
 	// stopped serving (or when run fails before serving).
-	bg := newTasks(context.Background(), entry)
+	bg := newTasks(context.Background(), p.log)
 	defer bg.stop()
 
-	src, err := openConfig(s, m, entry("config"))
-	if err != nil {
+	if p.config, err = openConfig(s, p.metrics, p.log("config")); err != nil {
 		return err
 	}
-	bg.start("config", src.Run)
-	if err := src.Ready(ctx); err != nil {
+	bg.start("config", p.config.Run)
+	if err := p.config.Ready(ctx); err != nil {
 		return err
 	}
 
@@ -86,32 +83,46 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 
-	b, err := openBackend(ctx, backendOptions{
-		settings: s, metrics: m, reg: reg, tracing: tp,
-		names: func() []string { return configNamespaces(src.Current()) },
-		log:   entry("store"),
+	p.backend, err = openBackend(ctx, backendOptions{
+		settings: s, metrics: p.metrics, reg: reg, tracing: p.tracing,
+		names: func() []string { return configNamespaces(p.config.Current()) },
+		log:   p.log("store"),
 	})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		bg.stop()
-		if err := b.Close(); err != nil {
-			entry("store").WithError(err).Warn("store not closed cleanly")
-		}
-	}()
+	defer closeBackend(bg, p.backend, p.log("store"))
 
-	keys, rereadKeys, err := leaseKeys(s, entry("lease"))
+	if err := serveParts(ctx, p, bg, fail); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// closeBackend closes b once every task of bg has returned.
+func closeBackend(bg *tasks, b backend, log *logrus.Entry) {
+	bg.stop()
+	if err := b.Close(); err != nil {
+		log.WithError(err).Warn("store not closed cleanly")
+	}
+}
+
+// serveParts serves the service over p until ctx ends, with its background
+// work in bg, and stops bg once the server has stopped serving. A backend
+// that cannot be used calls fail.
+func serveParts(ctx context.Context, p parts, bg *tasks, fail context.CancelCauseFunc) error {
+	s := p.settings
+	keys, rereadKeys, err := leaseKeys(s, p.log("lease"))
 	if err != nil {
 		return err
 	}
-	adj := newAdjuster(s, b.Settler(), keys, m, entry("adjust"))
-	defer adj.Close()
+	p.adjuster = newAdjuster(s, p.backend.Settler(), keys, p.metrics, p.log("adjust"))
+	defer p.adjuster.Close()
 
-	srv, certs, err := newServer(parts{
-		settings: s, backend: b, config: src, metrics: m, gatherer: gatherer, compat: compat,
-		tracing: tp, adjuster: adj, log: entry,
-	})
+	srv, certs, err := newServer(p)
 	if err != nil {
 		return err
 	}
@@ -119,16 +130,16 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	bg.start("sighup", reloadOnHangup(hup, src.Trigger, entry("config")))
-	if compat != nil {
-		bg.start("stats", compat.Run)
+	bg.start("sighup", reloadOnHangup(hup, p.config.Trigger, p.log("config")))
+	if p.compat != nil {
+		bg.start("stats", p.compat.Run)
 	}
 	if s.HealthyWithAtLeastOneConfigLoaded {
 		bg.start("health", func(ctx context.Context) error {
-			return followReadiness(ctx, func() int { return len(src.Current().Domains()) }, srv.SetReady)
+			return followReadiness(ctx, func() int { return len(p.config.Current().Domains()) }, srv.SetReady)
 		})
 	}
-	startBackend(bg, b, srv, fail)
+	startBackend(bg, p.backend, srv, fail)
 	if certs != nil {
 		bg.start("tls", certs.Run)
 	}
@@ -138,9 +149,6 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 
 	err = srv.Run(ctx)
 	bg.stop()
-	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause
-	}
 	return err
 }
 
