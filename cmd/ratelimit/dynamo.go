@@ -78,13 +78,16 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 	return b, nil
 }
 
-// Store is the store while it opens, then the store.
+// Store is the store, waited for while it opens (warming).
 func (b *dynamoBackend) Store() service.Store { return b.w }
 
+// Settler is the store, waited for while it opens.
 func (b *dynamoBackend) Settler() adjust.Settler { return b.w }
 
+// Hierarchy is the store's entities, waited for while it opens.
 func (b *dynamoBackend) Hierarchy() service.Hierarchy { return b.w }
 
+// Gate is the namespaces the registry marks deleted, as Run last read them.
 func (b *dynamoBackend) Gate() service.NamespaceGate { return b.deleted }
 
 // Warmup opens the store and warms it up (see warmup.run).

@@ -38,8 +38,10 @@ func openMemory(o backendOptions) *memoryBackend {
 	return &memoryBackend{st: st}
 }
 
+// Store is the embedded store.
 func (b *memoryBackend) Store() service.Store { return b.st }
 
+// Settler is the embedded store.
 func (b *memoryBackend) Settler() adjust.Settler { return b.st }
 
 // Hierarchy is nil: the embedded store keeps no entities.

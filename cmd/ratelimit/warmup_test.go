@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -313,6 +314,41 @@ func TestWarmingWaitsForTheStore(t *testing.T) {
 					t.Errorf("Acquire() with the store opened within its budget = %+v, %v; want decided by the store (admitted)", r.d, r.err)
 				}
 			})
+		})
+	}
+}
+
+// TestWarmupHints: what a failed warm-up says to check follows the store's
+// classification of the SDK's error (dynamo.Cause), not its text.
+func TestWarmupHints(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"no table", &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}, "the table does not exist"},
+		{"access denied", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}, "the credentials are refused or lack a permission"},
+		{"unknown key id", &smithy.GenericAPIError{Code: "UnrecognizedClientException", Message: "The security token included in the request is invalid."}, "the credentials are refused or lack a permission"},
+		{"no credentials", errors.New("failed to sign request: failed to retrieve credentials: get identity: no credentials"), "no AWS credentials were found"},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "DynamoDB did not answer"},
+		{"no such host", &net.DNSError{Err: "no such host", Name: "dynamodb.nowhere", IsNotFound: true}, "DynamoDB did not answer"},
+		{"throttled", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}, "DynamoDB throttled the warm-up"},
+		{"server error", &smithy.GenericAPIError{Code: "InternalServerError"}, "check DYNAMODB_ENDPOINT, AWS_REGION, DYNAMODB_TABLE and the credentials"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := dynamotest.NewFake()
+			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				t.Fatal(err)
+			}
+			f.SetFail(func(context.Context, string) error { return c.err })
+			_, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t"})
+			if err == nil {
+				t.Fatal("NewStore() = nil with every call failing")
+			}
+			if got := warmupHint(err); !strings.Contains(got, c.want) {
+				t.Errorf("warmupHint(%v) = %q, want it to say %q", err, got, c.want)
+			}
 		})
 	}
 }
