@@ -44,10 +44,11 @@ func leaseKeys(s config.Settings, log *logrus.Entry) (keys func() *lease.Keyring
 	return func() *lease.Keyring { return k }, nil, nil
 }
 
-// newAdjuster is what issues and settles leases over backend b.
-func newAdjuster(s config.Settings, b backend, keys func() *lease.Keyring, m *metrics.Metrics, log *logrus.Entry) *adjust.Adjuster {
+// newAdjuster is what issues and settles leases, on settler (the
+// backend's).
+func newAdjuster(s config.Settings, settler adjust.Settler, keys func() *lease.Keyring, m *metrics.Metrics, log *logrus.Entry) *adjust.Adjuster {
 	return adjust.New(adjust.Options{
-		Settler: b.settler,
+		Settler: settler,
 		Keys:    keys,
 		TTL:     s.LeaseTTL,
 		Metrics: m,

@@ -161,23 +161,25 @@ func TestXDSAdjustmentsReloadConfig(t *testing.T) {
 	log.SetOutput(io.Discard)
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	src, err := openXDS(context.Background(), s, m, logrus.NewEntry(log))
+	src, err := openXDS(s, m, logrus.NewEntry(log))
 	if err != nil {
 		t.Fatalf("openXDS = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.run(ctx) }()
+	go func() { done <- src.Run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("run = %v", err)
+			t.Errorf("Run = %v", err)
 		}
-		src.stop()
 	}()
+	if err := src.Ready(ctx); err != nil {
+		t.Fatalf("Ready = %v", err)
+	}
 
 	cost := func() string {
-		cfg := src.current()
+		cfg := src.Current()
 		if cfg == nil || len(cfg.Rules()) == 0 {
 			return ""
 		}
@@ -193,13 +195,13 @@ func TestXDSAdjustmentsReloadConfig(t *testing.T) {
 	}
 
 	writeConfig(t, dir, "adjust.yaml", strings.Replace(egAdjustments, "cost:", "cots:", 1))
-	src.trigger()
+	src.Trigger()
 	waitUntil(t, "the failed reload", func() bool { return reloadSucceeded(t, reg) == 0 })
 	if got := cost(); got != total {
 		t.Errorf("after a bad adjustments block: %q, want the old %q serving", got, total)
 	}
-	if !strings.Contains(src.dump(), "default/eg/http adjustment tokens:") {
-		t.Errorf("/rlconfig lacks the adjustment:\n%s", src.dump())
+	if dump := configDump(src, s.Namespace)(); !strings.Contains(dump, "default/eg/http adjustment tokens:") {
+		t.Errorf("/rlconfig lacks the adjustment:\n%s", dump)
 	}
 	// A push that lands while the adjustments are bad does not clear the
 	// failure: the gauge is 1 only while both sources' last attempts
@@ -214,7 +216,7 @@ func TestXDSAdjustmentsReloadConfig(t *testing.T) {
 	}
 
 	writeConfig(t, dir, "adjust.yaml", strings.Replace(egAdjustments, "llm_total_token", "llm_output_token", 1))
-	src.trigger()
+	src.Trigger()
 	waitUntil(t, "the fixed adjustments", func() bool { return cost() == "metadata io.envoy.ai_gateway/llm_output_token" })
 	if got := reloadSucceeded(t, reg); got != 1 {
 		t.Errorf("last reload successful = %v after the fix, want 1", got)

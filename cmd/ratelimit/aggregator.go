@@ -77,7 +77,7 @@ func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error 
 }
 
 // serveMetrics serves /metrics on DEBUG_HOST:DEBUG_PORT until the returned
-// function is called.
+// function is called; when it returns, the server's goroutine has ended.
 func serveMetrics(s config.Settings, reg *prometheus.Registry, log *logrus.Entry) (func(), error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(s.DebugHost, strconv.Itoa(s.DebugPort)))
 	if err != nil {
@@ -87,7 +87,9 @@ func serveMetrics(s config.Settings, reg *prometheus.Registry, log *logrus.Entry
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "OK\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.WithError(err).Error("aggregator: debug listener failed")
 		}
@@ -97,6 +99,7 @@ func serveMetrics(s config.Settings, reg *prometheus.Registry, log *logrus.Entry
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		<-served
 	}, nil
 }
 

@@ -5,71 +5,106 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/internal/degrade"
 	"github.com/dynalimit/dynalimit/internal/metrics"
+	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-// openDynamo returns the DynamoDB store at once; its warmup opens the table
-// and warms it up (see warmDynamo), and decisions before then are answered
-// as DynamoDB not answering.
-func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registerer, tp *tracing.Provider, log *logrus.Entry) (backend, error) {
-	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDB(reg), tracing.DynamoDB(tp))
+// dynamoBackend is the DynamoDB store (BACKEND_TYPE=dynamodb). It is
+// returned at once; Warmup opens the table and warms it up, and decisions
+// before then wait for it within BACKEND_TIMEOUT (warming). Its background
+// work follows the namespace registry.
+type dynamoBackend struct {
+	w      *warming
+	warmup warmup
+	// deleted holds the namespaces the registry marks deleted, reread
+	// every reread for the namespaces names returns.
+	deleted *dynamo.DeletedNamespaces
+	names   func() []string
+	reread  time.Duration
+	log     *logrus.Entry
+}
+
+var (
+	_ backend = (*dynamoBackend)(nil)
+	_ warmer  = (*dynamoBackend)(nil)
+)
+
+// openDynamo returns the DynamoDB backend, degraded under
+// ON_UNAVAILABLE=local.
+func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
+	s := o.settings
+	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDB(o.reg), tracing.DynamoDB(o.tracing))
 	if err != nil {
-		return backend{}, fmt.Errorf("dynamodb client: %w", err)
+		return nil, fmt.Errorf("dynamodb client: %w", err)
 	}
 	cfg := s.DynamoConfig()
 	// Under local, an item DynamoDB keeps throttling is decided on the
 	// replica's share, not refused as contended.
 	cfg.ThrottleFails = s.OnUnavailable == config.OnUnavailableLocal
-	open := func(ctx context.Context) (*dynamo.Store, error) {
-		return dynamo.NewStore(ctx, client, cfg, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(reg)), dynamo.WithCallContext(tracing.CallContext))
-	}
+	log := o.log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
 	w := &warming{wait: s.BackendTimeout}
-	metrics.RegisterDynamoCaches(reg, w.cacheStats)
-	log = log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "namespace": s.Namespace, "endpoint": s.DynamoDBEndpoint, "region": s.AWSRegion})
-	b := backend{
-		store:     w,
-		hierarchy: w,
-		settler:   w,
-		warmup: func(ctx context.Context) error {
-			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, func(err error) error { return admin.Explain(err, s) }, log)
+	metrics.RegisterDynamoCaches(o.reg, func() []dynamo.CacheStats {
+		if st := w.opened(); st != nil {
+			return st.CacheStats()
+		}
+		return nil
+	})
+	b := &dynamoBackend{
+		w: w,
+		warmup: warmup{
+			open: func(ctx context.Context) (*dynamo.Store, error) {
+				return dynamo.NewStore(ctx, client, cfg, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(o.reg)), dynamo.WithCallContext(tracing.CallContext))
+			},
+			options: dynamo.WarmOptions{Credentials: client.Options().Credentials},
+			window:  s.BackendWarmupTimeout,
+			explain: func(err error) error { return admin.Explain(err, s) },
+			log:     log,
 		},
-		close: w.close,
-	}
-	deleted := dynamo.NewDeletedNamespaces(s.Namespace)
-	b.gate = deleted
-	b.watch = func(ctx context.Context, names func() []string) error {
-		return watchNamespaces(ctx, w, deleted, names, cfg.WithDefaults().ConfigCacheTTL, log)
+		deleted: dynamo.NewDeletedNamespaces(s.Namespace),
+		names:   o.names,
+		reread:  cfg.WithDefaults().ConfigCacheTTL,
+		log:     log,
 	}
 	if s.OnUnavailable == config.OnUnavailableLocal {
-		degraded(&b, w, s, reg, log)
+		return degraded(b, s, o.reg), nil
 	}
 	return b, nil
 }
 
-// heartbeatInterval is how often a replica records that it is alive
-// (ON_UNAVAILABLE=local counts the fleet by it).
-const heartbeatInterval = 5 * time.Second
+// Store is the store, waited for while it opens (warming).
+func (b *dynamoBackend) Store() service.Store { return b.w }
 
-// degraded makes b decide on this replica's share when DynamoDB cannot
-// (ON_UNAVAILABLE=local): the store goes through internal/degrade, which
-// repays in the background, and the fleet is counted by heartbeats
-// unless FLEET_SIZE fixes it.
-func degraded(b *backend, w *warming, s config.Settings, reg prometheus.Registerer, log *logrus.Entry) {
-	fleet := degrade.NewFleet(s.FleetSize)
-	metrics.RegisterFleetSize(reg, fleet.Size)
-	d := degrade.New(w, degrade.Config{ID: fleet.ID(), Share: fleet.Size, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log})
-	b.store = d
-	log = log.WithFields(logrus.Fields{"replica": fleet.ID(), "fleet_size": s.FleetSize})
-	b.run = func(ctx context.Context) error {
-		go func() { _ = fleet.Beat(ctx, w, heartbeatInterval, log) }()
-		return d.Run(ctx)
+// Settler is the store, waited for while it opens.
+func (b *dynamoBackend) Settler() adjust.Settler { return b.w }
+
+// Hierarchy is the store's entities, waited for while it opens.
+func (b *dynamoBackend) Hierarchy() service.Hierarchy { return b.w }
+
+// Gate is the namespaces the registry marks deleted, as Run last read them.
+func (b *dynamoBackend) Gate() service.NamespaceGate { return b.deleted }
+
+// Warmup opens the store and warms it up (see warmup.run).
+func (b *dynamoBackend) Warmup(ctx context.Context) error { return b.warmup.run(ctx, b.w) }
+
+// Run follows the namespace registry until ctx ends (watchNamespaces).
+func (b *dynamoBackend) Run(ctx context.Context) error { return b.watchNamespaces(ctx) }
+
+// Close closes the store, if it opened.
+func (b *dynamoBackend) Close() error { return b.w.close() }
+
+// DynamoDB is the serving store, once open: it waits for it within
+// BACKEND_TIMEOUT, as a decision does, and fails as DynamoDB not answering
+// if it is still not open. The admin API calls the table through it.
+func (b *dynamoBackend) DynamoDB(ctx context.Context) (*dynamo.Store, error) {
+	if st := b.w.store(ctx); st != nil {
+		return st, nil
 	}
+	return nil, errWarming
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,8 +14,6 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
-
-func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 
 // dynamoEnv returns the settings of a fresh table on the shared DynamoDB
 // Local, plus extra, after creating the table with `ratelimit table
@@ -35,7 +32,19 @@ func dynamoEnvAt(t *testing.T, local *dynamotest.Local, extra ...string) []strin
 		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
 		"AWS_REGION=us-east-1",
 	}, extra...)
-	getenv := func(k string) string {
+	getenv := lookup(env)
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
+		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
+	}
+	local.DropAtCleanup(t, getenv("DYNAMODB_TABLE"))
+	return env
+}
+
+// lookup returns the value of a setting in env (the last one wins), "" when
+// env does not set it: Main's getenv.
+func lookup(env []string) func(string) string {
+	return func(k string) string {
 		v := ""
 		for _, kv := range env {
 			if rest, ok := strings.CutPrefix(kv, k+"="); ok {
@@ -44,12 +53,6 @@ func dynamoEnvAt(t *testing.T, local *dynamotest.Local, extra ...string) []strin
 		}
 		return v
 	}
-	var out bytes.Buffer
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
-		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
-	}
-	local.DropAtCleanup(t, getenv("DYNAMODB_TABLE"))
-	return env
 }
 
 // TestTwoBinariesShareDynamoDB runs two replicas of the binary on one

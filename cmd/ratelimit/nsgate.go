@@ -6,10 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // configNamespaces returns the namespaces the rules of cfg name, "" (the
@@ -27,29 +24,28 @@ func configNamespaces(cfg *descriptors.Config) []string {
 	return out
 }
 
-// watchNamespaces reads the registry records of the namespaces names
-// returns into deleted once w's store is open, then every interval, until
-// ctx ends: a namespace deleted with `ratelimit namespace delete` stops
-// being decided within the interval, and one recovered is decided again. A
-// read that fails keeps the set read last, and is logged.
-func watchNamespaces(ctx context.Context, w *warming, deleted *dynamo.DeletedNamespaces, names func() []string, interval time.Duration, log *logrus.Entry) error {
-	select {
-	case <-w.openedCh():
-	case <-ctx.Done():
+// watchNamespaces reads the registry records of the namespaces b.names
+// returns into b.deleted once the store is open, then every b.reread,
+// until ctx ends: a namespace deleted with `ratelimit namespace delete`
+// stops being decided within the interval, and one recovered is decided
+// again. A read that fails keeps the set read last, and is logged.
+func (b *dynamoBackend) watchNamespaces(ctx context.Context) error {
+	st := b.w.await(ctx)
+	if st == nil {
 		return nil
 	}
-	t := time.NewTicker(interval)
+	t := time.NewTicker(b.reread)
 	defer t.Stop()
 	for {
-		before := deleted.Names()
-		rctx, cancel := context.WithTimeout(ctx, interval)
-		err := deleted.Refresh(rctx, w.p.Load(), names())
+		before := b.deleted.Names()
+		rctx, cancel := context.WithTimeout(ctx, b.reread)
+		err := b.deleted.Refresh(rctx, st, b.names())
 		cancel()
-		switch after := deleted.Names(); {
+		switch after := b.deleted.Names(); {
 		case err != nil && ctx.Err() == nil:
-			log.WithError(err).Warn("namespace registry not read: the namespaces deleted stay as read last")
+			b.log.WithError(err).Warn("namespace registry not read: the namespaces deleted stay as read last")
 		case !slices.Equal(before, after):
-			log.WithField("deleted", strings.Join(after, ",")).Warn("namespaces deleted in the registry changed: the rules of a deleted namespace are answered as unmatched")
+			b.log.WithField("deleted", strings.Join(after, ",")).Warn("namespaces deleted in the registry changed: the rules of a deleted namespace are answered as unmatched")
 		}
 		select {
 		case <-ctx.Done():

@@ -7,24 +7,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
-	"github.com/dynalimit/dynalimit/internal/accesslog"
-	"github.com/dynalimit/dynalimit/internal/adjust"
-	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
-	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 )
 
@@ -49,62 +41,80 @@ func serve(ctx context.Context, s config.Settings, stderr io.Writer) int {
 }
 
 // run wires the components and serves until ctx ends. Every goroutine it
-// starts has ended when it returns.
+// starts has ended when it returns, and before the backend closes.
 func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
-	entry := func(component string) *logrus.Entry { return log.WithField("component", component) }
+	p := parts{settings: s, log: func(component string) *logrus.Entry { return log.WithField("component", component) }}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	gatherer, compat, err := openCompat(s, m, reg, entry("statsd"))
-	if err != nil {
+	p.metrics = metrics.New(reg)
+	var err error
+	if p.gatherer, p.compat, err = openCompat(s, p.metrics, reg, p.log("statsd")); err != nil {
 		return err
 	}
+	if p.tracing, err = openTracing(ctx, s, p.log("tracing")); err != nil {
+		return err
+	}
+	defer closeTracing(p.tracing, s.ShutdownTimeout, p.log("tracing"))
 
-	tp, err := openTracing(ctx, s, entry("tracing"))
-	if err != nil {
-		return err
-	}
-	defer closeTracing(tp, s.ShutdownTimeout, entry("tracing"))
+	// The one group of background work: it stops when the server has
+	// stopped serving (or when run fails before serving).
+	bg := newTasks(context.Background(), p.log)
+	defer bg.stop()
 
-	src, err := openConfig(ctx, s, m, entry("config"))
-	if err != nil {
+	if p.config, err = openConfig(s, p.metrics, p.log("config")); err != nil {
 		return err
 	}
-	defer src.stop()
+	bg.start("config", p.config.Run)
+	if err := p.config.Ready(ctx); err != nil {
+		return err
+	}
 
 	// A backend that cannot be used (its warm-up fails for good) stops
 	// the service with its error.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 
-	b, err := openBackend(ctx, s, m, reg, tp, entry("store"))
+	p.backend, err = openBackend(ctx, backendOptions{
+		settings: s, metrics: p.metrics, reg: reg, tracing: p.tracing,
+		names: func() []string { return configNamespaces(p.config.Current()) },
+		log:   p.log("store"),
+	})
 	if err != nil {
 		return err
 	}
-	defer b.close()
+	defer closeBackend(bg, p.backend, p.log("store"))
 
-	keys, rereadKeys, err := leaseKeys(s, entry("lease"))
+	if err := serveParts(ctx, p, bg, fail); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// closeBackend closes b once every task of bg has returned.
+func closeBackend(bg *tasks, b backend, log *logrus.Entry) {
+	bg.stop()
+	if err := b.Close(); err != nil {
+		log.WithError(err).Warn("store not closed cleanly")
+	}
+}
+
+// serveParts serves the service over p until ctx ends, with its background
+// work in bg, and stops bg once the server has stopped serving. A backend
+// that cannot be used calls fail.
+func serveParts(ctx context.Context, p parts, bg *tasks, fail context.CancelCauseFunc) error {
+	s := p.settings
+	keys, rereadKeys, err := leaseKeys(s, p.log("lease"))
 	if err != nil {
 		return err
 	}
-	adj := newAdjuster(s, b, keys, m, entry("adjust"))
-	defer adj.Close()
+	p.adjuster = newAdjuster(s, p.backend.Settler(), keys, p.metrics, p.log("adjust"))
+	defer p.adjuster.Close()
 
-	svc := newService(s, b, src, m, tp, adj, entry("service"))
-	var certs *config.CertWatcher
-	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
-	o.Services = append(o.Services, accesslog.New(adj, src.current, m, entry("accesslog")).Register)
-	if s.AdminAPI {
-		o.Admin = admin.NewAPI(s, b.mem, src.current, log.WithFields(nil))
-		entry("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
-	}
-	if s.GRPCServerUseTLS {
-		if o.TLS, certs, err = config.ServerTLS(s, entry("tls")); err != nil {
-			return err
-		}
-	}
-	srv, err := server.New(o)
+	srv, certs, err := newServer(p)
 	if err != nil {
 		return err
 	}
@@ -112,19 +122,16 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	// Background work stops when the server has stopped serving.
-	bg := newTasks(entry)
-	bg.start("config", src.run)
-	bg.start("sighup", reloadOnHangup(hup, src.trigger, entry("config")))
-	if compat != nil {
-		bg.start("stats", compat.Run)
+	bg.start("sighup", reloadOnHangup(hup, p.config.Trigger, p.log("config")))
+	if p.compat != nil {
+		bg.start("stats", p.compat.Run)
 	}
 	if s.HealthyWithAtLeastOneConfigLoaded {
 		bg.start("health", func(ctx context.Context) error {
-			return followReadiness(ctx, func() int { return len(src.current().Domains()) }, srv.SetReady)
+			return followReadiness(ctx, func() int { return len(p.config.Current().Domains()) }, srv.SetReady)
 		})
 	}
-	startBackend(bg, b, src, srv, fail)
+	startBackend(bg, p.backend, srv, fail)
 	if certs != nil {
 		bg.start("tls", certs.Run)
 	}
@@ -134,9 +141,6 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 
 	err = srv.Run(ctx)
 	bg.stop()
-	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause
-	}
 	return err
 }
 
@@ -152,128 +156,14 @@ func closeTracing(tp *tracing.Provider, timeout time.Duration, log *logrus.Entry
 	}
 }
 
-// newService is the rate-limit service over backend b and the live
-// configuration of src, as s configures it.
-func newService(s config.Settings, b backend, src configSource, m *metrics.Metrics, tp *tracing.Provider, adj *adjust.Adjuster, log *logrus.Entry) *service.Service {
-	return service.New(tracing.Store(service.Instrument(b.store, m), tp), src.current,
-		service.WithMetrics(m),
-		service.WithLogger(log),
-		service.WithShadowMode(s.ShadowMode),
-		service.WithNearLimitRatio(s.NearLimitRatio),
-		service.WithResponseHeaders(s.LimitResponseHeadersEnabled, s.LimitLimitHeader, s.LimitRemainingHeader, s.LimitResetHeader),
-		service.WithDynamicMetadata(s.ResponseDynamicMetadata),
-		service.WithExtendedMetadata(s.ResponseMetadataFormat == config.MetadataExtended),
-		service.WithDescriptorHitsCharge(s.DescriptorHitsAddend == config.HitsAddendCharge),
-		// Under local the DynamoDB store decides what it cannot on the
-		// replica's share: what still fails is refused. The embedded store
-		// does not fail, and keeps allow.
-		service.WithOnUnavailable(s.OnUnavailable == config.OnUnavailableBlock ||
-			(s.OnUnavailable == config.OnUnavailableLocal && s.BackendType == config.BackendDynamoDB)),
-		service.WithHierarchy(b.hierarchy),
-		service.WithNamespaceGate(b.gate),
-		service.WithAdjuster(adj),
-		service.WithRequestLimits(service.RequestLimits{
-			Descriptors: s.RequestMaxDescriptors,
-			Entries:     s.RequestMaxEntries,
-			EntryBytes:  s.RequestMaxEntryBytes,
-		}),
-	)
-}
-
-// serverOptions are the listeners and servers of svc as s configures them,
-// without TLS; health awaits the backend's warm-up when warms.
-func serverOptions(s config.Settings, svc *service.Service, src configSource, gatherer prometheus.Gatherer, compat *metrics.Compat, tp *tracing.Provider, warms bool, log *logrus.Entry) server.Options {
-	var await []string
-	if warms {
-		await = append(await, warmupCondition)
-	}
-	return server.Options{
-		GRPCAddr:          hostPort(s.GRPCHost, s.GRPCPort),
-		HTTPAddr:          hostPort(s.Host, s.Port),
-		DebugAddr:         hostPort(s.DebugHost, s.DebugPort),
-		Pprof:             s.DebugPprof,
-		RateLimit:         svc,
-		JSON:              svcJSON{svc},
-		ConfigDump:        src.dump,
-		Degraded:          src.degraded,
-		Gatherer:          gatherer,
-		GRPCUDS:           s.GRPCUDS,
-		PrometheusAddr:    prometheusAddr(s),
-		PrometheusPath:    s.PrometheusPath,
-		WaitReady:         s.HealthyWithAtLeastOneConfigLoaded,
-		Await:             await,
-		UnaryInterceptors: append(interceptors(tp), compatInterceptors(compat)...),
-		Keepalive: keepalive.ServerParameters{
-			MaxConnectionIdle:     s.GRPCMaxConnectionIdle,
-			MaxConnectionAge:      s.GRPCMaxConnectionAge,
-			MaxConnectionAgeGrace: s.GRPCMaxConnectionAgeGrace,
-			Time:                  s.GRPCKeepaliveTime,
-			Timeout:               s.GRPCKeepaliveTimeout,
-		},
-		KeepalivePolicy: keepalive.EnforcementPolicy{
-			MinTime:             s.GRPCKeepaliveMinTime,
-			PermitWithoutStream: s.GRPCKeepalivePermitWithoutStream,
-		},
-		MaxConcurrentStreams: uint32(s.GRPCMaxConcurrentStreams),
-		Transport:            s.GRPCTransport,
-		UnaryMetadata:        tp != nil, // the trace context
-		// The embedded store never waits: its calls are answered where
-		// they are read.
-		InlineCalls:       s.BackendType == config.BackendMemory,
-		ReadHeaderTimeout: s.HTTPReadHeaderTimeout,
-		ReadTimeout:       s.HTTPReadTimeout,
-		IdleTimeout:       s.HTTPIdleTimeout,
-		MaxConnections:    s.HTTPMaxConnections,
-		Drain:             s.ShutdownDrain,
-		Timeout:           s.ShutdownTimeout,
-		Logger:            log,
-	}
-}
-
-// tasks is run's background work: each task runs on its own goroutine
-// with a context that ends at stop, which waits for every task to return.
-// A task's error, other than its context's end, is logged under its name.
-type tasks struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    func(component string) *logrus.Entry
-}
-
-func newTasks(log func(component string) *logrus.Entry) *tasks {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &tasks{ctx: ctx, cancel: cancel, log: log}
-}
-
-func (t *tasks) start(name string, f func(context.Context) error) {
-	t.wg.Go(func() {
-		if err := f(t.ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.log(name).WithError(err).Error("background task stopped")
-		}
-	})
-}
-
-func (t *tasks) stop() {
-	t.cancel()
-	t.wg.Wait()
-}
-
-// startBackend starts the backend's own work, its watch of the namespace
-// registry (for the namespaces src's rules name) and its warm-up: a
-// warm-up that fails for good fails run (fail), one that succeeds meets
+// startBackend starts the backend's work and its warm-up, if it warms up:
+// a warm-up that fails for good fails run (fail), one that succeeds meets
 // health's warm-up condition.
-func startBackend(bg *tasks, b backend, src configSource, srv *server.Server, fail context.CancelCauseFunc) {
-	if b.run != nil {
-		bg.start("store", b.run)
-	}
-	if b.watch != nil {
-		bg.start("namespaces", func(ctx context.Context) error {
-			return b.watch(ctx, func() []string { return configNamespaces(src.current()) })
-		})
-	}
-	if b.warmup != nil {
-		bg.start("store", func(ctx context.Context) error {
-			if err := b.warmup(ctx); err != nil {
+func startBackend(bg *tasks, b backend, srv *server.Server, fail context.CancelCauseFunc) {
+	bg.start("store", b.Run)
+	if w, ok := b.(warmer); ok {
+		bg.start("warm-up", func(ctx context.Context) error {
+			if err := w.Warmup(ctx); err != nil {
 				fail(err) // returned by run; stops the server
 				return nil
 			}
@@ -296,18 +186,6 @@ func reloadOnHangup(hup <-chan os.Signal, trigger func(), log *logrus.Entry) fun
 			}
 		}
 	}
-}
-
-// interceptors returns the gRPC interceptors tracing asks for.
-func interceptors(tp *tracing.Provider) []grpc.UnaryServerInterceptor {
-	if tp == nil {
-		return nil
-	}
-	return []grpc.UnaryServerInterceptor{tp.UnaryServerInterceptor()}
-}
-
-func hostPort(host string, port int) string {
-	return host + ":" + strconv.Itoa(port)
 }
 
 func newLogger(s config.Settings, out io.Writer) (*logrus.Logger, error) {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,20 +32,20 @@ import (
 )
 
 // TestWarmDynamoWaits: while DynamoDB refuses connections or hangs,
-// warmDynamo keeps trying, logs the first failure at once and an error each
+// the warm-up keeps trying, logs the first failure at once and an error each
 // 30 s window with what to check, and decisions meanwhile fail as DynamoDB
 // not answering; once DynamoDB answers it returns within 11 s (a call in
 // flight ends by its 5 s deadline, then at most 5 s of backoff).
 // A table of another schema stops it with the error.
 func TestWarmDynamoWaits(t *testing.T) {
-	refused := errors.New("dial tcp 127.0.0.1:8000: connect: connection refused")
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	cases := []struct {
 		name  string
 		fail  func(ctx context.Context, op string) error
 		check string // in the logged errors
 	}{
-		{"unreachable", func(context.Context, string) error { return refused }, "check DYNAMODB_ENDPOINT"},
-		{"hanging", func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }, "check DYNAMODB_ENDPOINT"},
+		{"unreachable", func(context.Context, string) error { return refused }, "DynamoDB did not answer: check DYNAMODB_ENDPOINT"},
+		{"hanging", func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }, "DynamoDB did not answer: check DYNAMODB_ENDPOINT"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,14 +76,14 @@ func TestWarmDynamoWaits(t *testing.T) {
 				done := make(chan error, 1)
 				start := time.Now()
 				go func() {
-					done <- warmDynamo(ctx, w, open, dynamo.WarmOptions{Conns: 2}, 30*time.Second, noExplain, logrus.NewEntry(log))
+					done <- warmup{open: open, options: dynamo.WarmOptions{Conns: 2}, window: 30 * time.Second, explain: noExplain, log: logrus.NewEntry(log)}.run(ctx, w)
 				}()
 
 				time.Sleep(80 * time.Second)
 				synctest.Wait()
 				select {
 				case err := <-done:
-					t.Fatalf("warmDynamo() = %v after %v while DynamoDB is down, want it still waiting", err, time.Since(start))
+					t.Fatalf("warmup.run() = %v after %v while DynamoDB is down, want it still waiting", err, time.Since(start))
 				default:
 				}
 				if _, err := w.Acquire(ctx, demoPlan()); !errors.Is(err, dynamo.ErrUnavailable) {
@@ -110,10 +113,10 @@ func TestWarmDynamoWaits(t *testing.T) {
 				select {
 				case err := <-done:
 					if err != nil {
-						t.Fatalf("warmDynamo() = %v once DynamoDB answers, want nil", err)
+						t.Fatalf("warmup.run() = %v once DynamoDB answers, want nil", err)
 					}
 				case <-time.After(time.Minute):
-					t.Fatal("warmDynamo() still waiting a minute after DynamoDB answers")
+					t.Fatal("warmup.run() still waiting a minute after DynamoDB answers")
 				}
 				if took := time.Since(up); took > 11*time.Second {
 					t.Errorf("ready %v after DynamoDB answered, want within 11 s (a call in flight ends by its 5 s deadline, then at most 5 s of backoff)", took)
@@ -159,9 +162,9 @@ func TestWarmDynamoGivesUp(t *testing.T) {
 				w := &warming{}
 				defer w.close()
 				explain := func(err error) error { return fmt.Errorf("explained: %w", err) }
-				err := warmDynamo(context.Background(), w, open, dynamo.WarmOptions{}, 30*time.Second, explain, logrus.NewEntry(log))
+				err := warmup{open: open, window: 30 * time.Second, explain: explain, log: logrus.NewEntry(log)}.run(context.Background(), w)
 				if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
-					t.Errorf("warmDynamo() = %v, want an error wrapping %v that says %q", err, c.want, c.text)
+					t.Errorf("warmup.run() = %v, want an error wrapping %v that says %q", err, c.want, c.text)
 				}
 			})
 		})
@@ -311,6 +314,41 @@ func TestWarmingWaitsForTheStore(t *testing.T) {
 					t.Errorf("Acquire() with the store opened within its budget = %+v, %v; want decided by the store (admitted)", r.d, r.err)
 				}
 			})
+		})
+	}
+}
+
+// TestWarmupHints: what a failed warm-up says to check follows the store's
+// classification of the SDK's error (dynamo.Cause), not its text.
+func TestWarmupHints(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"no table", &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}, "the table does not exist"},
+		{"access denied", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}, "the credentials are refused or lack a permission"},
+		{"unknown key id", &smithy.GenericAPIError{Code: "UnrecognizedClientException", Message: "The security token included in the request is invalid."}, "the credentials are refused or lack a permission"},
+		{"no credentials", errors.New("failed to sign request: failed to retrieve credentials: get identity: no credentials"), "no AWS credentials were found"},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "DynamoDB did not answer"},
+		{"no such host", &net.DNSError{Err: "no such host", Name: "dynamodb.nowhere", IsNotFound: true}, "DynamoDB did not answer"},
+		{"throttled", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}, "DynamoDB throttled the warm-up"},
+		{"server error", &smithy.GenericAPIError{Code: "InternalServerError"}, "check DYNAMODB_ENDPOINT, AWS_REGION, DYNAMODB_TABLE and the credentials"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := dynamotest.NewFake()
+			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				t.Fatal(err)
+			}
+			f.SetFail(func(context.Context, string) error { return c.err })
+			_, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t"})
+			if err == nil {
+				t.Fatal("NewStore() = nil with every call failing")
+			}
+			if got := warmupHint(err); !strings.Contains(got, c.want) {
+				t.Errorf("warmupHint(%v) = %q, want it to say %q", err, got, c.want)
+			}
 		})
 	}
 }

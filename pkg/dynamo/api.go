@@ -123,7 +123,7 @@ func classify(op string, err error) error {
 			return fmt.Errorf("dynamo: %s: %w: %w", op, ErrThrottled, err)
 		}
 	}
-	return fmt.Errorf("dynamo: %s: %w: %w", op, ErrUnavailable, err)
+	return fmt.Errorf("dynamo: %s: %w: %w", op, unavailable(err), err)
 }
 
 // NewClient returns a DynamoDB client for region (DefaultRegion when

@@ -92,7 +92,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 		_, err := o.Credentials.Retrieve(cctx)
 		cancel()
 		if err != nil {
-			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrUnavailable, err)
+			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrNoCredentials, err)
 		}
 	}
 	skipped, err := s.describe(ctx)
