@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/adjust"
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/metrics"
@@ -47,8 +48,8 @@ type backend struct {
 	// watch keeps gate current for the namespaces names returns, until
 	// ctx ends (DynamoDB).
 	watch func(ctx context.Context, names func() []string) error
-	// mem is the embedded store, for the admin API; nil on DynamoDB.
-	mem *memstore.Store
+	// ops is the store as the operator's commands see it (the admin API).
+	ops admin.Stores
 }
 
 // warmupCondition is what health awaits while a backend warms up.
@@ -68,7 +69,7 @@ func openBackend(ctx context.Context, s config.Settings, m *metrics.Metrics, reg
 			return metrics.StoreStats{Buckets: stats.Buckets, Bytes: stats.Bytes, EvictedFull: stats.EvictedFull, EvictedNotFull: stats.EvictedNotFull, ForgivenMillitokens: stats.ForgivenMillitokens}
 		})
 		log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
-		return backend{store: st, settler: st, run: st.Run, close: func() {}, mem: st}, nil
+		return backend{store: st, settler: st, run: st.Run, close: func() {}, ops: admin.Embedded(st, s.Namespace, log.WithField("component", "admin"))}, nil
 	case config.BackendDynamoDB:
 		return openDynamo(ctx, s, reg, tp, log)
 	}

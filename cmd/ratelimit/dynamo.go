@@ -41,8 +41,19 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		warmup: func(ctx context.Context) error {
 			return warmDynamo(ctx, w, open, dynamo.WarmOptions{Credentials: client.Options().Credentials}, s.BackendWarmupTimeout, func(err error) error { return admin.Explain(err, s) }, log)
 		},
-		close: w.close,
 	}
+	// The admin API runs on the serving store; a write naming a principal
+	// goes through a store of that principal on the same client.
+	ops := admin.NewDynamo(func(ctx context.Context) (*dynamo.Store, error) {
+		if st := w.store(ctx); st != nil {
+			return st, nil
+		}
+		return nil, errWarming
+	}, "", func(ctx context.Context, principal string) (*dynamo.Store, error) {
+		return dynamo.NewStore(ctx, client, cfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
+	})
+	b.ops = ops.Stores()
+	b.close = func() { _ = ops.Close(); w.close() }
 	deleted := dynamo.NewDeletedNamespaces(s.Namespace)
 	b.gate = deleted
 	b.watch = func(ctx context.Context, names func() []string) error {

@@ -96,7 +96,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	o := serverOptions(s, svc, src, gatherer, compat, tp, b.warmup != nil, entry("server"))
 	o.Services = append(o.Services, accesslog.New(adj, src.current, m, entry("accesslog")).Register)
 	if s.AdminAPI {
-		o.Admin = admin.NewAPI(s, b.mem, src.current, log.WithFields(nil))
+		o.Admin = admin.NewAPI(s, b.ops, src.current, log.WithFields(nil))
 		entry("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
 	}
 	if s.GRPCServerUseTLS {
