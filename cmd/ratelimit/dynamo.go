@@ -43,14 +43,17 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		},
 	}
 	// The admin API runs on the serving store; a write naming a principal
-	// goes through a store of that principal on the same client.
+	// goes through a store of that principal on the same client, with an
+	// operator's deadline.
+	opsCfg := cfg
+	opsCfg.Timeout = max(s.BackendTimeout, admin.MinCallTimeout)
 	ops := admin.NewDynamo(func(ctx context.Context) (*dynamo.Store, error) {
 		if st := w.store(ctx); st != nil {
 			return st, nil
 		}
 		return nil, errWarming
 	}, "", func(ctx context.Context, principal string) (*dynamo.Store, error) {
-		return dynamo.NewStore(ctx, client, cfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
+		return dynamo.NewStore(ctx, client, opsCfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
 	})
 	b.ops = ops.Stores()
 	b.close = func() { _ = ops.Close(); w.close() }

@@ -176,7 +176,7 @@ func (c *command) onDynamo(ctx context.Context, stdout, stderr io.Writer) error 
 		env := &cmdEnv{client: client, settings: s, opts: c.opts, out: stdout, errOut: stderr}
 		return Explain(c.v.run(ctx, env, c.rest), s)
 	}
-	st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, minCallTimeout)}, dynamo.WithPrincipal(c.opts.principal))
+	st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, MinCallTimeout)}, dynamo.WithPrincipal(c.opts.principal))
 	if err != nil {
 		return Explain(err, s)
 	}
@@ -215,11 +215,13 @@ func RunOn(ctx context.Context, st Stores, args []string, getenv func(string) st
 	return c.runOn(ctx, st, nil, stdout, stderr)
 }
 
-// minCallTimeout is the least deadline of an admin command's calls
+// MinCallTimeout is the least deadline of an admin command's calls
 // (BACKEND_TIMEOUT is a decision's budget, often a few milliseconds): the
 // store's admin calls have it already, and the walk up an entity's
-// ancestors (bucket show) gets it too.
-const minCallTimeout = 5 * time.Second
+// ancestors (bucket show -chain) gets it from the store a command runs
+// on (Dynamo's open: the service gives its stores of principals this
+// deadline).
+const MinCallTimeout = 5 * time.Second
 
 // defaultPrincipal is who the audit records name when -principal is not
 // given: $USER, else the OS user running the command, else "unknown".

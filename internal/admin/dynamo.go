@@ -16,9 +16,11 @@ import (
 // pkg/dynamo names the principal of its audit records per store
 // (dynamo.WithPrincipal): a write whose PrincipalOf(ctx) is not the
 // store's goes through a store naming it, opened by the open function on
-// the same client and kept for the next write (up to maxViews principals;
-// past them, one is opened for the write and closed after it). Close
-// closes those.
+// the same client and kept for the next call (up to maxViews principals;
+// past them, one is opened for the call and closed after it). So does
+// the walk up a bucket's ancestors (Ancestors), which has the deadline of
+// the store it runs on: the serving store's is a decision's, open's
+// should be MinCallTimeout at least. Close closes those stores.
 type Dynamo struct {
 	store     func(ctx context.Context) (*dynamo.Store, error)
 	principal string
@@ -64,13 +66,20 @@ func (d *Dynamo) writer(ctx context.Context) (*dynamo.Store, func(), error) {
 		return st, func() {}, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if st, ok := d.views[p]; ok {
+	st, ok := d.views[p]
+	d.mu.Unlock()
+	if ok {
 		return st, func() {}, nil
 	}
 	st, err := d.open(ctx, p)
 	if err != nil {
 		return nil, nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if kept, ok := d.views[p]; ok { // opened meanwhile
+		_ = st.Close()
+		return kept, func() {}, nil
 	}
 	if len(d.views) >= maxViews {
 		return st, func() { _ = st.Close() }, nil
@@ -79,7 +88,7 @@ func (d *Dynamo) writer(ctx context.Context) (*dynamo.Store, func(), error) {
 	return st, func() {}, nil
 }
 
-// write runs f on the store naming ctx's principal.
+// write runs f on the store naming ctx's principal (writer).
 func write[T any](ctx context.Context, d *Dynamo, f func(st *dynamo.Store) (T, error)) (T, error) {
 	st, done, err := d.writer(ctx)
 	if err != nil {
@@ -131,7 +140,7 @@ func (d *Dynamo) TopUp(ctx context.Context, key cascade.Key, name string, amount
 
 // Ancestors implements Buckets.
 func (d *Dynamo) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]cascade.Ancestor, error) { return st.Ancestors(ctx, key, max) })
+	return write(ctx, d, func(st *dynamo.Store) ([]cascade.Ancestor, error) { return st.Ancestors(ctx, key, max) })
 }
 
 // PutEntity implements Entities.
