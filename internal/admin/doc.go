@@ -13,7 +13,9 @@
 // ErrUnsupported, that names the store and what it does not keep (the
 // admin API answers it 501). Dynamo is *dynamo.Store for every job;
 // Embedded is the embedded store (internal/memstore) for buckets only. The
-// records they carry (records.go) are pkg/dynamo's. RunOn runs a command
+// records the interfaces carry and the errors they wrap (records.go) are
+// this package's: each adapter translates its store's into them
+// (dynamorecords.go), so no store depends on another. RunOn runs a command
 // line on given Stores; internal/admintest runs the operator's scenarios
 // through it on every store.
 //

@@ -11,7 +11,8 @@ import (
 )
 
 // Dynamo is DynamoDB as the operator's commands see it: every job, on one
-// *dynamo.Store (the serving process's, or the one a command opened).
+// *dynamo.Store (the serving process's, or the one a command opened), its
+// records and errors translated into the seams' (dynamorecords.go).
 //
 // pkg/dynamo names the principal of its audit records per store
 // (dynamo.WithPrincipal): a write whose PrincipalOf(ctx) is not the
@@ -96,7 +97,8 @@ func write[T any](ctx context.Context, d *Dynamo, f func(st *dynamo.Store) (T, e
 		return zero, err
 	}
 	defer done()
-	return f(st)
+	v, err := f(st)
+	return v, fromDynamo(err)
 }
 
 // read runs f on the store.
@@ -106,7 +108,8 @@ func read[T any](ctx context.Context, d *Dynamo, f func(st *dynamo.Store) (T, er
 		var zero T
 		return zero, err
 	}
-	return f(st)
+	v, err := f(st)
+	return v, fromDynamo(err)
 }
 
 // stateAndOK is a write's bucket as it was and whether it changed.
@@ -117,14 +120,17 @@ type stateAndOK struct {
 
 // Bucket implements Buckets.
 func (d *Dynamo) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
-	return read(ctx, d, func(st *dynamo.Store) (BucketState, error) { return st.Bucket(ctx, key, limits) })
+	return read(ctx, d, func(st *dynamo.Store) (BucketState, error) {
+		b, err := st.Bucket(ctx, key, limits)
+		return bucketOf(b), err
+	})
 }
 
 // ResetBucket implements Buckets.
 func (d *Dynamo) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	r, err := write(ctx, d, func(st *dynamo.Store) (stateAndOK, error) {
 		b, ok, err := st.ResetBucket(ctx, key, limits)
-		return stateAndOK{b, ok}, err
+		return stateAndOK{bucketOf(b), ok}, err
 	})
 	return r.b, r.ok, err
 }
@@ -133,7 +139,7 @@ func (d *Dynamo) ResetBucket(ctx context.Context, key cascade.Key, limits map[st
 func (d *Dynamo) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	r, err := write(ctx, d, func(st *dynamo.Store) (stateAndOK, error) {
 		b, ok, err := st.TopUp(ctx, key, name, amount, limits)
-		return stateAndOK{b, ok}, err
+		return stateAndOK{bucketOf(b), ok}, err
 	})
 	return r.b, r.ok, err
 }
@@ -145,13 +151,16 @@ func (d *Dynamo) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cas
 
 // PutEntity implements Entities.
 func (d *Dynamo) PutEntity(ctx context.Context, e Entity) error {
-	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) { return struct{}{}, st.PutEntity(ctx, e) })
+	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) { return struct{}{}, st.PutEntity(ctx, dynamo.Entity(e)) })
 	return err
 }
 
 // Entity implements Entities.
 func (d *Dynamo) Entity(ctx context.Context, ns, id string) (Entity, error) {
-	return read(ctx, d, func(st *dynamo.Store) (Entity, error) { return st.Entity(ctx, ns, id) })
+	return read(ctx, d, func(st *dynamo.Store) (Entity, error) {
+		e, err := st.Entity(ctx, ns, id)
+		return Entity(e), err
+	})
 }
 
 // Children implements Entities.
@@ -165,46 +174,62 @@ func (d *Dynamo) Chain(ctx context.Context, ns, id, resource string) ([]ChainLev
 	levels, err := read(ctx, d, func(st *dynamo.Store) ([]ChainLevel, error) {
 		l, c, err := st.Chain(ctx, ns, id, resource)
 		cycle = c
-		return l, err
+		return chainLevelsOf(l), err
 	})
 	return levels, cycle, err
 }
 
 // SetLimits implements Entities.
 func (d *Dynamo) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
-	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) { return struct{}{}, st.SetLimits(ctx, sc, limits) })
+	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
+		return struct{}{}, st.SetLimits(ctx, dynamo.Scope(sc), limits)
+	})
 	return err
 }
 
 // Limits implements Entities.
 func (d *Dynamo) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
-	return read(ctx, d, func(st *dynamo.Store) (map[string]tokenbucket.Limit, error) { return st.Limits(ctx, sc) })
+	return read(ctx, d, func(st *dynamo.Store) (map[string]tokenbucket.Limit, error) { return st.Limits(ctx, dynamo.Scope(sc)) })
 }
 
 // DeleteLimits implements Entities.
 func (d *Dynamo) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
-	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) { return struct{}{}, st.DeleteLimits(ctx, sc, names...) })
+	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
+		return struct{}{}, st.DeleteLimits(ctx, dynamo.Scope(sc), names...)
+	})
 	return err
 }
 
 // Audit implements Audit.
 func (d *Dynamo) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]AuditRecord, error) { return st.Audit(ctx, sc) })
+	return read(ctx, d, func(st *dynamo.Store) ([]AuditRecord, error) {
+		recs, err := st.Audit(ctx, dynamo.Scope(sc))
+		return each(recs, func(r dynamo.AuditRecord) AuditRecord { return AuditRecord(r) }), err
+	})
 }
 
 // RegisterNamespace implements Namespaces.
 func (d *Dynamo) RegisterNamespace(ctx context.Context, name string) (Namespace, error) {
-	return write(ctx, d, func(st *dynamo.Store) (Namespace, error) { return st.RegisterNamespace(ctx, name) })
+	return write(ctx, d, func(st *dynamo.Store) (Namespace, error) {
+		ns, err := st.RegisterNamespace(ctx, name)
+		return Namespace(ns), err
+	})
 }
 
 // Namespaces implements Namespaces.
 func (d *Dynamo) Namespaces(ctx context.Context) ([]Namespace, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]Namespace, error) { return st.Namespaces(ctx) })
+	return read(ctx, d, func(st *dynamo.Store) ([]Namespace, error) {
+		nss, err := st.Namespaces(ctx)
+		return each(nss, func(ns dynamo.Namespace) Namespace { return Namespace(ns) }), err
+	})
 }
 
 // Namespace implements Namespaces.
 func (d *Dynamo) Namespace(ctx context.Context, name string) (Namespace, error) {
-	return read(ctx, d, func(st *dynamo.Store) (Namespace, error) { return st.Namespace(ctx, name) })
+	return read(ctx, d, func(st *dynamo.Store) (Namespace, error) {
+		ns, err := st.Namespace(ctx, name)
+		return Namespace(ns), err
+	})
 }
 
 // DeleteNamespace implements Namespaces.
@@ -219,7 +244,10 @@ func (d *Dynamo) RecoverNamespace(ctx context.Context, name string) (bool, error
 
 // Orphans implements Namespaces.
 func (d *Dynamo) Orphans(ctx context.Context) ([]Orphan, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]Orphan, error) { return st.Orphans(ctx) })
+	return read(ctx, d, func(st *dynamo.Store) ([]Orphan, error) {
+		os, err := st.Orphans(ctx)
+		return each(os, func(o dynamo.Orphan) Orphan { return Orphan(o) }), err
+	})
 }
 
 // PurgeNamespace implements Namespaces.
@@ -229,7 +257,10 @@ func (d *Dynamo) PurgeNamespace(ctx context.Context, name string, done func(dele
 
 // Usage implements Usage.
 func (d *Dynamo) Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]UsageSnapshot, error) { return st.Usage(ctx, ns, entity, resource, w, since) })
+	return read(ctx, d, func(st *dynamo.Store) ([]UsageSnapshot, error) {
+		snaps, err := st.Usage(ctx, ns, entity, resource, dynamo.Window(w), since)
+		return each(snaps, usageOf), err
+	})
 }
 
 var (

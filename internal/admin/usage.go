@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -55,7 +54,7 @@ func checkUsage(o *opts, _ []string) error {
 	if o.entity == "" {
 		return fmt.Errorf("missing -entity E")
 	}
-	if _, err := dynamo.ParseWindow(o.usage.window); err != nil {
+	if w := Window(o.usage.window); w != Hourly && w != Daily && w != Monthly {
 		return fmt.Errorf("-window %q: want hourly, daily or monthly", o.usage.window)
 	}
 	switch o.output {
