@@ -29,6 +29,10 @@
 // other job answers an error wrapping admin.ErrUnsupported that names the
 // store. Nothing is skipped: a job is run or checked unsupported.
 //
+// The suite's own test runs it on stores broken one way each (a job kept
+// but not declared, declared but not kept, a reset that refills nothing)
+// and checks that the scenarios that must fail do.
+//
 // Every scenario gets a namespace of its own (Factory's ns), so one
 // DynamoDB table serves the whole suite.
 package admintest
