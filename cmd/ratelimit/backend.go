@@ -8,8 +8,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/adjust"
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
@@ -36,6 +36,9 @@ type backend interface {
 	// Close releases the store. It is called once, after Run has returned
 	// (or when Run was never started).
 	Close() error
+	// Operator is the store as the operator's commands see it (the admin
+	// API): the jobs it keeps, on the serving store.
+	Operator() admin.Stores
 }
 
 // warmer is a backend that readies its store before the service reports
@@ -74,13 +77,4 @@ func openBackend(ctx context.Context, o backendOptions) (backend, error) {
 		return openDynamo(ctx, o)
 	}
 	return nil, fmt.Errorf("BACKEND_TYPE %q: want memory or dynamodb", o.settings.BackendType)
-}
-
-// embeddedStore is b's embedded store, for the admin API (bucket show and
-// reset); nil on DynamoDB.
-func embeddedStore(b backend) *memstore.Store {
-	if m, ok := b.(*memoryBackend); ok {
-		return m.Embedded()
-	}
-	return nil
 }

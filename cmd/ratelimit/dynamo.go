@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,6 +30,8 @@ type dynamoBackend struct {
 	names   func() []string
 	reread  time.Duration
 	log     *logrus.Entry
+	// ops is the admin API's view of the serving store.
+	ops *admin.Dynamo
 }
 
 var (
@@ -72,6 +75,14 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 		reread:  cfg.WithDefaults().ConfigCacheTTL,
 		log:     log,
 	}
+	// The admin API runs on the serving store; a write naming a principal
+	// goes through a store of that principal on the same client, with an
+	// operator's deadline.
+	opsCfg := cfg
+	opsCfg.Timeout = max(s.BackendTimeout, admin.MinCallTimeout)
+	b.ops = admin.NewDynamo(b.DynamoDB, "", func(ctx context.Context, principal string) (*dynamo.Store, error) {
+		return dynamo.NewStore(ctx, client, opsCfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
+	})
 	if s.OnUnavailable == config.OnUnavailableLocal {
 		return degraded(b, s, o.reg), nil
 	}
@@ -96,8 +107,11 @@ func (b *dynamoBackend) Warmup(ctx context.Context) error { return b.warmup.run(
 // Run follows the namespace registry until ctx ends (watchNamespaces).
 func (b *dynamoBackend) Run(ctx context.Context) error { return b.watchNamespaces(ctx) }
 
-// Close closes the store, if it opened.
-func (b *dynamoBackend) Close() error { return b.w.close() }
+// Close closes the admin API's stores and the store, if it opened.
+func (b *dynamoBackend) Close() error { return errors.Join(b.ops.Close(), b.w.close()) }
+
+// Operator is the serving store as the operator's commands see it.
+func (b *dynamoBackend) Operator() admin.Stores { return b.ops.Stores() }
 
 // DynamoDB is the serving store, once open: it waits for it within
 // BACKEND_TIMEOUT, as a decision does, and fails as DynamoDB not answering

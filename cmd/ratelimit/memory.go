@@ -6,6 +6,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/adjust"
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
@@ -15,7 +16,8 @@ import (
 // decides alone, and the chains are the configuration's. Its one background
 // work is the store's sweep.
 type memoryBackend struct {
-	st *memstore.Store
+	st  *memstore.Store
+	ops admin.Stores
 }
 
 var _ backend = (*memoryBackend)(nil)
@@ -35,7 +37,7 @@ func openMemory(o backendOptions) *memoryBackend {
 		return metrics.StoreStats{Buckets: stats.Buckets, Bytes: stats.Bytes, EvictedFull: stats.EvictedFull, EvictedNotFull: stats.EvictedNotFull, ForgivenMillitokens: stats.ForgivenMillitokens}
 	})
 	o.log.WithFields(logrus.Fields{"max_buckets": s.MemoryMaxBuckets, "max_bytes": s.MemoryMaxBytes}).Info("embedded store")
-	return &memoryBackend{st: st}
+	return &memoryBackend{st: st, ops: admin.Embedded(st, s.Namespace, o.log.WithField("component", "admin"))}
 }
 
 // Store is the embedded store.
@@ -56,6 +58,6 @@ func (b *memoryBackend) Run(ctx context.Context) error { return b.st.Run(ctx) }
 // Close does nothing: the store holds nothing outside the process.
 func (b *memoryBackend) Close() error { return nil }
 
-// Embedded is the store itself: the admin API shows and resets its
-// buckets.
-func (b *memoryBackend) Embedded() *memstore.Store { return b.st }
+// Operator is the embedded store's buckets: the admin API shows, resets
+// and tops them up.
+func (b *memoryBackend) Operator() admin.Stores { return b.ops }

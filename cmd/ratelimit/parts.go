@@ -42,7 +42,7 @@ func newServer(p parts) (srv *server.Server, certs *config.CertWatcher, err erro
 	o := serverOptions(p, svc)
 	o.Services = append(o.Services, accesslog.New(p.adjuster, p.config.Current, p.metrics, p.log("accesslog")).Register)
 	if s.AdminAPI {
-		o.Admin = admin.NewAPI(s, embeddedStore(p.backend), p.config.Current, p.log("admin"))
+		o.Admin = admin.NewAPI(s, p.backend.Operator(), p.config.Current, p.log("admin"))
 		p.log("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
 	}
 	if s.GRPCServerUseTLS {

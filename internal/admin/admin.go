@@ -68,7 +68,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return usagef(c.name, "%s is empty: set it or its flag (-%s)", k.name, strings.ToLower(k.name))
 		}
 	}
-	return c.onDynamo(ctx, nil, stdout, stderr)
+	return c.onDynamo(ctx, stdout, stderr)
 }
 
 // command is one admin command line, parsed and checked.
@@ -165,31 +165,63 @@ func (c *command) check(rest []string) error {
 }
 
 // onDynamo runs the command on the DynamoDB table the settings name,
-// its audit records naming c.opts.principal; live, when set, is the
-// serving process's configuration (the admin API).
-func (c *command) onDynamo(ctx context.Context, live func() *descriptors.Config, stdout, stderr io.Writer) error {
+// opened once for it, its audit records naming c.opts.principal.
+func (c *command) onDynamo(ctx context.Context, stdout, stderr io.Writer) error {
 	s := c.settings
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion)
 	if err != nil {
 		return err
 	}
-	env := &cmdEnv{client: client, settings: s, opts: c.opts, out: stdout, errOut: stderr, live: live}
-	if !c.v.noStore {
-		st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, minCallTimeout)}, dynamo.WithPrincipal(c.opts.principal))
-		if err != nil {
-			return Explain(err, s)
-		}
-		defer st.Close()
-		env.store, env.buckets = st, st
+	if c.v.noStore {
+		env := &cmdEnv{client: client, settings: s, opts: c.opts, out: stdout, errOut: stderr}
+		return Explain(c.v.run(ctx, env, c.rest), s)
 	}
-	return Explain(c.v.run(ctx, env, c.rest), s)
+	st, err := dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: s.Namespace, Timeout: max(s.BackendTimeout, MinCallTimeout)}, dynamo.WithPrincipal(c.opts.principal))
+	if err != nil {
+		return Explain(err, s)
+	}
+	defer st.Close()
+	d := NewDynamo(func(context.Context) (*dynamo.Store, error) { return st, nil }, c.opts.principal, nil)
+	return Explain(c.runOn(ctx, d.Stores(), nil, stdout, stderr), s)
 }
 
-// minCallTimeout is the least deadline of an admin command's calls
+// runOn runs the command on st, its writes audited under c.opts.principal;
+// a verb whose job st does not keep answers the one error unsupported
+// builds. live, when set, is the serving process's configuration (the
+// admin API).
+func (c *command) runOn(ctx context.Context, st Stores, live func() *descriptors.Config, stdout, stderr io.Writer) error {
+	if c.v.noStore {
+		return &explained{c.name + ": runs only on DynamoDB's client, as a command of its own", ErrUnsupported}
+	}
+	if !st.Has(c.g.job) {
+		return unsupported(c.name, st, c.g.job)
+	}
+	env := &cmdEnv{st: st, settings: c.settings, opts: c.opts, out: stdout, errOut: stderr, live: live}
+	return c.v.run(WithPrincipal(ctx, c.opts.principal), env, c.rest)
+}
+
+// RunOn runs one admin command line as Run does, on st instead of the
+// table the settings name: a store's own operator scenarios
+// (internal/admintest) run through it. A verb whose job st does not keep
+// returns an error wrapping ErrUnsupported; so does table create.
+func RunOn(ctx context.Context, st Stores, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseCommand(args, getenv, stdout)
+	if c == nil || err != nil {
+		return err
+	}
+	if c.adminURL != "" {
+		return usagef(c.name, "-admin_url does not go with a store given to RunOn")
+	}
+	return c.runOn(ctx, st, nil, stdout, stderr)
+}
+
+// MinCallTimeout is the least deadline of an admin command's calls
 // (BACKEND_TIMEOUT is a decision's budget, often a few milliseconds): the
 // store's admin calls have it already, and the walk up an entity's
-// ancestors (bucket show) gets it too.
-const minCallTimeout = 5 * time.Second
+// ancestors (bucket show -chain) gets it from the store a command runs
+// on (Dynamo's open: the service gives its stores of principals this
+// deadline).
+const MinCallTimeout = 5 * time.Second
 
 // defaultPrincipal is who the audit records name when -principal is not
 // given: $USER, else the OS user running the command, else "unknown".

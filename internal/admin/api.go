@@ -12,9 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/config"
-	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // apiVerbs are the commands the admin API runs, each with the HTTP method
@@ -59,17 +57,16 @@ var notOverHTTP = map[string]string{
 // {"error": "..."}. It is safe for concurrent use.
 type API struct {
 	settings config.Settings
-	mem      *memstore.Store
+	st       Stores
 	live     func() *descriptors.Config
 	log      *logrus.Entry
 }
 
-// NewAPI returns the admin API over the serving process's settings s and
-// live configuration. On the embedded store, mem is the store (bucket
-// show and reset only); on DynamoDB it is nil, and each call opens the
-// table as the CLI does.
-func NewAPI(s config.Settings, mem *memstore.Store, live func() *descriptors.Config, log *logrus.Entry) *API {
-	return &API{settings: s, mem: mem, live: live, log: log.WithField("component", "admin")}
+// NewAPI returns the admin API over the serving process's settings s,
+// store st (Embedded, or a Dynamo over the store it decides on) and live
+// configuration.
+func NewAPI(s config.Settings, st Stores, live func() *descriptors.Config, log *logrus.Entry) *API {
+	return &API{settings: s, st: st, live: live, log: log.WithField("component", "admin")}
 }
 
 // ServeHTTP runs the command the path names (APIPrefix + GROUP/VERB) and
@@ -156,29 +153,21 @@ func (a *API) parse(name string, r *http.Request) (*command, error) {
 	return c, nil
 }
 
-// run runs c on the embedded store, or on the table as the CLI does.
+// run runs c on the serving process's store.
 func (a *API) run(ctx context.Context, c *command, out, notes *bytes.Buffer) error {
-	if a.mem == nil {
-		return c.onDynamo(ctx, a.live, out, notes)
-	}
-	if c.g != bucketGroup {
-		return errEmbedded
-	}
-	env := &cmdEnv{settings: c.settings, opts: c.opts, out: out, errOut: notes, live: a.live,
-		buckets: embedded{st: a.mem, namespace: c.settings.Namespace, principal: c.opts.principal, log: a.log}}
-	return c.v.run(ctx, env, c.rest)
+	return c.runOn(ctx, a.st, a.live, out, notes)
 }
 
 // statusOf is the HTTP status of a command's error.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, errEmbedded):
+	case errors.Is(err, ErrUnsupported):
 		return http.StatusNotImplemented
 	case errors.Is(err, ErrUsage):
 		return http.StatusBadRequest
-	case errors.Is(err, dynamo.ErrNotFound), errors.Is(err, errNoRule):
+	case errors.Is(err, ErrNotFound), errors.Is(err, errNoRule):
 		return http.StatusNotFound
-	case errors.Is(err, dynamo.ErrNamespaceActive):
+	case errors.Is(err, ErrNamespaceActive):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

@@ -52,7 +52,7 @@ func newEmbeddedAPI(t *testing.T) *embeddedAPI {
 	s.Namespace = "default"
 	st := memstore.New(memstore.WithNamespace(s.Namespace))
 	log, hook := test.NewNullLogger()
-	api := admin.NewAPI(s, st, func() *descriptors.Config { return cfg }, logrus.NewEntry(log))
+	api := admin.NewAPI(s, admin.Embedded(st, s.Namespace, logrus.NewEntry(log)), func() *descriptors.Config { return cfg }, logrus.NewEntry(log))
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	return &embeddedAPI{srv: srv, st: st, cfg: cfg, logs: hook}
@@ -241,7 +241,14 @@ func TestAPIOnDynamo(t *testing.T) {
 		t.Fatalf("Acquire() = %+v, %v", dec, err)
 	}
 	log, _ := test.NewNullLogger()
-	a := &embeddedAPI{srv: httptest.NewServer(admin.NewAPI(s, nil, func() *descriptors.Config { return nil }, logrus.NewEntry(log)))}
+	// The serving process's store, its writes audited under each call's
+	// principal through a store opened on the same client.
+	client := l.Client(t)
+	ops := admin.NewDynamo(func(context.Context) (*dynamo.Store, error) { return st, nil }, "", func(ctx context.Context, p string) (*dynamo.Store, error) {
+		return dynamo.NewStore(ctx, client, dynamo.Config{Table: s.DynamoDBTable, Namespace: "api", Timeout: 2 * time.Second}, dynamo.WithPrincipal(p))
+	})
+	defer ops.Close()
+	a := &embeddedAPI{srv: httptest.NewServer(admin.NewAPI(s, ops.Stores(), func() *descriptors.Config { return nil }, logrus.NewEntry(log)))}
 	defer a.srv.Close()
 
 	code, body := a.call(t, "POST", "/admin/bucket/reset?entity=e&resource=r", map[string]string{admin.PrincipalHeader: "erin"})
@@ -329,7 +336,7 @@ descriptors:
 	s.Namespace = "default"
 	st := memstore.New(memstore.WithNamespace(s.Namespace))
 	log, _ := test.NewNullLogger()
-	srv := httptest.NewServer(admin.NewAPI(s, st, func() *descriptors.Config { return cfg }, logrus.NewEntry(log)))
+	srv := httptest.NewServer(admin.NewAPI(s, admin.Embedded(st, s.Namespace, logrus.NewEntry(log)), func() *descriptors.Config { return cfg }, logrus.NewEntry(log)))
 	t.Cleanup(srv.Close)
 	a := &embeddedAPI{srv: srv, st: st, cfg: cfg}
 	m, ok := cfg.Match("llm", []descriptors.Entry{{Key: "team", Value: "ml"}, {Key: "tenant", Value: "acme"}})

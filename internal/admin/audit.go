@@ -6,11 +6,9 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
-
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
-var auditGroup = &group{name: "audit", summary: "DynamoDB: list who changed limits, entities, namespaces and buckets", verbs: []*verb{{
+var auditGroup = &group{name: "audit", summary: "DynamoDB: list who changed limits, entities, namespaces and buckets", job: JobAudit, verbs: []*verb{{
 	name: "list", synopsis: "SCOPE", summary: "every audit record of a scope, oldest first, with who made it",
 	about: "Prints the audit records kept for SCOPE, oldest first: each change of\n" +
 		"its stored limits (limits.set, limits.delete), of its entity record\n" +
@@ -43,7 +41,7 @@ func checkAuditList(o *opts, args []string) error {
 
 func runAuditList(ctx context.Context, e *cmdEnv, _ []string) error {
 	sc, _ := scopeOf(&e.opts)
-	recs, err := e.store.Audit(ctx, sc)
+	recs, err := e.st.Audit.Audit(ctx, sc)
 	if err != nil {
 		return err
 	}
@@ -90,7 +88,7 @@ type jsonAudit struct {
 	After     string    `json:"after"`
 }
 
-func writeAuditJSON(w io.Writer, recs []dynamo.AuditRecord) error {
+func writeAuditJSON(w io.Writer, recs []AuditRecord) error {
 	out := make([]jsonAudit, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, jsonAudit{ID: r.ID, At: r.At.UTC(), Principal: r.Principal, Action: r.Action, Scope: r.Scope, Before: r.Before, After: r.After})

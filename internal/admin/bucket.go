@@ -14,7 +14,6 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -30,7 +29,7 @@ var (
 	flagOutput = flagSpec{"o", "table|json", "the output's format (default table)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }}
 )
 
-var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full, top a limit up", verbs: []*verb{{
+var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a bucket without consuming, reset it to full, top a limit up", job: JobBuckets, verbs: []*verb{{
 	name: "show", synopsis: "BUCKET", summary: "what a bucket holds now, on every shard and every level of its chain",
 	about: "Reads the bucket's items (strongly consistent, every shard) and prints\n" +
 		"what each limit holds now: its tokens of its capacity, the time until it\n" +
@@ -154,7 +153,7 @@ func runBucketTopUp(ctx context.Context, e *cmdEnv, _ []string) error {
 		return err
 	}
 	lv := levels[0]
-	before, ok, err := e.buckets.TopUp(ctx, lv.key, e.opts.limit, amount, lv.limits)
+	before, ok, err := e.st.Buckets.TopUp(ctx, lv.key, e.opts.limit, amount, lv.limits)
 	if err != nil {
 		return err
 	}
@@ -241,7 +240,7 @@ func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error)
 		if !chain {
 			return []bucketLevel{{key: key}}, nil
 		}
-		return chainOf(ctx, e.buckets, key)
+		return chainOf(ctx, e.st.Buckets, key)
 	}
 	cfg, err := e.config(dir)
 	if err != nil {
@@ -266,7 +265,7 @@ func levelsOf(ctx context.Context, e *cmdEnv, chain bool) ([]bucketLevel, error)
 	if !m.Rule.Cascade || !chain {
 		return out, nil
 	}
-	up, err := chainOf(ctx, e.buckets, out[len(out)-1].key)
+	up, err := chainOf(ctx, e.st.Buckets, out[len(out)-1].key)
 	if err != nil {
 		return nil, err
 	}
@@ -328,24 +327,6 @@ type bucketLevel struct {
 // no rule matches.
 var errNoRule = errors.New("no bucket")
 
-// Buckets is what bucket show and reset need of a store: *dynamo.Store,
-// or the embedded store through the admin API (Embedded).
-type Buckets interface {
-	// Bucket reads what key's bucket holds, never consuming.
-	Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, error)
-	// ResetBucket refills key's bucket to capacity, audited, and returns
-	// it as it was; false when it holds nothing (it is full).
-	ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error)
-	// TopUp credits amount to the limit named name of key's bucket, never
-	// above its capacity, audited, and returns it as it was; false when it
-	// holds nothing (it is full).
-	TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error)
-	// Ancestors are the stored ancestors key's debits cascade to.
-	Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error)
-}
-
-var _ Buckets = (*dynamo.Store)(nil)
-
 // chainOf returns the bucket and the ancestors its debits cascade to.
 func chainOf(ctx context.Context, st Buckets, key cascade.Key) ([]bucketLevel, error) {
 	out := []bucketLevel{{key: key}}
@@ -368,9 +349,9 @@ func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
 	if err != nil {
 		return err
 	}
-	states := make([]dynamo.BucketState, 0, len(levels))
+	states := make([]BucketState, 0, len(levels))
 	for _, lv := range levels {
-		b, err := e.buckets.Bucket(ctx, lv.key, lv.limits)
+		b, err := e.st.Buckets.Bucket(ctx, lv.key, lv.limits)
 		if err != nil {
 			return err
 		}
@@ -397,7 +378,7 @@ func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
 	}
 	var done []jsonReset
 	for i, lv := range levels {
-		before, reset, err := e.buckets.ResetBucket(ctx, lv.key, lv.limits)
+		before, reset, err := e.st.Buckets.ResetBucket(ctx, lv.key, lv.limits)
 		if err != nil {
 			return err
 		}
@@ -427,7 +408,7 @@ type jsonReset struct {
 }
 
 // holdings is each limit's tokens of its capacity, in all shards.
-func holdings(b dynamo.BucketState) string {
+func holdings(b BucketState) string {
 	var parts []string
 	for _, l := range sortedTotal(b) {
 		parts = append(parts, fmt.Sprintf("%s %s of %s", l.Name, tokens(l.Tokens), tokens(l.Limit.Capacity)))
@@ -439,9 +420,9 @@ func holdings(b dynamo.BucketState) string {
 }
 
 // sortedTotal is b.Total() by limit name.
-func sortedTotal(b dynamo.BucketState) []dynamo.LimitState {
+func sortedTotal(b BucketState) []LimitState {
 	tot := b.Total()
-	out := make([]dynamo.LimitState, 0, len(tot))
+	out := make([]LimitState, 0, len(tot))
 	for _, l := range tot {
 		out = append(out, l)
 	}
@@ -470,7 +451,7 @@ func plural(n int, word string) string {
 //
 // A limit in dollars (money[i] names those of level i) is written in
 // dollars; a calendar budget's name is followed by its period.
-func writeBucketsTable(w io.Writer, states []dynamo.BucketState, money []map[string]bool) {
+func writeBucketsTable(w io.Writer, states []BucketState, money []map[string]bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEVEL\tENTITY\tRESOURCE\tSHARD\tLIMIT\tTOKENS\tCAPACITY\tFULL IN\tCONSUMED")
 	for i, b := range states {
@@ -499,7 +480,7 @@ func writeBucketsTable(w io.Writer, states []dynamo.BucketState, money []map[str
 	_ = tw.Flush()
 }
 
-func limitRow(l dynamo.LimitState, usd bool) string {
+func limitRow(l LimitState, usd bool) string {
 	full := "full"
 	switch {
 	case l.FullIn >= time.Second:
@@ -553,7 +534,7 @@ type jsonBucket struct {
 	Shards     []jsonShard `json:"shards"`
 }
 
-func toJSONLimit(l dynamo.LimitState) jsonLimit {
+func toJSONLimit(l LimitState) jsonLimit {
 	t := func(m tokenbucket.Millitokens) float64 { return float64(m) / float64(tokenbucket.PerToken) }
 	return jsonLimit{
 		Name: l.Name, Tokens: t(l.Tokens), Capacity: t(l.Limit.Capacity), FullInMs: l.FullIn.Milliseconds(),
@@ -561,7 +542,7 @@ func toJSONLimit(l dynamo.LimitState) jsonLimit {
 	}
 }
 
-func writeBucketsJSON(w io.Writer, states []dynamo.BucketState) error {
+func writeBucketsJSON(w io.Writer, states []BucketState) error {
 	out := make([]jsonBucket, 0, len(states))
 	for i, b := range states {
 		out = append(out, toJSONBucket(i, b))
@@ -570,7 +551,7 @@ func writeBucketsJSON(w io.Writer, states []dynamo.BucketState) error {
 }
 
 // toJSONBucket is b, level i of a chain, in bucket show's JSON.
-func toJSONBucket(i int, b dynamo.BucketState) jsonBucket {
+func toJSONBucket(i int, b BucketState) jsonBucket {
 	jb := jsonBucket{Level: i, Namespace: b.Key.Namespace, Entity: b.Key.Entity, Resource: b.Key.Resource, ShardCount: b.ShardCount, At: b.At.UTC(), Limits: []jsonLimit{}}
 	for _, l := range sortedTotal(b) {
 		jb.Limits = append(jb.Limits, toJSONLimit(l))

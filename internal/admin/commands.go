@@ -23,6 +23,7 @@ import (
 // group is an admin command's first word and its verbs.
 type group struct {
 	name, summary string
+	job           Job // the store's job its verbs need
 	verbs         []*verb
 }
 
@@ -82,9 +83,9 @@ type opts struct {
 
 // cmdEnv is what a verb runs with.
 type cmdEnv struct {
-	client  *dynamodb.Client
-	store   *dynamo.Store // nil for noStore verbs and on the embedded store
-	buckets Buckets       // the store bucket show and reset read and write
+	client *dynamodb.Client // noStore verbs only (table create)
+	// st is the store the verb runs on; it keeps the verb's group's job.
+	st Stores
 	// live, when set, is the serving process's descriptor configuration
 	// (the admin API): -domain and -descriptor resolve through it.
 	live     func() *descriptors.Config
@@ -117,7 +118,7 @@ var groups = []*group{
 		noStore:  true,
 		run:      runTableCreate,
 	}}},
-	{name: "namespace", summary: "DynamoDB: register, list, delete, recover and purge namespaces", verbs: append([]*verb{{
+	{name: "namespace", summary: "DynamoDB: register, list, delete, recover and purge namespaces", job: JobNamespaces, verbs: append([]*verb{{
 		name: "register", synopsis: "NAME", summary: "register a namespace (idempotent) and print its id",
 		about: "Records NAME in the table's namespace registry (namespace list) with\n" +
 			"an id it generates (12 hex digits), and prints both; registering a name\n" +
@@ -136,7 +137,7 @@ var groups = []*group{
 		examples: []string{"ratelimit namespace list"},
 		run:      runNamespaceList,
 	}}, lifecycleVerbs...)},
-	{name: "limits", summary: "DynamoDB: set, get and delete stored limits", verbs: []*verb{{
+	{name: "limits", summary: "DynamoDB: set, get and delete stored limits", job: JobEntities, verbs: []*verb{{
 		name: "set", synopsis: "SCOPE SPEC...", summary: "store limits at a scope, merged over those already there",
 		about: "Stores each SPEC at SCOPE; a limit of the same name already stored is\n" +
 			"replaced, the others are kept. Every change writes an audit record.",
@@ -165,7 +166,7 @@ var groups = []*group{
 		examples: []string{"ratelimit limits delete -resource example", "ratelimit limits delete -entity 'generic_key=demo' -resource example default"},
 		run:      runLimitsDelete,
 	}}},
-	{name: "entity", summary: "DynamoDB: create and show entities", verbs: []*verb{{
+	{name: "entity", summary: "DynamoDB: create and show entities", job: JobEntities, verbs: []*verb{{
 		name: "create", synopsis: "ID", summary: "create or replace an entity record",
 		about: "Creates the entity ID, or replaces its record. With -parent, ID is a\n" +
 			"child of that entity; with -cascade, every debit of ID's children is\n" +
@@ -255,8 +256,8 @@ func checkSet(o *opts, args []string) error {
 	return nil
 }
 
-func scopeOf(o *opts) (dynamo.Scope, error) {
-	sc := dynamo.Scope{Namespace: o.ns, System: o.system, Entity: o.entity, Resource: o.resource}
+func scopeOf(o *opts) (Scope, error) {
+	sc := Scope{Namespace: o.ns, System: o.system, Entity: o.entity, Resource: o.resource}
 	if o.system && (o.entity != "" || o.resource != "") {
 		return sc, errors.New("-system takes no -entity or -resource")
 	}
@@ -277,7 +278,7 @@ func runTableCreate(ctx context.Context, e *cmdEnv, _ []string) error {
 }
 
 func runNamespaceRegister(ctx context.Context, e *cmdEnv, args []string) error {
-	ns, err := e.store.RegisterNamespace(ctx, args[0])
+	ns, err := e.st.Namespaces.RegisterNamespace(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func runNamespaceRegister(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runNamespaceList(ctx context.Context, e *cmdEnv, _ []string) error {
-	nss, err := e.store.Namespaces(ctx)
+	nss, err := e.st.Namespaces.Namespaces(ctx)
 	if err != nil {
 		return err
 	}
@@ -294,7 +295,7 @@ func runNamespaceList(ctx context.Context, e *cmdEnv, _ []string) error {
 		fmt.Fprintln(e.errOut, "no namespaces registered (ratelimit namespace register NAME)")
 	}
 	for _, ns := range nss {
-		if ns.State == dynamo.NamespaceActive {
+		if ns.State == NamespaceActive {
 			fmt.Fprintf(e.out, "%s\t%s\n", ns.Name, ns.ID)
 			continue
 		}
@@ -310,7 +311,7 @@ func runLimitsSet(ctx context.Context, e *cmdEnv, args []string) error {
 		name, l, _ := dynamo.ParseLimit(a) // checked by checkSet
 		limits[name] = l
 	}
-	if err := e.store.SetLimits(ctx, sc, limits); err != nil {
+	if err := e.st.Entities.SetLimits(ctx, sc, limits); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "%s: set %s\n", sc, dynamo.FormatLimits(limits))
@@ -319,8 +320,8 @@ func runLimitsSet(ctx context.Context, e *cmdEnv, args []string) error {
 
 func runLimitsGet(ctx context.Context, e *cmdEnv, _ []string) error {
 	sc, _ := scopeOf(&e.opts)
-	limits, err := e.store.Limits(ctx, sc)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	limits, err := e.st.Entities.Limits(ctx, sc)
+	if errors.Is(err, ErrNotFound) {
 		return &explained{fmt.Sprintf("%s: no limits stored in namespace %s", sc, e.opts.ns), err}
 	}
 	if err != nil {
@@ -334,8 +335,8 @@ func runLimitsGet(ctx context.Context, e *cmdEnv, _ []string) error {
 // what was not there; deleting nothing is not an error.
 func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 	sc, _ := scopeOf(&e.opts)
-	before, err := e.store.Limits(ctx, sc)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	before, err := e.st.Entities.Limits(ctx, sc)
+	if errors.Is(err, ErrNotFound) {
 		fmt.Fprintf(e.out, "%s: no limits stored, nothing to delete\n", sc)
 		return nil
 	}
@@ -356,7 +357,7 @@ func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 		fmt.Fprintf(e.out, "%s: no limit named %s stored, nothing to delete\n", sc, strings.Join(absent, " "))
 		return nil
 	}
-	if err := e.store.DeleteLimits(ctx, sc, present...); err != nil {
+	if err := e.st.Entities.DeleteLimits(ctx, sc, present...); err != nil {
 		return err
 	}
 	what := "all limits (" + dynamo.FormatLimits(before) + ")"
@@ -371,8 +372,8 @@ func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 }
 
 func runEntityCreate(ctx context.Context, e *cmdEnv, args []string) error {
-	ent := dynamo.Entity{Namespace: e.opts.ns, ID: args[0], Parent: e.opts.parent, Cascade: e.opts.cascade}
-	if err := e.store.PutEntity(ctx, ent); err != nil {
+	ent := Entity{Namespace: e.opts.ns, ID: args[0], Parent: e.opts.parent, Cascade: e.opts.cascade}
+	if err := e.st.Entities.PutEntity(ctx, ent); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "entity %q parent %q cascade %t\n", ent.ID, ent.Parent, ent.Cascade)
@@ -380,18 +381,18 @@ func runEntityCreate(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
-	ent, err := e.store.Entity(ctx, e.opts.ns, args[0])
-	if errors.Is(err, dynamo.ErrNotFound) {
+	ent, err := e.st.Entities.Entity(ctx, e.opts.ns, args[0])
+	if errors.Is(err, ErrNotFound) {
 		return &explained{fmt.Sprintf("entity %q does not exist in namespace %s", args[0], e.opts.ns), err}
 	}
 	if err != nil {
 		return err
 	}
-	kids, err := e.store.Children(ctx, e.opts.ns, args[0])
+	kids, err := e.st.Entities.Children(ctx, e.opts.ns, args[0])
 	if err != nil {
 		return err
 	}
-	levels, cycle, err := e.store.Chain(ctx, e.opts.ns, args[0], e.opts.resource)
+	levels, cycle, err := e.st.Entities.Chain(ctx, e.opts.ns, args[0], e.opts.resource)
 	if err != nil {
 		return err
 	}
@@ -405,46 +406,50 @@ func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
 		if e.opts.resource == "" || len(l.Limits) == 0 {
 			continue
 		}
+		if e.st.Buckets == nil {
+			continue // a store of entities without buckets
+		}
 		// The level's bucket for the resource: what each stored limit
 		// holds now.
 		key := cascade.Key{Namespace: e.opts.ns, Entity: l.Entity.ID, Resource: e.opts.resource}
-		st, err := e.store.Status(ctx, key, l.Limits)
+		b, err := e.st.Buckets.Bucket(ctx, key, l.Limits)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(e.out, bucketLine(l, e.opts.resource, st))
+		fmt.Fprintln(e.out, bucketLine(l, e.opts.resource, b))
 	}
 	return nil
 }
 
-// bucketLine is entity show's line for a level's bucket item for a
-// resource: each stored limit's whole tokens left of its capacity, and
-// how long until it is full again, by limit name.
-func bucketLine(l dynamo.ChainLevel, resource string, st map[string]cascade.Status) string {
-	names := make([]string, 0, len(st))
-	for n := range st {
+// bucketLine is entity show's line for a level's bucket for a resource:
+// each stored limit's whole tokens left of its capacity, and how long
+// until it is full again, by limit name.
+func bucketLine(l ChainLevel, resource string, b BucketState) string {
+	total := b.Total()
+	names := make([]string, 0, len(l.Limits))
+	for n := range l.Limits {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var b strings.Builder
-	fmt.Fprintf(&b, "bucket %q resource %q:", l.Entity.ID, resource)
+	var s strings.Builder
+	fmt.Fprintf(&s, "bucket %q resource %q:", l.Entity.ID, resource)
 	for i, n := range names {
 		if i > 0 {
-			b.WriteByte(',')
+			s.WriteByte(',')
 		}
-		s := st[n]
-		fmt.Fprintf(&b, " %s %d of %d left", n, s.Remaining/tokenbucket.PerToken, s.Bucket.Capacity/tokenbucket.PerToken)
-		if s.ResetAfter > 0 {
-			fmt.Fprintf(&b, " (full in %v)", s.ResetAfter.Round(time.Second))
+		st := total[n]
+		fmt.Fprintf(&s, " %s %d of %d left", n, max(st.Tokens, 0)/tokenbucket.PerToken, l.Limits[n].Capacity/tokenbucket.PerToken)
+		if st.FullIn > 0 {
+			fmt.Fprintf(&s, " (full in %v)", st.FullIn.Round(time.Second))
 		}
 	}
-	return b.String()
+	return s.String()
 }
 
 // chainLine is entity show's "chain" line: the entity and its parents,
 // nearest first, and why the chain stops when not at an entity without a
 // parent or a parent without a record.
-func chainLine(levels []dynamo.ChainLevel, cycle bool) string {
+func chainLine(levels []ChainLevel, cycle bool) string {
 	var b strings.Builder
 	b.WriteString("chain")
 	for i, l := range levels {
@@ -466,7 +471,7 @@ func chainLine(levels []dynamo.ChainLevel, cycle bool) string {
 // levelLine is entity show's line for one level of the chain: its cascade
 // flag and the limits stored for it and the resource asked about (else
 // its default).
-func levelLine(l dynamo.ChainLevel) string {
+func levelLine(l ChainLevel) string {
 	if !l.Stored {
 		return fmt.Sprintf("level %q: no entity record", l.Entity.ID)
 	}

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,57 +9,66 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// embedded is the embedded store as bucket show and reset see it: a
-// bucket of one shard, no stored hierarchy, no usage counters. A reset is
-// audited by a log line (the store keeps no audit records).
+// Embedded returns the embedded store st as the operator's commands see
+// it: buckets only (show, reset, top-up), each a bucket of one shard, no
+// stored hierarchy, no usage counters; a reset or top-up is audited by a
+// log line on log naming PrincipalOf(ctx) (the store keeps no audit
+// records). namespace is the store's (NAMESPACE), a key's when it names
+// none. Every other verb answers ErrUnsupported.
+func Embedded(st *memstore.Store, namespace string, log *logrus.Entry) Stores {
+	return Stores{
+		Name: "the embedded store (BACKEND_TYPE=memory)", Instead: "use BACKEND_TYPE=dynamodb",
+		Buckets: embedded{st: st, namespace: namespace, log: log},
+	}
+}
+
+// embedded is the embedded store's Buckets.
 type embedded struct {
 	st        *memstore.Store
 	namespace string // NAMESPACE: the key's namespace when it names none
-	principal string
 	log       *logrus.Entry
 }
 
 var _ Buckets = embedded{}
 
-func (m embedded) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, error) {
+func (m embedded) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
 	levels, at, err := m.st.Inspect(ctx, key, limits)
 	if err != nil {
-		return dynamo.BucketState{}, err
+		return BucketState{}, err
 	}
 	return m.state(key, levels, at), nil
 }
 
-func (m embedded) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error) {
+func (m embedded) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	levels, reset, err := m.st.Reset(ctx, key, limits)
 	if err != nil {
-		return dynamo.BucketState{}, false, err
+		return BucketState{}, false, err
 	}
 	before := m.state(key, levels, time.Now())
 	if reset {
 		m.log.WithFields(logrus.Fields{
-			"action": "bucket.reset", "principal": m.principal, "namespace": before.Key.Namespace,
+			"action": "bucket.reset", "principal": PrincipalOf(ctx), "namespace": before.Key.Namespace,
 			"entity": key.Entity, "resource": key.Resource, "before": holdings(before),
 		}).Info("bucket reset to full")
 	}
 	return before, reset, nil
 }
 
-func (m embedded) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (dynamo.BucketState, bool, error) {
+func (m embedded) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	levels, ok, err := m.st.TopUp(ctx, key, name, amount, limits)
 	if err != nil {
-		return dynamo.BucketState{}, false, err
+		return BucketState{}, false, err
 	}
 	before := m.state(key, levels, time.Now())
 	if _, held := before.Total()[name]; !held {
-		return before, false, fmt.Errorf("%w: %q", dynamo.ErrNoSuchLimit, name)
+		return before, false, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 	}
 	if ok {
 		m.log.WithFields(logrus.Fields{
-			"action": "bucket.topup", "principal": m.principal, "namespace": before.Key.Namespace,
+			"action": "bucket.topup", "principal": PrincipalOf(ctx), "namespace": before.Key.Namespace,
 			"entity": key.Entity, "resource": key.Resource, "before": holdings(before), "limit": name, "amount": tokens(amount),
 		}).Info("bucket topped up")
 	}
@@ -74,17 +82,14 @@ func (embedded) Ancestors(context.Context, cascade.Key, int) ([]cascade.Ancestor
 }
 
 // state is levels, read at at, as a bucket of one shard.
-func (m embedded) state(key cascade.Key, levels []memstore.LimitLevel, at time.Time) dynamo.BucketState {
+func (m embedded) state(key cascade.Key, levels []memstore.LimitLevel, at time.Time) BucketState {
 	if key.Namespace == "" {
 		key.Namespace = m.namespace
 	}
-	sh := dynamo.ShardState{}
+	sh := ShardState{}
 	for _, l := range levels {
 		sh.Exists = sh.Exists || l.Stored
-		sh.Limits = append(sh.Limits, dynamo.LimitState{Name: l.Name, Limit: l.Limit, Tokens: l.Tokens, FullIn: l.FullIn, Stored: l.Stored})
+		sh.Limits = append(sh.Limits, LimitState{Name: l.Name, Limit: l.Limit, Tokens: l.Tokens, FullIn: l.FullIn, Stored: l.Stored})
 	}
-	return dynamo.BucketState{Key: key, ShardCount: 1, Shards: []dynamo.ShardState{sh}, At: at}
+	return BucketState{Key: key, ShardCount: 1, Shards: []ShardState{sh}, At: at}
 }
-
-// errEmbedded is the answer of a command the embedded store cannot run.
-var errEmbedded = errors.New("admin: the embedded store (BACKEND_TYPE=memory) has no usage, audit records or namespace registry: only bucket show and bucket reset run on it")

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 var nameArg = argSpec{names: [][2]string{{"NAME", "the namespace's name"}}, of: "NAME", min: 1, max: 1}
@@ -90,15 +88,18 @@ func checkPurge(o *opts, args []string) error {
 }
 
 func runNamespaceShow(ctx context.Context, e *cmdEnv, args []string) error {
-	ns, err := e.store.Namespace(ctx, args[0])
-	if errors.Is(err, dynamo.ErrNotFound) {
+	ns, err := e.st.Namespaces.Namespace(ctx, args[0])
+	if errors.Is(err, ErrNotFound) {
 		return &explained{fmt.Sprintf("namespace %s is not registered ('ratelimit namespace orphans' lists namespaces with items and no record)", args[0]), err}
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(e.out, namespaceLine(ns))
-	recs, err := e.store.Audit(ctx, dynamo.Scope{Namespace: ns.Name, System: true})
+	if e.st.Audit == nil {
+		return nil // a registry without audit records: no history to show
+	}
+	recs, err := e.st.Audit.Audit(ctx, Scope{Namespace: ns.Name, System: true})
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func runNamespaceShow(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 // namespaceLine is a namespace's record on one line.
-func namespaceLine(ns dynamo.Namespace) string {
+func namespaceLine(ns Namespace) string {
 	line := fmt.Sprintf("namespace %s id %s state %s", ns.Name, ns.ID, ns.State)
 	if !ns.Changed.IsZero() {
 		line += " since " + ns.Changed.UTC().Format(time.RFC3339)
@@ -120,7 +121,7 @@ func namespaceLine(ns dynamo.Namespace) string {
 }
 
 func runNamespaceDelete(ctx context.Context, e *cmdEnv, args []string) error {
-	moved, err := e.store.DeleteNamespace(ctx, args[0])
+	moved, err := e.st.Namespaces.DeleteNamespace(ctx, args[0])
 	if err = notRegistered(args[0], err); err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func runNamespaceDelete(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runNamespaceRecover(ctx context.Context, e *cmdEnv, args []string) error {
-	moved, err := e.store.RecoverNamespace(ctx, args[0])
+	moved, err := e.st.Namespaces.RecoverNamespace(ctx, args[0])
 	if err = notRegistered(args[0], err); err != nil {
 		return err
 	}
@@ -148,14 +149,14 @@ func runNamespaceRecover(ctx context.Context, e *cmdEnv, args []string) error {
 
 // notRegistered explains ErrNotFound from a lifecycle change of name.
 func notRegistered(name string, err error) error {
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return &explained{fmt.Sprintf("namespace %s is not registered: register it first ('ratelimit namespace register %s')", name, name), err}
 	}
 	return err
 }
 
 func runNamespaceOrphans(ctx context.Context, e *cmdEnv, _ []string) error {
-	orphans, err := e.store.Orphans(ctx)
+	orphans, err := e.st.Namespaces.Orphans(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,13 +171,13 @@ func runNamespaceOrphans(ctx context.Context, e *cmdEnv, _ []string) error {
 
 func runNamespacePurge(ctx context.Context, e *cmdEnv, args []string) error {
 	last := time.Now()
-	n, err := e.store.PurgeNamespace(ctx, args[0], func(done int) {
+	n, err := e.st.Namespaces.PurgeNamespace(ctx, args[0], func(done int) {
 		if time.Since(last) >= time.Second {
 			last = time.Now()
 			fmt.Fprintf(e.errOut, "namespace %s: %d items deleted so far\n", args[0], done)
 		}
 	})
-	if errors.Is(err, dynamo.ErrNamespaceActive) {
+	if errors.Is(err, ErrNamespaceActive) {
 		return &explained{fmt.Sprintf("namespace %s is active: delete it first ('ratelimit namespace delete %s'), then purge it", args[0], args[0]), err}
 	}
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -23,12 +22,12 @@ type usageOpts struct {
 var usageFlags = []flagSpec{
 	{"entity", "E", "the entity whose usage to show (required): its id, as entity create names it", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.entity, "entity", "", "") }},
 	{"resource", "R", "one resource only (default: every resource the entity used)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
-	{"window", "W", "hourly, daily (default) or monthly snapshots", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.window, "window", string(dynamo.Daily), "") }},
+	{"window", "W", "hourly, daily (default) or monthly snapshots", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.window, "window", string(Daily), "") }},
 	{"since", "T", "from when: a time (2026-11-26T14:00:00Z), a date (2026-11-26) or an age (36h, 7d); default 24 hours, 30 days or 12 months ago by window", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.since, "since", "", "") }},
 	{"o", "FORMAT", "table (default), json or chart (a bar per row, scaled to the largest)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }},
 }
 
-var usageGroup = &group{name: "usage", summary: "DynamoDB: what an entity consumed, per hour, day or month", verbs: []*verb{{
+var usageGroup = &group{name: "usage", summary: "DynamoDB: what an entity consumed, per hour, day or month", job: JobUsage, verbs: []*verb{{
 	name: "list", synopsis: "-entity E", summary: "one row per window, resource and limit",
 	about: "Prints the usage snapshots of entity E in each window since T: the\n" +
 		"tokens each limit of each resource consumed in it (consumes and charges\n" +
@@ -55,7 +54,7 @@ func checkUsage(o *opts, _ []string) error {
 	if o.entity == "" {
 		return fmt.Errorf("missing -entity E")
 	}
-	if _, err := dynamo.ParseWindow(o.usage.window); err != nil {
+	if w := Window(o.usage.window); w != Hourly && w != Daily && w != Monthly {
 		return fmt.Errorf("-window %q: want hourly, daily or monthly", o.usage.window)
 	}
 	switch o.output {
@@ -63,7 +62,7 @@ func checkUsage(o *opts, _ []string) error {
 	default:
 		return fmt.Errorf("-o %q: want table, json or chart", o.output)
 	}
-	if _, err := parseSince(o.usage.since, dynamo.Window(o.usage.window), time.Now()); err != nil {
+	if _, err := parseSince(o.usage.since, Window(o.usage.window), time.Now()); err != nil {
 		return err
 	}
 	return nil
@@ -71,12 +70,12 @@ func checkUsage(o *opts, _ []string) error {
 
 // parseSince reads -since: a time, a date, an age before now, or, when
 // empty, a default by window.
-func parseSince(s string, w dynamo.Window, now time.Time) (time.Time, error) {
+func parseSince(s string, w Window, now time.Time) (time.Time, error) {
 	if s == "" {
 		switch w {
-		case dynamo.Hourly:
+		case Hourly:
 			return now.Add(-24 * time.Hour), nil
-		case dynamo.Monthly:
+		case Monthly:
 			return now.AddDate(0, -12, 0), nil
 		}
 		return now.AddDate(0, 0, -30), nil
@@ -109,13 +108,13 @@ type usageRow struct {
 }
 
 // usageSnapshots reads the snapshots the flags name.
-func usageSnapshots(ctx context.Context, e *cmdEnv) ([]dynamo.UsageSnapshot, error) {
-	w := dynamo.Window(e.opts.usage.window)
+func usageSnapshots(ctx context.Context, e *cmdEnv) ([]UsageSnapshot, error) {
+	w := Window(e.opts.usage.window)
 	since, err := parseSince(e.opts.usage.since, w, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	return e.store.Usage(ctx, e.opts.ns, e.opts.entity, e.opts.resource, w, since)
+	return e.st.Usage.Usage(ctx, e.opts.ns, e.opts.entity, e.opts.resource, w, since)
 }
 
 func runUsageList(ctx context.Context, e *cmdEnv, _ []string) error {
@@ -135,7 +134,7 @@ func runUsageSummary(ctx context.Context, e *cmdEnv, _ []string) error {
 }
 
 // listRows is one row per snapshot and limit, oldest first.
-func listRows(snaps []dynamo.UsageSnapshot) []usageRow {
+func listRows(snaps []UsageSnapshot) []usageRow {
 	var rows []usageRow
 	for _, sn := range snaps {
 		for _, l := range sortedKeys(sn.Limits) {
@@ -146,7 +145,7 @@ func listRows(snaps []dynamo.UsageSnapshot) []usageRow {
 }
 
 // summaryRows is one row per resource and limit: the sum of its snapshots.
-func summaryRows(snaps []dynamo.UsageSnapshot) []usageRow {
+func summaryRows(snaps []UsageSnapshot) []usageRow {
 	index := map[[2]string]*usageRow{}
 	var rows []*usageRow
 	for _, sn := range snaps {
