@@ -246,15 +246,15 @@ func Explain(err error, s config.Settings) error {
 	if s.DynamoDBEndpoint != "" {
 		at = s.DynamoDBEndpoint
 	}
-	if errors.Is(err, dynamo.ErrNoCredentials) {
+	switch dynamo.Cause(err) {
+	case dynamo.ErrNoCredentials:
 		return &explained{fmt.Sprintf("no AWS credentials to call DynamoDB in %s at %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role; or DYNAMODB_ENDPOINT for DynamoDB Local",
 			s.AWSRegion, at), err}
+	case dynamo.ErrNoTable:
+		return &explained{fmt.Sprintf("table %s does not exist in %s at %s: create it with 'ratelimit table create', or check DYNAMODB_TABLE",
+			s.DynamoDBTable, s.AWSRegion, at), err}
 	}
-	if !errors.Is(err, dynamo.ErrNoTable) {
-		return err
-	}
-	return &explained{fmt.Sprintf("table %s does not exist in %s at %s: create it with 'ratelimit table create', or check DYNAMODB_TABLE",
-		s.DynamoDBTable, s.AWSRegion, at), err}
+	return err
 }
 
 // explained is an error whose text says what to do, wrapping the error it
