@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // Entity is a stored entity record: an id with an optional parent, and
@@ -66,22 +67,22 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	item := itemKey(entityPK(ns, e.ID), skMeta)
-	item["id"] = strAV(e.ID)
-	item[attrNamespace] = strAV(ns)
-	item[attrCascade] = boolAV(e.Cascade)
+	it := item.Key(item.EntityPK(ns, e.ID), item.SKMeta)
+	it["id"] = item.StrAV(e.ID)
+	it[item.AttrNamespace] = item.StrAV(ns)
+	it[item.AttrCascade] = item.BoolAV(e.Cascade)
 	if e.Parent != "" {
-		item[attrParent] = strAV(e.Parent)
-		item[attrGSI1PK] = strAV(nsPart(ns) + "/PARENT#" + esc(e.Parent))
-		item[attrGSI1SK] = strAV("ENTITY#" + esc(e.ID))
+		it[item.AttrParent] = item.StrAV(e.Parent)
+		it[item.AttrGSI1PK] = item.StrAV(item.NSPart(ns) + "/PARENT#" + item.Esc(e.Parent))
+		it[item.AttrGSI1SK] = item.StrAV("ENTITY#" + item.Esc(e.ID))
 	}
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
-	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
+	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
 		return classify("put entity", err)
 	}
 	s.mu.Lock()
-	s.ents.remove(entityPK(ns, e.ID))
+	s.ents.remove(item.EntityPK(ns, e.ID))
 	s.mu.Unlock()
 	return s.audit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
 }
@@ -170,12 +171,12 @@ func entityString(e Entity) string {
 // consistent), and refreshes the replica's entity cache with what it read.
 func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 	ns = s.nsOr(ns)
-	pk := entityPK(ns, id)
-	item, err := s.getItem(ctx, pk, skMeta)
+	pk := item.EntityPK(ns, id)
+	it, err := s.getItem(ctx, pk, item.SKMeta)
 	if err != nil {
 		return Entity{}, err
 	}
-	ent, ok := entityOf(item)
+	ent, ok := entityOf(it)
 	s.mu.Lock()
 	s.ents.add(pk, cachedEntity{expires: s.now().Add(s.cacheTTL()), ent: ent, ok: ok})
 	s.mu.Unlock()
@@ -199,8 +200,8 @@ func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
 		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
 			TableName: aws.String(s.cfg.Table), IndexName: aws.String("GSI1"),
 			KeyConditionExpression:    aws.String("#p = :p"),
-			ExpressionAttributeNames:  map[string]string{"#p": attrGSI1PK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(nsPart(ns) + "/PARENT#" + esc(id))},
+			ExpressionAttributeNames:  map[string]string{"#p": item.AttrGSI1PK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.NSPart(ns) + "/PARENT#" + item.Esc(id))},
 			ExclusiveStartKey:         start,
 		})
 		cancel()
@@ -208,7 +209,7 @@ func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
 			return nil, classify("query children", err)
 		}
 		for _, it := range res.Items {
-			out = append(out, getS(it, "id"))
+			out = append(out, item.GetS(it, "id"))
 		}
 		if start = res.LastEvaluatedKey; len(start) == 0 {
 			return out, nil
@@ -255,17 +256,17 @@ func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, 
 // auditPut is the write of one audit record, for audit or a transaction.
 func (s *Store) auditPut(ns string, sc Scope, action, before, after string) *types.Put {
 	now := s.now()
-	item := itemKey(auditPK(ns, auditEntity(sc)), auditSK(newULID(now)))
-	item[attrAction] = strAV(action)
-	item[attrScope] = strAV(sc.String())
-	item[attrAt] = numAV(now.UnixMilli())
-	item[attrBefore] = strAV(before)
-	item[attrAfter] = strAV(after)
-	item[attrNamespace] = strAV(ns)
+	it := item.Key(item.AuditPK(ns, auditEntity(sc)), item.AuditSK(newULID(now)))
+	it[attrAction] = item.StrAV(action)
+	it[attrScope] = item.StrAV(sc.String())
+	it[attrAt] = item.NumAV(now.UnixMilli())
+	it[attrBefore] = item.StrAV(before)
+	it[attrAfter] = item.StrAV(after)
+	it[item.AttrNamespace] = item.StrAV(ns)
 	if s.principal != "" {
-		item[attrPrincipal] = strAV(s.principal)
+		it[attrPrincipal] = item.StrAV(s.principal)
 	}
-	return &types.Put{TableName: aws.String(s.cfg.Table), Item: item}
+	return &types.Put{TableName: aws.String(s.cfg.Table), Item: it}
 }
 
 func auditEntity(sc Scope) string {
@@ -292,8 +293,8 @@ func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
 			TableName:                 aws.String(s.cfg.Table),
 			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
-			ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(auditPK(ns, auditEntity(sc))), ":s": strAV("#AUDIT#")},
+			ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.AuditPK(ns, auditEntity(sc))), ":s": item.StrAV("#AUDIT#")},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})
@@ -303,9 +304,9 @@ func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 		}
 		for _, it := range res.Items {
 			out = append(out, AuditRecord{
-				ID: strings.TrimPrefix(getS(it, attrSK), "#AUDIT#"), At: time.UnixMilli(getN(it, attrAt)),
-				Action: getS(it, attrAction), Scope: getS(it, attrScope), Before: getS(it, attrBefore), After: getS(it, attrAfter),
-				Principal: getS(it, attrPrincipal),
+				ID: strings.TrimPrefix(item.GetS(it, item.AttrSK), "#AUDIT#"), At: time.UnixMilli(item.GetN(it, attrAt)),
+				Action: item.GetS(it, attrAction), Scope: item.GetS(it, attrScope), Before: item.GetS(it, attrBefore), After: item.GetS(it, attrAfter),
+				Principal: item.GetS(it, attrPrincipal),
 			})
 		}
 		if start = res.LastEvaluatedKey; len(start) == 0 {
@@ -353,22 +354,22 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 	if name == "" {
 		return Namespace{}, errors.New("dynamo: namespace: empty name")
 	}
-	item, err := s.getItem(ctx, versionPK, namespaceSK(name))
+	it, err := s.getItem(ctx, item.VersionPK, item.NamespaceSK(name))
 	if err != nil {
 		return Namespace{}, err
 	}
-	if len(item) > 0 {
-		return namespaceOf(item), nil
+	if len(it) > 0 {
+		return namespaceOf(it), nil
 	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	id := hex.EncodeToString(rb[:])
-	byName := itemKey(versionPK, namespaceSK(name))
-	byName["name"], byName["id"] = strAV(name), strAV(id)
-	byID := itemKey(versionPK, namespaceIDSK(id))
-	byID["name"], byID["id"] = strAV(name), strAV(id)
+	byName := item.Key(item.VersionPK, item.NamespaceSK(name))
+	byName["name"], byName["id"] = item.StrAV(name), item.StrAV(id)
+	byID := item.Key(item.VersionPK, item.NamespaceIDSK(id))
+	byID["name"], byID["id"] = item.StrAV(name), item.StrAV(id)
 	cond := aws.String("attribute_not_exists(#pk)")
-	names := map[string]string{"#pk": attrPK}
+	names := map[string]string{"#pk": item.AttrPK}
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -397,8 +398,8 @@ func (s *Store) Namespaces(ctx context.Context) ([]Namespace, error) {
 		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
 			TableName:                 aws.String(s.cfg.Table),
 			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
-			ExpressionAttributeNames:  map[string]string{"#p": attrPK, "#s": attrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(versionPK), ":s": strAV("#NAMESPACE#")},
+			ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.VersionPK), ":s": item.StrAV("#NAMESPACE#")},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -40,8 +41,8 @@ type entityLevel struct {
 // resource, and its default limits. The config keys are the ones
 // loadConfigs reads, so that the two share reads and cache entries.
 func levelKeys(ns, id, resource string) [3]string {
-	pk := entityPK(ns, id)
-	return [3]string{pk + "\x00" + skMeta, pk + "\x00" + entityConfigSK(resource), pk + "\x00" + entityDefaultSK}
+	pk := item.EntityPK(ns, id)
+	return [3]string{pk + "\x00" + item.SKMeta, pk + "\x00" + item.EntityConfigSK(resource), pk + "\x00" + item.EntityDefaultSK}
 }
 
 // Ancestors returns the stored ancestors of key's entity that a debit of
@@ -138,7 +139,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 		var ok bool
 		if i == 0 {
 			var ce cachedEntity
-			ce, ok = s.ents.get(strings.TrimSuffix(k, "\x00"+skMeta))
+			ce, ok = s.ents.get(strings.TrimSuffix(k, "\x00"+item.SKMeta))
 			expires = ce.expires
 		} else {
 			var cc cachedConfig
@@ -166,7 +167,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ce, _ := s.ents.peek(entityPK(ns, id))
+	ce, _ := s.ents.peek(item.EntityPK(ns, id))
 	lv := entityLevel{ent: ce.ent, ok: ce.ok}
 	limits, _ := s.configs.peek(keys[1])
 	if len(limits.limits) == 0 {
@@ -202,11 +203,11 @@ func namedLimits(m map[string]tokenbucket.Limit) []cascade.NamedLimit {
 
 // entityOf decodes an entity record (ok false when item is empty: no
 // record).
-func entityOf(item map[string]types.AttributeValue) (Entity, bool) {
-	if len(item) == 0 {
+func entityOf(it map[string]types.AttributeValue) (Entity, bool) {
+	if len(it) == 0 {
 		return Entity{}, false
 	}
-	return Entity{Namespace: getS(item, attrNamespace), ID: getS(item, "id"), Parent: getS(item, attrParent), Cascade: getBool(item, attrCascade)}, true
+	return Entity{Namespace: item.GetS(it, item.AttrNamespace), ID: item.GetS(it, "id"), Parent: item.GetS(it, item.AttrParent), Cascade: item.GetBool(it, item.AttrCascade)}, true
 }
 
 // ChainLevel is one entity of a stored chain as Chain reads it.

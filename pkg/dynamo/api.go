@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // API is the subset of *dynamodb.Client that the store uses. A hand-written
@@ -61,13 +62,14 @@ var (
 	ErrNoCredentials = fmt.Errorf("dynamo: no credentials: %w", ErrUnavailable)
 	// ErrThrottled: DynamoDB throttled the call (throughput or request limits).
 	ErrThrottled = errors.New("dynamo: throttled")
+	// ErrSchema: the table's schema version record is missing or unknown
+	// (item.ErrSchema).
+	ErrSchema = item.ErrSchema
 	// ErrConflict: a conditional write kept losing races (or a transaction
 	// conflicted) beyond the retry budget.
 	ErrConflict = errors.New("dynamo: conflict")
 	// ErrNotFound: an admin record (entity, namespace, limits) does not exist.
 	ErrNotFound = errors.New("dynamo: not found")
-	// ErrSchema: the table's schema version record is missing or unknown.
-	ErrSchema = errors.New("dynamo: schema version mismatch")
 )
 
 // errCondition marks a failed condition: a decision input, never returned.

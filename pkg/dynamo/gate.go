@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // gateWindow is how long after an item's last refusal (its retry-after) a
@@ -77,7 +78,7 @@ func (s *Store) notSent(parts []*part) {
 		img := s.cachedImage(pt.b.pk(pt.shard))
 		pt.dec = cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
 		for i, d := range pt.debits {
-			lv, _ := startLevel(img, limitPrefix(d.Limit), d.Bucket, now)
+			lv, _ := startLevel(img, item.LimitPrefix(d.Limit), d.Bucket, now)
 			st := lv.State()
 			pt.dec.Statuses[i] = cascade.Status{
 				OK:         true,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // How a give-back of a refused plan ended (Observer.GaveBack). A give-back
@@ -100,7 +102,7 @@ func giveBackResult(err error, late bool) string {
 		return GiveBackApplied
 	case errors.Is(err, errClosed):
 		return GiveBackDroppedClosed
-	case errors.Is(err, ErrNoTable), errors.Is(err, ErrSchema):
+	case errors.Is(err, ErrNoTable), errors.Is(err, item.ErrSchema):
 		return GiveBackMoot
 	case errors.Is(err, errOutcomeUnknown):
 		return GiveBackUnknown

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -106,7 +107,7 @@ func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]t
 
 // readShards reads shard 0 of key's bucket, then every other shard its
 // shard count names.
-func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*image, error) {
+func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
@@ -114,11 +115,11 @@ func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*ima
 	if err != nil {
 		return b, nil, err
 	}
-	imgs := []*image{first}
-	if !first.exists {
+	imgs := []*item.Image{first}
+	if !first.Exists {
 		return b, imgs, nil
 	}
-	for sh := 1; sh < first.shardCount; sh++ {
+	for sh := 1; sh < first.ShardCount; sh++ {
 		img, err := s.readBucket(cctx, b.pk(sh))
 		if err != nil {
 			return b, nil, err
@@ -129,16 +130,16 @@ func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*ima
 }
 
 // bucketState decodes the shards' images at the store's clock.
-func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]tokenbucket.Limit) BucketState {
+func (s *Store) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
 	now := s.nowMs()
 	key.Namespace = s.ns(key)
 	n := len(imgs)
 	st := BucketState{Key: key, ShardCount: n, At: time.UnixMilli(now)}
 	for sh, img := range imgs {
-		ss := ShardState{Shard: sh, Exists: img.exists}
+		ss := ShardState{Shard: sh, Exists: img.Exists}
 		for prefix, l := range shardLimits(img, limits) {
 			lv, fresh := startLevel(img, prefix, l.Limit, now)
-			li, _ := img.has(prefix)
+			li, _ := img.Has(prefix)
 			ls := lv.State()
 			ss.Limits = append(ss.Limits, LimitState{
 				Name: l.Name, Limit: l.Limit, Stored: !fresh, Consumed: li.Consumed,
@@ -156,12 +157,12 @@ func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]to
 // written with, and those given that it does not store (a level without a
 // valid limit is read with the one given, else left out: it cannot be
 // read).
-func shardLimits(img *image, limits map[string]tokenbucket.Limit) map[string]LimitState {
+func shardLimits(img *item.Image, limits map[string]tokenbucket.Limit) map[string]LimitState {
 	out := map[string]LimitState{}
 	for name, l := range limits {
-		out[limitPrefix(name)] = LimitState{Name: name, Limit: l}
+		out[item.LimitPrefix(name)] = LimitState{Name: name, Limit: l}
 	}
-	for prefix, li := range img.limitsOrNil() {
+	for prefix, li := range img.LimitsOrNil() {
 		if li.Shape.Validate() != nil {
 			continue
 		}
@@ -203,7 +204,7 @@ const resetAttempts = 3
 // Cost: 2 write units per shard and 2 for the audit record, and a read
 // unit per shard.
 func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
-	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*image, before BucketState) error {
+	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
 		return s.writeReset(ctx, b, imgs, limits, before)
 	})
 }
@@ -212,7 +213,7 @@ func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[str
 // resetAttempts reads) while write's condition on the shard count fails,
 // then forgets the images it changed. It returns the bucket as it was, and
 // false with no write when the bucket has no item.
-func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*image, BucketState) error) (BucketState, bool, error) {
+func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*item.Image, BucketState) error) (BucketState, bool, error) {
 	if s.closed.Load() {
 		return BucketState{}, false, errClosed
 	}
@@ -241,22 +242,22 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 
 // writeReset writes the full levels of every existing shard of b and the
 // audit record in one transaction.
-func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*image, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*item.Image, limits map[string]tokenbucket.Limit, before BucketState) error {
 	now := s.nowMs()
 	n := len(imgs)
 	var tx []types.TransactWriteItem
 	for sh, img := range imgs {
-		if !img.exists {
+		if !img.Exists {
 			continue
 		}
-		e := newExpr()
+		e := item.NewExpr()
 		for prefix, l := range shardLimits(img, limits) {
-			e.setAttr(prefix+"_"+fieldLevel, bigAV(l.Limit.Full(now).X))
+			e.SetAttr(prefix+"_"+item.FieldLevel, item.BigAV(l.Limit.Full(now).X))
 			setShape(e, prefix, l.Limit)
 		}
-		e.setAttr(attrTTL, numAV(now/1000+int64(minBucketTTL.Seconds())))
-		e.removeAttr(attrEmpty)
-		e.condition("attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		e.SetAttr(item.AttrTTL, item.NumAV(now/1000+int64(minBucketTTL.Seconds())))
+		e.RemoveAttr(item.AttrEmpty)
+		e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}

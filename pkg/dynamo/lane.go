@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -19,7 +20,7 @@ type bucket struct {
 	base string // escaped namespace, entity and resource: shard counts and refusals are kept by it
 }
 
-func (b bucket) pk(shard int) string { return bucketPK(b.ns, b.key.Entity, b.key.Resource, shard) }
+func (b bucket) pk(shard int) string { return item.BucketPK(b.ns, b.key.Entity, b.key.Resource, shard) }
 
 // bucketsOf returns the distinct bucket items of p, in plan order.
 func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
@@ -35,7 +36,7 @@ func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
 		}
 		if !seen {
 			ns := s.ns(k)
-			out = append(out, bucket{key: k, ns: ns, base: nsPart(ns) + "/" + esc(k.Entity) + "#" + esc(k.Resource)})
+			out = append(out, bucket{key: k, ns: ns, base: item.NSPart(ns) + "/" + item.Esc(k.Entity) + "#" + item.Esc(k.Resource)})
 		}
 	}
 	return out
@@ -332,10 +333,10 @@ func (s *Store) run(pk string, ln *lane) {
 // because of its own key: every consume and charge refused (a charge that
 // was not written did not land), retry after contendedRetry; statuses from
 // the last image when there is one.
-func contended(pt *part, img *image, nowMs int64) cascade.Decision {
+func contended(pt *part, img *item.Image, nowMs int64) cascade.Decision {
 	dec := cascade.Busy(pt.debits, contendedRetry)
 	for i, d := range pt.debits {
-		if l, ok := img.has(limitPrefix(d.Limit)); ok {
+		if l, ok := img.Has(item.LimitPrefix(d.Limit)); ok {
 			dec.Statuses[i].Remaining = d.Bucket.Tokens(stateOf(l), nowMs)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -44,13 +45,13 @@ func (sc Scope) validate() error {
 func (sc Scope) key(ns string) (pk, sk string) {
 	switch {
 	case sc.System:
-		return systemPK(ns), skConfig
+		return item.SystemPK(ns), item.SKConfig
 	case sc.Entity != "" && sc.Resource != "":
-		return entityPK(ns, sc.Entity), entityConfigSK(sc.Resource)
+		return item.EntityPK(ns, sc.Entity), item.EntityConfigSK(sc.Resource)
 	case sc.Entity != "":
-		return entityPK(ns, sc.Entity), entityDefaultSK
+		return item.EntityPK(ns, sc.Entity), item.EntityDefaultSK
 	default:
-		return resourcePK(ns, sc.Resource), skConfig
+		return item.ResourcePK(ns, sc.Resource), item.SKConfig
 	}
 }
 
@@ -68,8 +69,8 @@ func (sc Scope) String() string {
 	}
 }
 
-func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.Limit {
-	m, ok := item[attrLimits].(*types.AttributeValueMemberM)
+func decodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
+	m, ok := it[attrLimits].(*types.AttributeValueMemberM)
 	if !ok {
 		return nil
 	}
@@ -80,9 +81,9 @@ func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.L
 			continue
 		}
 		l, err := tokenbucket.NewLimit(
-			tokenbucket.Millitokens(getN(lm.Value, "cp")),
-			tokenbucket.Millitokens(getN(lm.Value, "ra")),
-			time.Duration(getN(lm.Value, "rp"))*time.Millisecond)
+			tokenbucket.Millitokens(item.GetN(lm.Value, "cp")),
+			tokenbucket.Millitokens(item.GetN(lm.Value, "ra")),
+			time.Duration(item.GetN(lm.Value, "rp"))*time.Millisecond)
 		if err == nil {
 			out[name] = l
 		}
@@ -94,7 +95,7 @@ func encodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
 	out := map[string]types.AttributeValue{}
 	for name, l := range m {
 		out[name] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"cp": numAV(int64(l.Capacity)), "ra": numAV(int64(l.RefillAmount)), "rp": numAV(l.RefillPeriod.Milliseconds()),
+			"cp": item.NumAV(int64(l.Capacity)), "ra": item.NumAV(int64(l.RefillAmount)), "rp": item.NumAV(l.RefillPeriod.Milliseconds()),
 		}}
 	}
 	return &types.AttributeValueMemberM{Value: out}
@@ -106,11 +107,11 @@ func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Li
 		return nil, err
 	}
 	pk, sk := sc.key(s.nsOr(sc.Namespace))
-	item, err := s.getItem(ctx, pk, sk)
+	it, err := s.getItem(ctx, pk, sk)
 	if err != nil {
 		return nil, err
 	}
-	l := decodeLimits(item)
+	l := decodeLimits(it)
 	if l == nil {
 		return nil, fmt.Errorf("dynamo: limits of %s: %w", sc, ErrNotFound)
 	}
@@ -171,7 +172,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 	if len(after) == 0 {
 		cctx, cancel := s.adminCall(ctx)
 		defer cancel()
-		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(pk, sk)}); err != nil {
+		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk)}); err != nil {
 			return classify("delete limits", err)
 		}
 	} else if err := s.putConfig(ctx, sc, ns, after); err != nil {
@@ -183,18 +184,18 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 
 func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[string]tokenbucket.Limit) error {
 	pk, sk := sc.key(ns)
-	item := itemKey(pk, sk)
-	item[attrLimits] = encodeLimits(limits)
-	item[attrNamespace] = strAV(ns)
+	it := item.Key(pk, sk)
+	it[attrLimits] = encodeLimits(limits)
+	it[item.AttrNamespace] = item.StrAV(ns)
 	if sc.Entity != "" {
-		item[attrEntity] = strAV(sc.Entity)
+		it[item.AttrEntity] = item.StrAV(sc.Entity)
 	}
 	if sc.Resource != "" {
-		item[attrResource] = strAV(sc.Resource)
+		it[item.AttrResource] = item.StrAV(sc.Resource)
 	}
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
-	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
+	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
 		return classify("put limits", err)
 	}
 	s.forgetConfig(pk, sk)
@@ -216,7 +217,7 @@ func (s *Store) adminCall(ctx context.Context) (context.Context, context.CancelF
 func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
 	cctx, cancel := s.adminCall(ctx)
 	defer cancel()
-	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(pk, sk), ConsistentRead: aws.Bool(true)})
+	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, classify("get "+s.cfg.Table, err)
 	}

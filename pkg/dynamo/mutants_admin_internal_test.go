@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // TestRequestForm: %XX sequences are decoded where well formed (a 0 digit
@@ -62,10 +63,10 @@ func TestULIDTime(t *testing.T) {
 // one with it, that instant; a key prefix names its namespace unescaped, or
 // as it is when it does not unescape.
 func TestNamespaceOfAndName(t *testing.T) {
-	if ns := namespaceOf(map[string]types.AttributeValue{"name": strAV("a")}); !ns.Changed.IsZero() || ns.State != NamespaceActive {
+	if ns := namespaceOf(map[string]types.AttributeValue{"name": item.StrAV("a")}); !ns.Changed.IsZero() || ns.State != NamespaceActive {
 		t.Errorf("namespaceOf(no change) = %+v, want active and no change time", ns)
 	}
-	if ns := namespaceOf(map[string]types.AttributeValue{"name": strAV("a"), attrChangedAt: numAV(1234)}); !ns.Changed.Equal(time.UnixMilli(1234)) {
+	if ns := namespaceOf(map[string]types.AttributeValue{"name": item.StrAV("a"), attrChangedAt: item.NumAV(1234)}); !ns.Changed.Equal(time.UnixMilli(1234)) {
 		t.Errorf("namespaceOf(changed at 1234) = %+v", ns)
 	}
 	for in, want := range map[string]string{"nteam%2Fa": "team/a", "n%zz": "%zz", "nplain": "plain"} {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // NamespaceStates reads the registry records of names (one GetItem each,
@@ -17,7 +18,7 @@ func (s *Store) NamespaceStates(ctx context.Context, names []string) (map[string
 	out := make(map[string]string, len(names))
 	for _, name := range names {
 		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(versionPK, namespaceSK(name))})
+		res, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(item.VersionPK, item.NamespaceSK(name))})
 		cancel()
 		if err != nil {
 			return nil, classify("get namespace "+name, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // batchWriteMax is the most requests one BatchWriteItem takes.
@@ -44,7 +45,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 		return 0, fmt.Errorf("dynamo: purge namespace %q: %w: delete it first ('ratelimit namespace delete %s')", name, ErrNamespaceActive, name)
 	}
 	deleted := 0
-	err = s.scan(ctx, nsPart(name)+"/", []string{attrPK, attrSK}, func(items []map[string]types.AttributeValue) error {
+	err = s.scan(ctx, item.NSPart(name)+"/", []string{item.AttrPK, item.AttrSK}, func(items []map[string]types.AttributeValue) error {
 		for len(items) > 0 {
 			n := min(len(items), batchWriteMax)
 			if err := s.deleteBatch(ctx, items[:n]); err != nil {
@@ -81,7 +82,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 func (s *Store) deleteBatch(ctx context.Context, keys []map[string]types.AttributeValue) error {
 	reqs := make([]types.WriteRequest, len(keys))
 	for i, k := range keys {
-		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: itemKey(getS(k, attrPK), getS(k, attrSK))}}
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: item.Key(item.GetS(k, item.AttrPK), item.GetS(k, item.AttrSK))}}
 	}
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {

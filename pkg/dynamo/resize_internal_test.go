@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -110,7 +111,7 @@ func TestIdleShards(t *testing.T) {
 		{5000, 5000, true},
 		{9999, 9999, true},
 	} {
-		if got := s.idleShards([]*image{{wroteMs: c.wrote, prevMs: c.prev}}); got != c.idle {
+		if got := s.idleShards([]*item.Image{{WroteMs: c.wrote, PrevMs: c.prev}}); got != c.idle {
 			t.Errorf("idleShards(written at %d after %d, now 10000) = %t, want %t", c.wrote, c.prev, got, c.idle)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -39,10 +40,10 @@ func (s *Store) nsOr(ns string) string {
 func configChain(b bucket) [4][2]string {
 	id, _ := splitEntity(b.key.Entity)
 	return [4][2]string{
-		{entityPK(b.ns, id), entityConfigSK(b.key.Resource)},
-		{entityPK(b.ns, id), entityDefaultSK},
-		{resourcePK(b.ns, b.key.Resource), skConfig},
-		{systemPK(b.ns), skConfig},
+		{item.EntityPK(b.ns, id), item.EntityConfigSK(b.key.Resource)},
+		{item.EntityPK(b.ns, id), item.EntityDefaultSK},
+		{item.ResourcePK(b.ns, b.key.Resource), item.SKConfig},
+		{item.SystemPK(b.ns), item.SKConfig},
 	}
 }
 
@@ -114,7 +115,7 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	req := make([]map[string]types.AttributeValue, len(keys))
 	for i, k := range keys {
 		pk, sk, _ := strings.Cut(k, "\x00")
-		req[i] = itemKey(pk, sk)
+		req[i] = item.Key(pk, sk)
 	}
 	got, err := s.batchGet(ctx, req, false, &f.throttled)
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		expires := now.Add(s.cacheTTL())
-		if pk, sk, _ := strings.Cut(k, "\x00"); sk == skMeta {
+		if pk, sk, _ := strings.Cut(k, "\x00"); sk == item.SKMeta {
 			ent, ok := entityOf(got[k])
 			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
 			continue
@@ -163,8 +164,8 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 				}
 				return nil, cerr
 			}
-			for _, item := range res.Responses[s.cfg.Table] {
-				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item
+			for _, it := range res.Responses[s.cfg.Table] {
+				out[item.GetS(it, item.AttrPK)+"\x00"+item.GetS(it, item.AttrSK)] = it
 			}
 			req = res.UnprocessedKeys
 			if len(req) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // markerMargin is how long past its settlement's Expires a marker lives
@@ -40,7 +41,7 @@ type settlement struct {
 // shard its debits name, or shard 0 when that item does not exist.
 type target struct {
 	pt  *part
-	img *image
+	img *item.Image
 	j   *judgement
 }
 
@@ -96,7 +97,7 @@ func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*set
 		ns = p.Debits[0].Key.Namespace
 	}
 	stl := &settlement{
-		id: st.ID, from: ctx, plan: p, pk: leasePK(ns, st.ID), nonce: rand.Text(),
+		id: st.ID, from: ctx, plan: p, pk: item.LeasePK(ns, st.ID), nonce: rand.Text(),
 		ttl: st.Expires.Add(markerMargin).Unix(),
 	}
 	stl.parts = s.settleParts(p, func(i int) int { return p.Debits[i].Shard })
@@ -139,7 +140,7 @@ func (s *Store) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
 
 // settle writes stl, trying again within ctx (see Settle).
 func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, error) {
-	imgs := map[string]*image{} // images DynamoDB returned during this call
+	imgs := map[string]*item.Image{} // images DynamoDB returned during this call
 	var last error
 	for attempt := 0; ; attempt++ {
 		res, done, err := s.settleAttempt(ctx, stl, imgs)
@@ -184,7 +185,7 @@ func retryable(err error) bool {
 // It reports done with the outcome, or not done with the error to try
 // again on (nil when a bucket condition failed: imgs then holds what the
 // items hold).
-func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*image) (cascade.Settled, bool, error) {
+func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*item.Image) (cascade.Settled, bool, error) {
 	targets, err := s.settleTargets(ctx, stl, imgs)
 	if err != nil {
 		return cascade.Settled{}, false, err
@@ -216,7 +217,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 	}
 	reasons := tce.CancellationReasons
 	if aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
-		if getS(reasons[0].Item, attrNonce) != stl.nonce {
+		if item.GetS(reasons[0].Item, item.AttrNonce) != stl.nonce {
 			return cascade.Settled{Duplicate: true}, true, nil
 		}
 		// An earlier attempt of this call landed, unanswered.
@@ -271,14 +272,14 @@ func classifySettle(err error) error {
 // marker is the Put of stl's marker item, on the condition that there is
 // none, returning the one there when there is.
 func (s *Store) marker(stl *settlement) types.TransactWriteItem {
-	e := newExpr()
-	e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
-	item := itemKey(stl.pk, skSettled)
-	item[attrTTL] = numAV(stl.ttl)
-	item[attrNonce] = strAV(stl.nonce)
+	e := item.NewExpr()
+	e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
+	it := item.Key(stl.pk, item.SKSettled)
+	it[item.AttrTTL] = item.NumAV(stl.ttl)
+	it[item.AttrNonce] = item.StrAV(stl.nonce)
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.cfg.Table), Item: item,
-		ConditionExpression: e.conditionExpr(), ExpressionAttributeNames: e.attrNames(),
+		TableName: aws.String(s.cfg.Table), Item: it,
+		ConditionExpression: e.ConditionExpr(), ExpressionAttributeNames: e.AttrNames(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
@@ -289,7 +290,7 @@ func (s *Store) marker(stl *settlement) types.TransactWriteItem {
 // whose item does not exist goes to shard 0 (the item's shards expired
 // since, or it never had that many), merged with a part there; so does a
 // part on a shard a merge removed (image.gone).
-func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*image) ([]target, error) {
+func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*item.Image) ([]target, error) {
 	shardOf := make([]int, len(stl.plan.Debits))
 	for _, pt := range stl.parts {
 		img, err := s.settleImage(ctx, stl, pt.b, pt.pk, imgs)
@@ -297,7 +298,7 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 			return nil, err
 		}
 		sh := pt.shard
-		if (!img.exists && sh > 0) || img.gone(sh) {
+		if (!img.Exists && sh > 0) || img.Gone(sh) {
 			sh = 0
 		}
 		for _, i := range pt.idx {
@@ -318,12 +319,12 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 
 // settleImage returns the image of pk a settlement decides on (see
 // settleTargets) and keeps it in imgs.
-func (s *Store) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*image) (*image, error) {
+func (s *Store) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*item.Image) (*item.Image, error) {
 	if img, ok := imgs[pk]; ok {
 		return img, nil
 	}
 	img := s.cachedImage(pk)
-	if img == nil || !img.exists || s.nowMs()-img.atMs > maxRejection.Milliseconds() {
+	if img == nil || !img.Exists || s.nowMs()-img.AtMs > maxRejection.Milliseconds() {
 		var err error
 		if img, err = s.fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
 			return nil, err
@@ -353,7 +354,7 @@ func (s *Store) landed(ctx context.Context, stl *settlement) (cascade.Settled, e
 	for _, pt := range stl.parts {
 		s.forgetImage(pt.pk)
 	}
-	targets, err := s.settleTargets(ctx, stl, map[string]*image{})
+	targets, err := s.settleTargets(ctx, stl, map[string]*item.Image{})
 	if err != nil {
 		return cascade.Settled{}, fmt.Errorf("dynamo: settle %q: applied, then reading it: %w", stl.id, err)
 	}

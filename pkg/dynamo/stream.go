@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // The stream poller's records, under the table's system partition (the
@@ -40,12 +41,12 @@ type Checkpoint struct {
 // StreamCheckpoint returns the checkpoint of a stream shard (zero when it
 // has none).
 func (s *Store) StreamCheckpoint(ctx context.Context, shard string) (Checkpoint, error) {
-	item, err := s.getItem(ctx, versionPK, skStreamShard+shard)
+	it, err := s.getItem(ctx, item.VersionPK, skStreamShard+shard)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	cp := Checkpoint{Sequence: getS(item, attrSequence)}
-	if b, ok := item[attrClosed].(*types.AttributeValueMemberBOOL); ok {
+	cp := Checkpoint{Sequence: item.GetS(it, attrSequence)}
+	if b, ok := it[attrClosed].(*types.AttributeValueMemberBOOL); ok {
 		cp.Closed = b.Value
 	}
 	return cp, nil
@@ -65,17 +66,17 @@ func (s *Store) SetStreamCheckpoint(ctx context.Context, owner, shard string, cp
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{
 			TableName:                 aws.String(s.cfg.Table),
-			Key:                       itemKey(versionPK, skStreamLease),
+			Key:                       item.Key(item.VersionPK, skStreamLease),
 			ConditionExpression:       aws.String("#o = :me"),
 			ExpressionAttributeNames:  map[string]string{"#o": attrOwner},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": strAV(owner)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": item.StrAV(owner)},
 		}},
 		{Put: &types.Put{
 			TableName: aws.String(s.cfg.Table),
 			Item: map[string]types.AttributeValue{
-				attrPK: strAV(versionPK), attrSK: strAV(skStreamShard + shard),
-				attrSequence: strAV(cp.Sequence), attrClosed: &types.AttributeValueMemberBOOL{Value: cp.Closed},
-				attrTTL: numAV(s.now().Add(streamRecordLife).Unix()),
+				item.AttrPK: item.StrAV(item.VersionPK), item.AttrSK: item.StrAV(skStreamShard + shard),
+				attrSequence: item.StrAV(cp.Sequence), attrClosed: &types.AttributeValueMemberBOOL{Value: cp.Closed},
+				item.AttrTTL: item.NumAV(s.now().Add(streamRecordLife).Unix()),
 			},
 		}},
 	}})
@@ -101,13 +102,13 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 	defer cancel()
 	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.cfg.Table),
-		Key:                      itemKey(versionPK, skStreamLease),
+		Key:                      item.Key(item.VersionPK, skStreamLease),
 		UpdateExpression:         aws.String("SET #o = :me, #u = :until, #t = :ttl"),
 		ConditionExpression:      aws.String("attribute_not_exists(#o) OR #o = :me OR #u <= :now"),
-		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#u": attrUntil, "#t": attrTTL},
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#u": attrUntil, "#t": item.AttrTTL},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":me": strAV(owner), ":until": numAV(now.Add(ttl).UnixMilli()), ":now": numAV(now.UnixMilli()),
-			":ttl": numAV(now.Add(ttl + streamRecordLife).Unix()),
+			":me": item.StrAV(owner), ":until": item.NumAV(now.Add(ttl).UnixMilli()), ":now": item.NumAV(now.UnixMilli()),
+			":ttl": item.NumAV(now.Add(ttl + streamRecordLife).Unix()),
 		},
 	})
 	if err != nil {
@@ -123,11 +124,11 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 // StreamLeaseHolder returns who holds the poller's lease and until when
 // (empty when nobody ever did).
 func (s *Store) StreamLeaseHolder(ctx context.Context) (string, time.Time, error) {
-	item, err := s.getItem(ctx, versionPK, skStreamLease)
+	it, err := s.getItem(ctx, item.VersionPK, skStreamLease)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	return getS(item, attrOwner), time.UnixMilli(getN(item, attrUntil)), nil
+	return item.GetS(it, attrOwner), time.UnixMilli(item.GetN(it, attrUntil)), nil
 }
 
 // NewStreamsClient returns a DynamoDB Streams client that reaches the

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // SchemaVersion is the version of the key schema and item layout this
@@ -26,18 +27,18 @@ const SchemaVersion = "2"
 func CreateTable(ctx context.Context, api API, table string) error {
 	str := types.ScalarAttributeTypeS
 	attrs := []types.AttributeDefinition{
-		{AttributeName: aws.String(attrPK), AttributeType: str}, {AttributeName: aws.String(attrSK), AttributeType: str},
-		{AttributeName: aws.String(attrGSI1PK), AttributeType: str}, {AttributeName: aws.String(attrGSI1SK), AttributeType: str},
+		{AttributeName: aws.String(item.AttrPK), AttributeType: str}, {AttributeName: aws.String(item.AttrSK), AttributeType: str},
+		{AttributeName: aws.String(item.AttrGSI1PK), AttributeType: str}, {AttributeName: aws.String(item.AttrGSI1SK), AttributeType: str},
 	}
 	gsis := []types.GlobalSecondaryIndex{{
 		IndexName:  aws.String("GSI1"),
-		KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange}},
+		KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(item.AttrGSI1PK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(item.AttrGSI1SK), KeyType: types.KeyTypeRange}},
 		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 	}}
 	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:              aws.String(table),
 		AttributeDefinitions:   attrs,
-		KeySchema:              []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange}},
+		KeySchema:              []types.KeySchemaElement{{AttributeName: aws.String(item.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(item.AttrSK), KeyType: types.KeyTypeRange}},
 		GlobalSecondaryIndexes: gsis,
 		BillingMode:            types.BillingModePayPerRequest,
 		StreamSpecification:    &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
@@ -62,22 +63,22 @@ func CreateTable(ctx context.Context, api API, table string) error {
 	}
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(item.AttrTTL), Enabled: aws.Bool(true)},
 	})
 	if err != nil && !strings.Contains(err.Error(), "already enabled") {
 		return classify("enable ttl on "+table, err)
 	}
-	item := itemKey(versionPK, skVersion)
-	item["schema"] = strAV(SchemaVersion)
+	it := item.Key(item.VersionPK, item.SKVersion)
+	it["schema"] = item.StrAV(SchemaVersion)
 	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(table), Item: item,
+		TableName: aws.String(table), Item: it,
 		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #v = :v"),
-		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#v": "schema"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": strAV(SchemaVersion)},
+		ExpressionAttributeNames:  map[string]string{"#pk": item.AttrPK, "#v": "schema"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": item.StrAV(SchemaVersion)},
 	})
 	if err != nil {
 		if errors.Is(classify("", err), errCondition) {
-			return fmt.Errorf("dynamo: create table %s: it holds another schema version: %w", table, ErrSchema)
+			return fmt.Errorf("dynamo: create table %s: it holds another schema version: %w", table, item.ErrSchema)
 		}
 		return classify("put schema version", err)
 	}
@@ -85,15 +86,15 @@ func CreateTable(ctx context.Context, api API, table string) error {
 }
 
 func (s *Store) checkVersion(ctx context.Context) error {
-	item, err := s.getItem(ctx, versionPK, skVersion)
+	it, err := s.getItem(ctx, item.VersionPK, item.SKVersion)
 	if err != nil {
 		return err
 	}
-	if v := getS(item, "schema"); v != SchemaVersion {
+	if v := item.GetS(it, "schema"); v != SchemaVersion {
 		if v == "" {
-			return fmt.Errorf("dynamo: table %s has no schema version record (run `ratelimit table create`): %w", s.cfg.Table, ErrSchema)
+			return fmt.Errorf("dynamo: table %s has no schema version record (run `ratelimit table create`): %w", s.cfg.Table, item.ErrSchema)
 		}
-		return fmt.Errorf("dynamo: table %s has schema version %q, this build reads %q: %w", s.cfg.Table, v, SchemaVersion, ErrSchema)
+		return fmt.Errorf("dynamo: table %s has schema version %q, this build reads %q: %w", s.cfg.Table, v, SchemaVersion, item.ErrSchema)
 	}
 	return nil
 }

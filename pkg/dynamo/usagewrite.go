@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 const (
@@ -36,11 +37,11 @@ const (
 
 // usageMarkerPK is the partition key of a stream record's marker (sort key
 // skApplied): the table's own, one item per applied record.
-func usageMarkerPK(id string) string { return systemNS + "/STREAM#" + esc(id) }
+func usageMarkerPK(id string) string { return item.SystemNS + "/STREAM#" + item.Esc(id) }
 
 // usageSK is the sort key of a snapshot: #USAGE#{resource}#{window key}.
 func usageSK(resource, windowKey string) string {
-	return skUsage + esc(resource) + "#" + windowKey
+	return skUsage + item.Esc(resource) + "#" + windowKey
 }
 
 // snapshotAdd is what one transaction adds to one snapshot item.
@@ -119,7 +120,7 @@ func (s *Store) uniqueRecords(recs []UsageRecord, rep *UsageReport) []UsageRecor
 	}
 	first := func(r UsageRecord) string {
 		u := r.Usage[0]
-		return nsPart(u.Namespace) + "|" + esc(u.Entity) + "|" + esc(u.Resource)
+		return item.NSPart(u.Namespace) + "|" + item.Esc(u.Entity) + "|" + item.Esc(u.Resource)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return first(out[i]) < first(out[j]) })
 	return out
@@ -137,7 +138,7 @@ func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
 	for _, u := range r.Usage {
 		for _, w := range Windows {
 			key := w.Key(r.At)
-			pk, sk := entityPK(u.Namespace, u.Entity), usageSK(u.Resource, key)
+			pk, sk := item.EntityPK(u.Namespace, u.Entity), usageSK(u.Resource, key)
 			a := index[pk+"|"+sk]
 			if a == nil {
 				ttl := w.End(r.At).Add(s.cfg.UsageRetention).Unix()
@@ -249,13 +250,13 @@ func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
 	ttl := s.nowMs()/1000 + int64(usageMarkerTTL.Seconds())
 	tx := make([]types.TransactWriteItem, 0, len(g.recs)+len(g.items))
 	for _, r := range g.recs {
-		e := newExpr()
-		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
-		item := itemKey(usageMarkerPK(r.ID), skApplied)
-		item[attrTTL] = numAV(ttl)
+		e := item.NewExpr()
+		e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
+		it := item.Key(usageMarkerPK(r.ID), skApplied)
+		it[item.AttrTTL] = item.NumAV(ttl)
 		tx = append(tx, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(s.cfg.Table), Item: item,
-			ConditionExpression: e.conditionExpr(), ExpressionAttributeNames: e.attrNames(),
+			TableName: aws.String(s.cfg.Table), Item: it,
+			ConditionExpression: e.ConditionExpr(), ExpressionAttributeNames: e.AttrNames(),
 		}})
 	}
 	keys := make([]string, 0, len(g.items))
@@ -271,22 +272,22 @@ func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
 
 // snapshotUpdate adds a's millitokens to its snapshot item, creating it.
 func (s *Store) snapshotUpdate(a *snapshotAdd) types.TransactWriteItem {
-	e := newExpr()
-	e.setAttr(attrNamespace, strAV(a.ns))
-	e.setAttr(attrEntity, strAV(a.entity))
-	e.setAttr(attrResource, strAV(a.resource))
-	e.setAttr(attrWindow, strAV(a.window))
-	e.setAttr(attrTTL, numAV(a.ttl))
+	e := item.NewExpr()
+	e.SetAttr(item.AttrNamespace, item.StrAV(a.ns))
+	e.SetAttr(item.AttrEntity, item.StrAV(a.entity))
+	e.SetAttr(item.AttrResource, item.StrAV(a.resource))
+	e.SetAttr(attrWindow, item.StrAV(a.window))
+	e.SetAttr(item.AttrTTL, item.NumAV(a.ttl))
 	limits := make([]string, 0, len(a.limits))
 	for l := range a.limits {
 		limits = append(limits, l)
 	}
 	sort.Strings(limits)
 	for _, l := range limits {
-		e.addNum(usagePre+l, a.limits[l])
+		e.AddNum(usagePre+l, a.limits[l])
 	}
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.cfg.Table), Key: itemKey(a.pk, a.sk),
-		UpdateExpression: e.update(), ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		TableName: aws.String(s.cfg.Table), Key: item.Key(a.pk, a.sk),
+		UpdateExpression: e.Update(), ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/sirupsen/logrus"
 )
 
@@ -160,19 +161,19 @@ func checkTable(t *types.TableDescription) error {
 		}
 		return fmt.Sprint(parts)
 	}
-	want := fmt.Sprintf("[%s HASH S %s RANGE S]", attrPK, attrSK)
+	want := fmt.Sprintf("[%s HASH S %s RANGE S]", item.AttrPK, item.AttrSK)
 	if got := keys(t.KeySchema); got != want {
-		return fmt.Errorf("key schema %s, want %s (a table made by `ratelimit table create` or the same definition): %w", got, want, ErrSchema)
+		return fmt.Errorf("key schema %s, want %s (a table made by `ratelimit table create` or the same definition): %w", got, want, item.ErrSchema)
 	}
-	wantGSI := fmt.Sprintf("[%s HASH S %s RANGE S]", attrGSI1PK, attrGSI1SK)
+	wantGSI := fmt.Sprintf("[%s HASH S %s RANGE S]", item.AttrGSI1PK, item.AttrGSI1SK)
 	i := slices.IndexFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(g.IndexName) == "GSI1"
 	})
 	if i < 0 {
-		return fmt.Errorf("no index GSI1 (%s): %w", wantGSI, ErrSchema)
+		return fmt.Errorf("no index GSI1 (%s): %w", wantGSI, item.ErrSchema)
 	}
 	if got := keys(t.GlobalSecondaryIndexes[i].KeySchema); got != wantGSI {
-		return fmt.Errorf("index GSI1 key schema %s, want %s: %w", got, wantGSI, ErrSchema)
+		return fmt.Errorf("index GSI1 key schema %s, want %s: %w", got, wantGSI, item.ErrSchema)
 	}
 	return nil
 }
@@ -204,7 +205,7 @@ func (s *Store) warmRound(ctx context.Context, conns int) (time.Duration, error)
 	return slowest, nil
 }
 
-func warmPK(ns string, i int) string { return nsPart(ns) + "/WARMUP#" + strconv.Itoa(i) }
+func warmPK(ns string, i int) string { return item.NSPart(ns) + "/WARMUP#" + strconv.Itoa(i) }
 
 // warmCalls makes each kind of call a decision makes on the warm-up item
 // pk, one after the other (so on one connection), and returns the slowest.
@@ -221,7 +222,7 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 		}
 		return nil
 	}
-	key := itemKey(pk, warmSK)
+	key := item.Key(pk, warmSK)
 	if err := timed("GetItem", func(ctx context.Context) error {
 		_, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.cfg.Table), Key: key,
@@ -242,19 +243,19 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 	}
 	write := func(pass bool) func(context.Context) error {
 		return func(ctx context.Context) error {
-			e := newExpr()
-			e.setAttr(attrTTL, numAV(s.now().Add(warmItemTTL).Unix()))
-			e.addNum("n", 1)
-			n := e.name("n")
+			e := item.NewExpr()
+			e.SetAttr(item.AttrTTL, item.NumAV(s.now().Add(warmItemTTL).Unix()))
+			e.AddNum("n", 1)
+			n := e.Name("n")
 			if pass {
-				e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + n + " >= " + e.num(0))
+				e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR " + n + " >= " + e.Num(0))
 			} else {
-				e.condition(n + " < " + e.num(0))
+				e.Condition(n + " < " + e.Num(0))
 			}
 			_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(s.cfg.Table), Key: key,
-				UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-				ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+				UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
+				ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 				ReturnValues:                        types.ReturnValueAllNew,
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
