@@ -58,7 +58,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 			return err
 		}
 	}
-	ns := s.nsOr(e.Namespace)
+	ns := s.tbl.NsOr(e.Namespace)
 	e.Namespace = ns
 	if err := s.checkChain(ctx, ns, e.ID, e.Parent); err != nil {
 		return err
@@ -76,7 +76,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 		it[item.AttrGSI1PK] = item.StrAV(item.NSPart(ns) + "/PARENT#" + item.Esc(e.Parent))
 		it[item.AttrGSI1SK] = item.StrAV("ENTITY#" + item.Esc(e.ID))
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
 		return classify("put entity", err)
@@ -170,9 +170,9 @@ func entityString(e Entity) string {
 // store's), ErrNotFound when none. It reads the table (strongly
 // consistent), and refreshes the replica's entity cache with what it read.
 func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
-	ns = s.nsOr(ns)
+	ns = s.tbl.NsOr(ns)
 	pk := item.EntityPK(ns, id)
-	it, err := s.getItem(ctx, pk, item.SKMeta)
+	it, err := s.tbl.Get(ctx, pk, item.SKMeta)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -192,29 +192,22 @@ func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 // Children returns the ids of the entities of namespace ns (empty: the
 // store's) whose parent is id (GSI1).
 func (s *Store) Children(ctx context.Context, ns, id string) ([]string, error) {
-	ns = s.nsOr(ns)
+	ns = s.tbl.NsOr(ns)
 	var out []string
-	var start map[string]types.AttributeValue
-	for {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
-			TableName: aws.String(s.cfg.Table), IndexName: aws.String("GSI1"),
-			KeyConditionExpression:    aws.String("#p = :p"),
-			ExpressionAttributeNames:  map[string]string{"#p": item.AttrGSI1PK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.NSPart(ns) + "/PARENT#" + item.Esc(id))},
-			ExclusiveStartKey:         start,
-		})
-		cancel()
-		if err != nil {
-			return nil, classify("query children", err)
-		}
-		for _, it := range res.Items {
+	err := s.tbl.Query(ctx, "query children", &dynamodb.QueryInput{
+		IndexName:                 aws.String("GSI1"),
+		KeyConditionExpression:    aws.String("#p = :p"),
+		ExpressionAttributeNames:  map[string]string{"#p": item.AttrGSI1PK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.NSPart(ns) + "/PARENT#" + item.Esc(id))},
+	}, func(items []map[string]types.AttributeValue) {
+		for _, it := range items {
 			out = append(out, item.GetS(it, "id"))
 		}
-		if start = res.LastEvaluatedKey; len(start) == 0 {
-			return out, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // AuditRecord is one change an operator made: of limits, entities,
@@ -244,7 +237,7 @@ const (
 // audit writes one audit record under the entity it concerns (or "_system"
 // and "_resource" for scopes without an entity).
 func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, after string) error {
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	p := s.auditPut(ns, sc, action, before, after)
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item}); err != nil {
@@ -285,34 +278,26 @@ func auditEntity(sc Scope) string {
 // of the system scope, the namespace's registration and lifecycle) or
 // Scope{Resource: r} for changes without an entity.
 func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
-	ns := s.nsOr(sc.Namespace)
+	ns := s.tbl.NsOr(sc.Namespace)
 	var out []AuditRecord
-	var start map[string]types.AttributeValue
-	for {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(s.cfg.Table),
-			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
-			ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.AuditPK(ns, auditEntity(sc))), ":s": item.StrAV("#AUDIT#")},
-			ConsistentRead:            aws.Bool(true),
-			ExclusiveStartKey:         start,
-		})
-		cancel()
-		if err != nil {
-			return nil, classify("query audit", err)
-		}
-		for _, it := range res.Items {
+	err := s.tbl.Query(ctx, "query audit", &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+		ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.AuditPK(ns, auditEntity(sc))), ":s": item.StrAV("#AUDIT#")},
+		ConsistentRead:            aws.Bool(true),
+	}, func(items []map[string]types.AttributeValue) {
+		for _, it := range items {
 			out = append(out, AuditRecord{
 				ID: strings.TrimPrefix(item.GetS(it, item.AttrSK), "#AUDIT#"), At: time.UnixMilli(item.GetN(it, attrAt)),
 				Action: item.GetS(it, attrAction), Scope: item.GetS(it, attrScope), Before: item.GetS(it, attrBefore), After: item.GetS(it, attrAfter),
 				Principal: item.GetS(it, attrPrincipal),
 			})
 		}
-		if start = res.LastEvaluatedKey; len(start) == 0 {
-			return out, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // newULID returns a ULID: 48 bits of unix ms and 80 random bits in
@@ -354,7 +339,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 	if name == "" {
 		return Namespace{}, errors.New("dynamo: namespace: empty name")
 	}
-	it, err := s.getItem(ctx, item.VersionPK, item.NamespaceSK(name))
+	it, err := s.tbl.Get(ctx, item.VersionPK, item.NamespaceSK(name))
 	if err != nil {
 		return Namespace{}, err
 	}
@@ -370,7 +355,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 	byID["name"], byID["id"] = item.StrAV(name), item.StrAV(id)
 	cond := aws.String("attribute_not_exists(#pk)")
 	names := map[string]string{"#pk": item.AttrPK}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: byName, ConditionExpression: cond, ExpressionAttributeNames: names}},
@@ -392,26 +377,18 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 // Namespaces lists registered namespaces by name.
 func (s *Store) Namespaces(ctx context.Context) ([]Namespace, error) {
 	var out []Namespace
-	var start map[string]types.AttributeValue
-	for {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.Query(cctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(s.cfg.Table),
-			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
-			ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.VersionPK), ":s": item.StrAV("#NAMESPACE#")},
-			ConsistentRead:            aws.Bool(true),
-			ExclusiveStartKey:         start,
-		})
-		cancel()
-		if err != nil {
-			return nil, classify("list namespaces", err)
-		}
-		for _, it := range res.Items {
+	err := s.tbl.Query(ctx, "list namespaces", &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+		ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.VersionPK), ":s": item.StrAV("#NAMESPACE#")},
+		ConsistentRead:            aws.Bool(true),
+	}, func(items []map[string]types.AttributeValue) {
+		for _, it := range items {
 			out = append(out, namespaceOf(it))
 		}
-		if start = res.LastEvaluatedKey; len(start) == 0 {
-			return out, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

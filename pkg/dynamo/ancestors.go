@@ -234,7 +234,7 @@ type ChainLevel struct {
 // entities, and before an entity already listed (a cycle, which cycle
 // reports). It is for the admin commands.
 func (s *Store) Chain(ctx context.Context, ns, id, resource string) (levels []ChainLevel, cycle bool, err error) {
-	ns = s.nsOr(ns)
+	ns = s.tbl.NsOr(ns)
 	for cur := id; cur != ""; {
 		if slices.ContainsFunc(levels, func(l ChainLevel) bool { return l.Entity.ID == cur }) {
 			return levels, true, nil

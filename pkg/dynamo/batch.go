@@ -228,7 +228,7 @@ func (s *Store) fail(batch []*part, err error) {
 		s.log.WithError(err).Warn("refusing decisions on a bucket item this schema cannot read")
 		s.contend(batch, nil, ContendedUnreadable)
 		for _, pt := range batch {
-			if pt.scale > 0 {
+			if pt.givesBack() {
 				pt.err = err // a give-back: there is nothing it could give back to
 			}
 		}

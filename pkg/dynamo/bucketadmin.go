@@ -22,7 +22,7 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
 	// An operator's read, not a decision: the admin budget, not the
 	// decision's (a cold table can take longer than BACKEND_TIMEOUT).
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	sh := s.pickShard(s.shardCount(b.base))
 	img, err := s.readBucket(cctx, b.pk(sh))
@@ -74,7 +74,7 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 		e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
 		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
 		return classify("pre-shard bucket", err)

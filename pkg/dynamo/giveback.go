@@ -80,8 +80,8 @@ type givebacks struct {
 
 type pendingGiveBack struct {
 	c     *part     // the give-back (the retrier's alone)
-	since time.Time // when its plan was refused
-	next  time.Time // when it is tried next
+	since time.Time // when its plan was refused (the store's clock)
+	next  time.Time // when it is tried next (the runtime's clock: a wait)
 	tries int       // background tries so far
 	busy  bool      // a try is in flight (guarded by givebacks.mu)
 }
@@ -123,7 +123,7 @@ func giveBackBackoff(n int) time.Duration {
 // the same item, shard and amounts (so the same refund, at most once),
 // none of the results of the tries before.
 func (c *part) again() *part {
-	r := &part{b: c.b, debits: c.debits, scale: c.scale, from: c.from}
+	r := &part{kind: c.kind, b: c.b, debits: c.debits, scale: c.scale, from: c.from}
 	r.choose(c.shard)
 	return r
 }
@@ -196,12 +196,12 @@ func (s *Store) retryGiveBacks() {
 		default:
 		}
 		g.mu.Lock()
-		now := time.Now()
+		wall, now := time.Now(), s.now() // the schedule is a wait; the age, a reading of the clock
 		var due []*pendingGiveBack
 		var next time.Time
 		for i := 0; i < len(g.q); {
 			p := g.q[i]
-			if p.next.After(now) || len(due) == giveBackParallel {
+			if p.next.After(wall) || len(due) == giveBackParallel {
 				if next.IsZero() || p.next.Before(next) {
 					next = p.next
 				}

@@ -109,7 +109,7 @@ func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]t
 // shard count names.
 func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	first, err := s.readBucket(cctx, b.pk(0))
 	if err != nil {
@@ -262,7 +262,7 @@ func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*item.Image, li
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
 	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
 		return classify("reset bucket", err)

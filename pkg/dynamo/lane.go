@@ -42,9 +42,21 @@ func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
 	return out
 }
 
+// partKind is what a part is for.
+type partKind uint8
+
+const (
+	// decisionPart: the debits of a plan being decided.
+	decisionPart partKind = iota
+	// giveBackPart: the refund of what a part of a refused plan consumed
+	// (compensation), its amounts already scaled (part.scale).
+	giveBackPart
+)
+
 // part is the debits of one plan on one bucket item: what an item's lane
 // decides. Fields below the line are the lane's to write until done closes.
 type part struct {
+	kind   partKind
 	b      bucket
 	debits []cascade.Debit // in plan order; amounts for one whole bucket unless scale > 0
 	idx    []int           // each debit's index in the plan
@@ -66,6 +78,26 @@ type part struct {
 	n     int        // shard count the decision was made with
 	start *partStart // what the decision was made on (nil: not by a batch)
 }
+
+// givesBack reports whether pt is a give-back rather than a decision.
+func (pt *part) givesBack() bool { return pt.kind == giveBackPart }
+
+// ended reports whether pt needs no other try: it failed, it was
+// admitted, or its budget ran out.
+func (pt *part) ended(ctx context.Context) bool {
+	return pt.err != nil || pt.dec.Admitted || ctx.Err() != nil
+}
+
+// mayTryAnotherShard reports whether pt, refused on one shard, may try
+// another: a decision with nothing to charge or refund, on a bucket of
+// more than one shard, that has not tried two other shards or all of them.
+func (pt *part) mayTryAnotherShard() bool {
+	return pt.n > 1 && !pt.givesBack() && !pt.hasCost() && !pt.triedShards()
+}
+
+// triedShards reports whether pt has tried as many other shards as it may:
+// two, or every other one.
+func (pt *part) triedShards() bool { return pt.tried >= 2 || pt.tried+1 >= pt.n }
 
 // itemError is pt's failure as a cascade.ItemError naming its item.
 func (pt *part) itemError() error {
@@ -133,7 +165,7 @@ func (s *Store) pickShard(n int) int {
 // shards: a shard's level is kept in whole-bucket units and holds 1/n of
 // it, so every amount counts n times.
 func (pt *part) plan(n int) *cascade.Plan {
-	if pt.scale > 0 {
+	if pt.givesBack() {
 		n = 1
 	}
 	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), pt.debits...)}
@@ -159,7 +191,7 @@ func (pt *part) hasCost() bool {
 // compensation returns the part that gives back what an admitted part
 // consumed, on the same shard and in the same units, or nil.
 func (pt *part) compensation() *part {
-	c := &part{b: pt.b, scale: max(pt.n, 1), of: pt, from: pt.from}
+	c := &part{kind: giveBackPart, b: pt.b, scale: max(pt.n, 1), of: pt, from: pt.from}
 	for i, d := range pt.debits {
 		if d.Op != cascade.Consume || !pt.dec.Statuses[i].OK || d.Amount <= 0 {
 			continue
@@ -218,7 +250,8 @@ type lane struct {
 // shards.
 func (s *Store) await(ctx context.Context, pt *part) {
 	// A part with cost that its item kept too busy is queued again for up
-	// to this long.
+	// to this long: a wait, on the runtime's clock like the deadlines of
+	// the calls it bounds (see WithClock).
 	costDeadline := time.Now().Add(4 * s.cfg.Timeout)
 	for {
 		if !s.enqueue(pt) {
@@ -231,7 +264,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			// A part that charges or refunds reports cost already spent: it
 			// stays queued rather than be dropped. A give-back is tried
 			// again by its owner (compensate, retryGiveBacks).
-			if pt.scale > 0 && s.withdraw(pt) {
+			if pt.givesBack() && s.withdraw(pt) {
 				pt.err = fmt.Errorf("dynamo: give back on %s: budget ended while queued: %w", pt.pk, errContended)
 				return
 			}
@@ -243,7 +276,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			<-pt.done
 		}
 		if errors.Is(pt.err, errContended) {
-			if time.Now().Before(costDeadline) && (pt.scale == 0 || ctx.Err() == nil) {
+			if time.Now().Before(costDeadline) && (!pt.givesBack() || ctx.Err() == nil) {
 				if errors.Is(pt.err, errShardGone) {
 					s.rehome(pt)
 				} else {
@@ -252,14 +285,14 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				continue
 			}
 			s.obs.Contended(ContendedRaced)
-			if pt.scale > 0 {
+			if pt.givesBack() {
 				pt.err = fmt.Errorf("dynamo: give back on %s: bucket too busy: %w", pt.pk, errContended)
 				return
 			}
 			pt.err, pt.dec = nil, contended(pt, s.cachedImage(pt.pk), s.nowMs())
 			return
 		}
-		if pt.err != nil || pt.dec.Admitted || pt.n <= 1 || pt.tried >= 2 || pt.tried+1 >= pt.n || pt.hasCost() || pt.scale > 0 || ctx.Err() != nil {
+		if pt.ended(ctx) || !pt.mayTryAnotherShard() {
 			return
 		}
 		pt.tried++

@@ -106,8 +106,8 @@ func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Li
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	pk, sk := sc.key(s.nsOr(sc.Namespace))
-	it, err := s.getItem(ctx, pk, sk)
+	pk, sk := sc.key(s.tbl.NsOr(sc.Namespace))
+	it, err := s.tbl.Get(ctx, pk, sk)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]token
 	if len(limits) == 0 {
 		return errors.New("dynamo: set limits: no limits given")
 	}
-	ns := s.nsOr(sc.Namespace)
+	ns := s.tbl.NsOr(sc.Namespace)
 	before, err := s.Limits(ctx, sc)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -151,7 +151,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 	if err := sc.validate(); err != nil {
 		return err
 	}
-	ns := s.nsOr(sc.Namespace)
+	ns := s.tbl.NsOr(sc.Namespace)
 	before, err := s.Limits(ctx, sc)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 	}
 	pk, sk := sc.key(ns)
 	if len(after) == 0 {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		defer cancel()
 		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk)}); err != nil {
 			return classify("delete limits", err)
@@ -193,7 +193,7 @@ func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[s
 	if sc.Resource != "" {
 		it[item.AttrResource] = item.StrAV(sc.Resource)
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
 		return classify("put limits", err)
@@ -206,22 +206,6 @@ func (s *Store) forgetConfig(pk, sk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.configs.remove(pk + "\x00" + sk)
-}
-
-// adminCall bounds an admin call: admin commands are not on the decision
-// path and get a longer deadline than Timeout.
-func (s *Store) adminCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, max(s.cfg.Timeout, startTimeout))
-}
-
-func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
-	cctx, cancel := s.adminCall(ctx)
-	defer cancel()
-	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, classify("get "+s.cfg.Table, err)
-	}
-	return out.Item, nil
 }
 
 // ParseLimit parses "name:rate[/sec|/min|/hour|/day][:burst]" (rate per

@@ -32,7 +32,7 @@ func (s *Store) merge(ctx context.Context, b bucket, n int) error {
 	if !ok {
 		return nil
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
@@ -54,7 +54,7 @@ func (s *Store) merge(ctx context.Context, b bucket, n int) error {
 // readCount reads shards 0..n−1 of b, strongly consistent, and returns
 // their images, or nil when they are not all there with the count n.
 func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*item.Image, error) {
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	imgs := make([]*item.Image, n)
 	for sh := range n {

@@ -23,7 +23,7 @@ func newBareStore(t *testing.T) *Store {
 	l.SetOutput(io.Discard)
 	s := &Store{cfg: Config{Table: "t", Timeout: time.Second}.WithDefaults(), now: time.Now, log: logrus.NewEntry(l), obs: nopObserver{}}
 	s.lanes.m = map[string]*lane{}
-	s.loads.m = map[string]*flight{}
+	s.reads.m = map[string]*flight{}
 	s.gb.init()
 	s.life, s.stop = context.WithCancel(context.Background())
 	t.Cleanup(func() { _ = s.Close() })
@@ -32,9 +32,9 @@ func newBareStore(t *testing.T) *Store {
 
 // running returns how many reads of stored records the batcher counts.
 func (s *Store) running() int {
-	s.loads.mu.Lock()
-	defer s.loads.mu.Unlock()
-	return s.loads.records.running
+	s.reads.mu.Lock()
+	defer s.reads.mu.Unlock()
+	return s.reads.records.running
 }
 
 // TestRecordReadsRunAtMostMaxRunning: with maxRunning reads of stored

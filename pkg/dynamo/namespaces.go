@@ -48,7 +48,7 @@ func namespaceOf(it map[string]types.AttributeValue) Namespace {
 // Namespace returns the registry record of name, ErrNotFound when it is
 // not registered.
 func (s *Store) Namespace(ctx context.Context, name string) (Namespace, error) {
-	it, err := s.getItem(ctx, item.VersionPK, item.NamespaceSK(name))
+	it, err := s.tbl.Get(ctx, item.VersionPK, item.NamespaceSK(name))
 	if err != nil {
 		return Namespace{}, err
 	}
@@ -106,7 +106,7 @@ func (s *Store) moveNamespace(ctx context.Context, cur Namespace, to string, fro
 		}
 	}
 	e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND (" + strings.Join(conds, " OR ") + ")")
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.cfg.Table), Key: item.Key(item.VersionPK, item.NamespaceSK(name)),
@@ -200,7 +200,7 @@ func (s *Store) scan(ctx context.Context, prefix string, attrs []string, page fu
 	}
 	var start map[string]types.AttributeValue
 	for {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		res, err := s.api.Scan(cctx, &dynamodb.ScanInput{
 			TableName: aws.String(s.cfg.Table), Limit: aws.Int32(scanPage), ExclusiveStartKey: start,
 			FilterExpression: aws.String("begins_with(#p, :p)"), ProjectionExpression: aws.String(strings.Join(proj, ", ")),

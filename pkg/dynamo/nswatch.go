@@ -17,7 +17,7 @@ import (
 func (s *Store) NamespaceStates(ctx context.Context, names []string) (map[string]string, error) {
 	out := make(map[string]string, len(names))
 	for _, name := range names {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		res, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(item.VersionPK, item.NamespaceSK(name))})
 		cancel()
 		if err != nil {

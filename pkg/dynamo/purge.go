@@ -86,7 +86,7 @@ func (s *Store) deleteBatch(ctx context.Context, keys []map[string]types.Attribu
 	}
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		res, err := s.api.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs}})
 		cancel()
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 // that is not calm, and idle windows (a merge after ShardMergeAfter).
 func TestLoadsCount(t *testing.T) {
 	c := Config{ShardWriteRate: 100, ShardMergeRate: 10, ShardMergeAfter: time.Minute}
-	l := loads{m: newLRU[*load]("load", 10)}
+	l := writeRates{m: newLRU[*writeRate]("load", 10)}
 	for i := 1; i < 100; i++ {
 		if to := l.count("b", 1, 0, c); to != 1 {
 			t.Fatalf("write %d of a window at 100/s per shard: count = %d, want 1", i, to)
@@ -75,7 +75,7 @@ func TestRehome(t *testing.T) {
 	b := bucket{key: cascade.Key{Entity: "e", Resource: "r"}, ns: "default", base: "b"}
 	s.learnShards(b.base, 4)
 	s.shrinkShards(b.base, 2)
-	give := &part{b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
+	give := &part{kind: giveBackPart, b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
 	give.choose(3)
 	s.rehome(give)
 	if give.scale != 2 || give.debits[0].Amount != 2*333 || give.debits[1].Amount != 2*tokenbucket.PerToken {
@@ -137,7 +137,7 @@ func TestLoadsCalmAtTheMergeRate(t *testing.T) {
 		writes int
 		want   int
 	}{{18, 2}, {20, 4}} {
-		l := loads{m: newLRU[*load]("load", 10)}
+		l := writeRates{m: newLRU[*writeRate]("load", 10)}
 		for range tc.writes {
 			l.count("b", 4, 10_000, c)
 		}
@@ -146,7 +146,7 @@ func TestLoadsCalmAtTheMergeRate(t *testing.T) {
 			t.Errorf("%d writes in the first second on 4 shards, then one a minute on: count = %d, want %d", tc.writes, got, tc.want)
 		}
 	}
-	l := loads{m: newLRU[*load]("load", 10)}
+	l := writeRates{m: newLRU[*writeRate]("load", 10)}
 	hot := Config{ShardWriteRate: 100, ShardMergeRate: -1}
 	got := 2
 	for range 200 { // 100 a shard in one window

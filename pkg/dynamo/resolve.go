@@ -25,13 +25,6 @@ type cachedConfig struct {
 
 const attrLimits = "limits"
 
-func (s *Store) nsOr(ns string) string {
-	if ns == "" {
-		return s.cfg.Namespace
-	}
-	return ns
-}
-
 // configChain is where stored limits for one bucket item are looked up, in
 // order: entity+resource, entity default, resource, system. The entity is
 // the bucket's entity up to its first '#': a hierarchical bucket carries

@@ -41,7 +41,7 @@ type Checkpoint struct {
 // StreamCheckpoint returns the checkpoint of a stream shard (zero when it
 // has none).
 func (s *Store) StreamCheckpoint(ctx context.Context, shard string) (Checkpoint, error) {
-	it, err := s.getItem(ctx, item.VersionPK, skStreamShard+shard)
+	it, err := s.tbl.Get(ctx, item.VersionPK, skStreamShard+shard)
 	if err != nil {
 		return Checkpoint{}, err
 	}
@@ -61,7 +61,7 @@ func (s *Store) SetStreamCheckpoint(ctx context.Context, owner, shard string, cp
 	if shard == "" {
 		return errors.New("dynamo: stream checkpoint: empty shard id")
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{
@@ -98,7 +98,7 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 		return false, errors.New("dynamo: stream lease: empty owner")
 	}
 	now := s.now()
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.cfg.Table),
@@ -124,7 +124,7 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 // StreamLeaseHolder returns who holds the poller's lease and until when
 // (empty when nobody ever did).
 func (s *Store) StreamLeaseHolder(ctx context.Context) (string, time.Time, error) {
-	it, err := s.getItem(ctx, item.VersionPK, skStreamLease)
+	it, err := s.tbl.Get(ctx, item.VersionPK, skStreamLease)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -148,7 +148,7 @@ func NewStreamsClient(c *dynamodb.Client) *dynamodbstreams.Client {
 // StreamARN returns the table's latest stream (DescribeTable), or an
 // error when the table has no stream enabled.
 func (s *Store) StreamARN(ctx context.Context) (string, error) {
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
 	if err != nil {

@@ -86,7 +86,7 @@ func CreateTable(ctx context.Context, api API, table string) error {
 }
 
 func (s *Store) checkVersion(ctx context.Context) error {
-	it, err := s.getItem(ctx, item.VersionPK, item.SKVersion)
+	it, err := s.tbl.Get(ctx, item.VersionPK, item.SKVersion)
 	if err != nil {
 		return err
 	}

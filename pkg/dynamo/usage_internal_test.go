@@ -24,7 +24,7 @@ func TestJudgeCountsCompensationAlone(t *testing.T) {
 	now := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC).UnixMilli()
 	img.Limits[item.LimitPrefix("x")] = item.LimitImage{Level: lim.Full(now).X, Shape: lim}
 	consume := &part{b: b, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 3 * tokenbucket.PerToken}}}
-	giveBack := &part{b: b, scale: 4, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 4 * 2 * tokenbucket.PerToken, Op: cascade.Refund, Role: cascade.Advisory}}}
+	giveBack := &part{kind: giveBackPart, b: b, scale: 4, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 4 * 2 * tokenbucket.PerToken, Op: cascade.Refund, Role: cascade.Advisory}}}
 	j := judge([]*part{consume, giveBack}, img, now)
 	if len(j.used) != 1 || j.used[0] != int64(tokenbucket.PerToken) {
 		t.Errorf("judge(consume 3, give back 2 on 4 shards).used = %v, want [%d]", j.used, tokenbucket.PerToken)

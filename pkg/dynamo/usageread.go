@@ -42,22 +42,15 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}
 	var out []UsageSnapshot
-	for {
-		cctx, cancel := s.adminCall(ctx)
-		page, err := s.api.Query(cctx, in)
-		cancel()
-		if err != nil {
-			return nil, classify("usage "+entity, err)
-		}
-		for _, it := range page.Items {
+	err := s.tbl.Query(ctx, "usage "+entity, in, func(items []map[string]types.AttributeValue) {
+		for _, it := range items {
 			if snap, ok := decodeSnapshot(it, w); ok && snap.Window.End(snap.Start).After(since) {
 				out = append(out, snap)
 			}
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].Start.Equal(out[j].Start) {

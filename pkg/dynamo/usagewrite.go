@@ -14,11 +14,6 @@ import (
 )
 
 const (
-	// DefaultUsageRetention is how long a usage snapshot lives past the end
-	// of its window (Config.UsageRetention, USAGE_RETENTION): thirteen
-	// months and a bit, so a monthly snapshot outlives a year's comparison.
-	DefaultUsageRetention = 400 * 24 * time.Hour
-
 	// usageMarkerTTL is how long the marker of an applied stream record
 	// lives: longer than a stream keeps a record (24 hours), so no
 	// redelivery can outlive it.
@@ -196,7 +191,7 @@ func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport)
 	var last error
 	for attempt := 0; attempt < usageTries && len(g.recs) > 0; {
 		tx, items := s.usageTx(g)
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		out, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		cancel()
 		if err == nil {

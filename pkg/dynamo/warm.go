@@ -89,7 +89,7 @@ type WarmReport struct {
 func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 	var rep WarmReport
 	if o.Credentials != nil {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		_, err := o.Credentials.Retrieve(cctx)
 		cancel()
 		if err != nil {
@@ -124,7 +124,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 // describe checks the table's status and key schema. It reports true when
 // the principal may not describe the table.
 func (s *Store) describe(ctx context.Context) (bool, error) {
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
 	if err != nil {
@@ -212,7 +212,7 @@ func warmPK(ns string, i int) string { return item.NSPart(ns) + "/WARMUP#" + str
 func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
 	var slowest time.Duration
 	timed := func(what string, f func(context.Context) error) error {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		defer cancel()
 		start := time.Now()
 		err := f(cctx)
