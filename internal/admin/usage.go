@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -23,7 +23,7 @@ type usageOpts struct {
 var usageFlags = []flagSpec{
 	{"entity", "E", "the entity whose usage to show (required): its id, as entity create names it", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.entity, "entity", "", "") }},
 	{"resource", "R", "one resource only (default: every resource the entity used)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.resource, "resource", "", "") }},
-	{"window", "W", "hourly, daily (default) or monthly snapshots", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.window, "window", string(dynamo.Daily), "") }},
+	{"window", "W", "hourly, daily (default) or monthly snapshots", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.window, "window", string(usage.Daily), "") }},
 	{"since", "T", "from when: a time (2026-11-26T14:00:00Z), a date (2026-11-26) or an age (36h, 7d); default 24 hours, 30 days or 12 months ago by window", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.usage.since, "since", "", "") }},
 	{"o", "FORMAT", "table (default), json or chart (a bar per row, scaled to the largest)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }},
 }
@@ -55,7 +55,7 @@ func checkUsage(o *opts, _ []string) error {
 	if o.entity == "" {
 		return fmt.Errorf("missing -entity E")
 	}
-	if _, err := dynamo.ParseWindow(o.usage.window); err != nil {
+	if _, err := usage.ParseWindow(o.usage.window); err != nil {
 		return fmt.Errorf("-window %q: want hourly, daily or monthly", o.usage.window)
 	}
 	switch o.output {
@@ -63,7 +63,7 @@ func checkUsage(o *opts, _ []string) error {
 	default:
 		return fmt.Errorf("-o %q: want table, json or chart", o.output)
 	}
-	if _, err := parseSince(o.usage.since, dynamo.Window(o.usage.window), time.Now()); err != nil {
+	if _, err := parseSince(o.usage.since, usage.Window(o.usage.window), time.Now()); err != nil {
 		return err
 	}
 	return nil
@@ -71,12 +71,12 @@ func checkUsage(o *opts, _ []string) error {
 
 // parseSince reads -since: a time, a date, an age before now, or, when
 // empty, a default by window.
-func parseSince(s string, w dynamo.Window, now time.Time) (time.Time, error) {
+func parseSince(s string, w usage.Window, now time.Time) (time.Time, error) {
 	if s == "" {
 		switch w {
-		case dynamo.Hourly:
+		case usage.Hourly:
 			return now.Add(-24 * time.Hour), nil
-		case dynamo.Monthly:
+		case usage.Monthly:
 			return now.AddDate(0, -12, 0), nil
 		}
 		return now.AddDate(0, 0, -30), nil
@@ -109,13 +109,13 @@ type usageRow struct {
 }
 
 // usageSnapshots reads the snapshots the flags name.
-func usageSnapshots(ctx context.Context, e *cmdEnv) ([]dynamo.UsageSnapshot, error) {
-	w := dynamo.Window(e.opts.usage.window)
+func usageSnapshots(ctx context.Context, e *cmdEnv) ([]usage.UsageSnapshot, error) {
+	w := usage.Window(e.opts.usage.window)
 	since, err := parseSince(e.opts.usage.since, w, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	return e.store.Usage(ctx, e.opts.ns, e.opts.entity, e.opts.resource, w, since)
+	return usage.Of(e.store).Usage(ctx, e.opts.ns, e.opts.entity, e.opts.resource, w, since)
 }
 
 func runUsageList(ctx context.Context, e *cmdEnv, _ []string) error {
@@ -135,7 +135,7 @@ func runUsageSummary(ctx context.Context, e *cmdEnv, _ []string) error {
 }
 
 // listRows is one row per snapshot and limit, oldest first.
-func listRows(snaps []dynamo.UsageSnapshot) []usageRow {
+func listRows(snaps []usage.UsageSnapshot) []usageRow {
 	var rows []usageRow
 	for _, sn := range snaps {
 		for _, l := range sortedKeys(sn.Limits) {
@@ -146,7 +146,7 @@ func listRows(snaps []dynamo.UsageSnapshot) []usageRow {
 }
 
 // summaryRows is one row per resource and limit: the sum of its snapshots.
-func summaryRows(snaps []dynamo.UsageSnapshot) []usageRow {
+func summaryRows(snaps []usage.UsageSnapshot) []usageRow {
 	index := map[[2]string]*usageRow{}
 	var rows []*usageRow
 	for _, sn := range snaps {

@@ -79,7 +79,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) error {
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
-		return classify("put entity", err)
+		return Classify("put entity", err)
 	}
 	s.mu.Lock()
 	s.ents.remove(item.EntityPK(ns, e.ID))
@@ -241,7 +241,7 @@ func (s *Store) audit(ctx context.Context, ns string, sc Scope, action, before, 
 	defer cancel()
 	p := s.auditPut(ns, sc, action, before, after)
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item}); err != nil {
-		return classify("put audit", err)
+		return Classify("put audit", err)
 	}
 	return nil
 }
@@ -362,7 +362,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 		{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: byID, ConditionExpression: cond, ExpressionAttributeNames: names}},
 	}})
 	if err != nil {
-		if cerr := classify("register namespace", err); errors.Is(cerr, errCondition) {
+		if cerr := Classify("register namespace", err); errors.Is(cerr, errCondition) {
 			return s.RegisterNamespace(ctx, name) // registered concurrently
 		} else {
 			return Namespace{}, cerr

@@ -21,7 +21,7 @@ import (
 // hierarchical bucket is named by its entity's id followed by "#" and the
 // other entries above it (descriptors.Tier); the stored records of the
 // entity are under the id alone.
-func splitEntity(entity string) (id, suffix string) {
+func SplitEntity(entity string) (id, suffix string) {
 	if i := strings.IndexByte(entity, '#'); i >= 0 {
 		return entity[:i], entity[i:]
 	}
@@ -76,7 +76,7 @@ func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]casc
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	id, suffix := splitEntity(key.Entity)
+	id, suffix := SplitEntity(key.Entity)
 	if max <= 0 || id == "" {
 		return nil, nil
 	}

@@ -100,7 +100,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// decide on it, after a backoff.
 			img = nil
 			busy = ContendedRaced
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				s.contend(batch, nil, ContendedRaced)
 				return
 			}
@@ -116,7 +116,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 				}
 				img = nil
 			}
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				if s.cfg.ThrottleFails {
 					s.fail(batch, errThrottledItem)
 				} else {
@@ -179,7 +179,7 @@ func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []cont
 				return err
 			}
 			f.throttled.Store(true)
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				return err
 			}
 		}
@@ -204,12 +204,12 @@ func contendReason(err error) string {
 	return ContendedRead
 }
 
-func backoff(attempt int) time.Duration {
+func Backoff(attempt int) time.Duration {
 	d := time.Millisecond << min(attempt, 6)
 	return d/2 + rand.N(d/2+1)
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -77,7 +77,7 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("pre-shard bucket", err)
+		return Classify("pre-shard bucket", err)
 	}
 	s.learnShards(b.base, n)
 	return nil

@@ -23,7 +23,7 @@ func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *
 			img, err := s.decode(ccf.Item)
 			return img, false, err
 		}
-		return nil, false, classify("update "+aws.ToString(in.TableName), err)
+		return nil, false, Classify("update "+aws.ToString(in.TableName), err)
 	}
 	img, err = s.decode(out.Attributes)
 	return img, err == nil, err
@@ -36,7 +36,7 @@ func (s *Store) readBucket(ctx context.Context, pk string) (*item.Image, error) 
 		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err != nil {
-		return nil, classify("get "+s.cfg.Table, err)
+		return nil, Classify("get "+s.cfg.Table, err)
 	}
 	return s.decode(out.Item)
 }
@@ -90,7 +90,7 @@ func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duratio
 	defer cancel()
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
-		cerr := classify("double shards "+s.cfg.Table, err)
+		cerr := Classify("double shards "+s.cfg.Table, err)
 		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
 			return nil // another replica doubled first; the next image says so
 		}

@@ -26,4 +26,4 @@ func (s *Store) DoubleShards(ctx context.Context, key cascade.Key, n int) error 
 }
 
 // ClassifyForTest is classify of an error of a call named "test".
-func ClassifyForTest(err error) error { return classify("test", err) }
+func ClassifyForTest(err error) error { return Classify("test", err) }

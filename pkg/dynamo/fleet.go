@@ -72,7 +72,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, sta
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
-		return 0, nil, classify("heartbeat "+s.cfg.Table, err)
+		return 0, nil, Classify("heartbeat "+s.cfg.Table, err)
 	}
 	nowMs := now.UnixMilli()
 	for name, av := range out.Attributes {

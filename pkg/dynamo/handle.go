@@ -71,7 +71,7 @@ var errCondition = errors.New("dynamo: condition failed")
 
 // classify maps an error from the SDK to a sentinel, once, where it enters.
 // Conditional-check failures become errCondition.
-func classify(op string, err error) error {
+func Classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -169,7 +169,7 @@ func (t *Table) Get(ctx context.Context, pk, sk string) (map[string]types.Attrib
 	defer cancel()
 	out, err := t.API.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(t.Name), Key: item.Key(pk, sk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return nil, classify("get "+t.Name, err)
+		return nil, Classify("get "+t.Name, err)
 	}
 	return out.Item, nil
 }
@@ -187,7 +187,7 @@ func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, p
 		out, err := p.NextPage(cctx)
 		cancel()
 		if err != nil {
-			return classify(op, err)
+			return Classify(op, err)
 		}
 		page(out.Items)
 	}

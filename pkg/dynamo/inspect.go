@@ -265,7 +265,7 @@ func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*item.Image, li
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("reset bucket", err)
+		return Classify("reset bucket", err)
 	}
 	return nil
 }

@@ -173,7 +173,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) err
 		cctx, cancel := s.tbl.Call(ctx)
 		defer cancel()
 		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk)}); err != nil {
-			return classify("delete limits", err)
+			return Classify("delete limits", err)
 		}
 	} else if err := s.putConfig(ctx, sc, ns, after); err != nil {
 		return err
@@ -196,7 +196,7 @@ func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[s
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
-		return classify("put limits", err)
+		return Classify("put limits", err)
 	}
 	s.forgetConfig(pk, sk)
 	return nil

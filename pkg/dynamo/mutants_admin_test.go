@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -58,7 +59,7 @@ func TestAdminWritesFailLoudly(t *testing.T) {
 	}
 
 	failOn(f, "TransactWriteItems", 0, &types.TransactionCanceledException{Message: aws.String("cancelled")})
-	if err := s.SetStreamCheckpoint(ctx, "me", "shard-1", dynamo.Checkpoint{Sequence: "1"}); err == nil {
+	if err := usage.Of(s).SetStreamCheckpoint(ctx, "me", "shard-1", usage.Checkpoint{Sequence: "1"}); err == nil {
 		t.Error("SetStreamCheckpoint() cancelled without a reason = nil error")
 	}
 }
@@ -176,7 +177,7 @@ func TestStreamLeaseTTL(t *testing.T) {
 	f := fakeTable(t)
 	c := newClock()
 	s := newStore(t, f, "t", c)
-	if ok, err := s.StreamLease(context.Background(), "me", time.Minute); err != nil || !ok {
+	if ok, err := usage.Of(s).StreamLease(context.Background(), "me", time.Minute); err != nil || !ok {
 		t.Fatalf("StreamLease() = %t, %v", ok, err)
 	}
 	want := strconv.FormatInt(c.Now().Add(time.Minute+48*time.Hour).Unix(), 10)

@@ -113,7 +113,7 @@ func (s *Store) moveNamespace(ctx context.Context, cur Namespace, to string, fro
 		UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
 		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	})
-	if err := classify("namespace "+to, err); errors.Is(err, errCondition) {
+	if err := Classify("namespace "+to, err); errors.Is(err, errCondition) {
 		return fmt.Errorf("dynamo: namespace %q: its state changed meanwhile (it was %s): %w", name, cur.State, ErrConflict)
 	} else if err != nil {
 		return err
@@ -208,7 +208,7 @@ func (s *Store) scan(ctx context.Context, prefix string, attrs []string, page fu
 		})
 		cancel()
 		if err != nil {
-			return classify("scan "+s.cfg.Table, err)
+			return Classify("scan "+s.cfg.Table, err)
 		}
 		if err := page(res.Items); err != nil {
 			return err

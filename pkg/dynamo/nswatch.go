@@ -21,7 +21,7 @@ func (s *Store) NamespaceStates(ctx context.Context, names []string) (map[string
 		res, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(item.VersionPK, item.NamespaceSK(name))})
 		cancel()
 		if err != nil {
-			return nil, classify("get namespace "+name, err)
+			return nil, Classify("get namespace "+name, err)
 		}
 		if len(res.Item) > 0 {
 			out[name] = namespaceOf(res.Item).State

@@ -90,7 +90,7 @@ func (s *Store) deleteBatch(ctx context.Context, keys []map[string]types.Attribu
 		res, err := s.api.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs}})
 		cancel()
 		if err != nil {
-			return classify("purge: batch delete", err)
+			return Classify("purge: batch delete", err)
 		}
 		if reqs = res.UnprocessedItems[s.cfg.Table]; len(reqs) == 0 {
 			return nil

@@ -31,7 +31,7 @@ const attrLimits = "limits"
 // the other entries of its branch after it, and the entity's stored limits
 // apply to each of its branches.
 func configChain(b bucket) [4][2]string {
-	id, _ := splitEntity(b.key.Entity)
+	id, _ := SplitEntity(b.key.Entity)
 	return [4][2]string{
 		{item.EntityPK(b.ns, id), item.EntityConfigSK(b.key.Resource)},
 		{item.EntityPK(b.ns, id), item.EntityDefaultSK},
@@ -145,12 +145,12 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 		req := map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys[:n], ConsistentRead: aws.Bool(consistent)}}
 		keys = keys[n:]
 		for round := 0; len(req) > 0; round++ {
-			if round > 0 && !sleep(ctx, backoff(round)) {
+			if round > 0 && !Sleep(ctx, Backoff(round)) {
 				return nil, fmt.Errorf("dynamo: batch get %s: not read within the budget: %w", s.cfg.Table, ErrUnavailable)
 			}
 			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 			if err != nil {
-				cerr := classify("batch get "+s.cfg.Table, err)
+				cerr := Classify("batch get "+s.cfg.Table, err)
 				if errors.Is(cerr, ErrThrottled) {
 					throttled.Store(true)
 					continue // retried within ctx, after a backoff

@@ -147,14 +147,14 @@ func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, e
 		switch {
 		case done:
 			return res, err
-		case err != nil && !retryable(err):
+		case err != nil && !Retryable(err):
 			return cascade.Settled{}, fmt.Errorf("dynamo: settle %q: %w", stl.id, err)
 		case err != nil:
 			last = err
 		}
 		// A bucket condition that failed is decided again at once, on what
 		// DynamoDB returned; anything else after a backoff.
-		if ctx.Err() != nil || err != nil && !sleep(ctx, backoff(attempt)) {
+		if ctx.Err() != nil || err != nil && !Sleep(ctx, Backoff(attempt)) {
 			if last == nil {
 				last = errors.New("bucket conditions kept failing")
 			}
@@ -171,7 +171,7 @@ var errRefusedCall = fmt.Errorf("dynamo: call refused: %w", ErrUnavailable)
 // classified error) is tried again: a read that waited on others, a
 // conflict, throttling, no answer; not a missing table or credentials, an
 // item this schema cannot read, or a call DynamoDB refused.
-func retryable(err error) bool {
+func Retryable(err error) bool {
 	switch {
 	case errors.Is(err, errContended), errors.Is(err, ErrConflict), errors.Is(err, ErrThrottled):
 		return true
@@ -247,7 +247,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 // error that is neither a conflict nor throttling (nor a cancellation for
 // those) wraps errRefusedCall.
 func classifySettle(err error) error {
-	cerr := classify("settle", err)
+	cerr := Classify("settle", err)
 	if errors.Is(cerr, ErrThrottled) || errors.Is(cerr, ErrNoCredentials) || errors.Is(cerr, ErrNoTable) {
 		return cerr
 	}

@@ -365,6 +365,9 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 // it (pkg/dynamo/admin, pkg/dynamo/usage).
 func (s *Store) Table() *Table { return s.tbl }
 
+// Config returns the store's configuration, defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
 // Close stops the store. Give-backs still pending are tried once more
 // within a short deadline (4×Config.Timeout, at least 250 ms), and dropped
 // if they do not land then; then work in flight (batched writes, reads that
@@ -614,7 +617,7 @@ func (s *Store) compensate(comp []*part) {
 			// whose write went unanswered may have landed, and is not.
 			for attempt := 0; ; attempt++ {
 				s.await(ctx, c)
-				if giveBackResult(c.err, false) != "" || !sleep(ctx, backoff(attempt)) {
+				if giveBackResult(c.err, false) != "" || !Sleep(ctx, Backoff(attempt)) {
 					return
 				}
 				c.choose(c.shard)

@@ -45,12 +45,12 @@ func CreateTable(ctx context.Context, api API, table string) error {
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return classify("create table "+table, err)
+		return Classify("create table "+table, err)
 	}
 	for {
 		out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 		if err != nil {
-			return classify("describe table "+table, err)
+			return Classify("describe table "+table, err)
 		}
 		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
 			break
@@ -66,7 +66,7 @@ func CreateTable(ctx context.Context, api API, table string) error {
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(item.AttrTTL), Enabled: aws.Bool(true)},
 	})
 	if err != nil && !strings.Contains(err.Error(), "already enabled") {
-		return classify("enable ttl on "+table, err)
+		return Classify("enable ttl on "+table, err)
 	}
 	it := item.Key(item.VersionPK, item.SKVersion)
 	it["schema"] = item.StrAV(SchemaVersion)
@@ -77,10 +77,10 @@ func CreateTable(ctx context.Context, api API, table string) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": item.StrAV(SchemaVersion)},
 	})
 	if err != nil {
-		if errors.Is(classify("", err), errCondition) {
+		if errors.Is(Classify("", err), errCondition) {
 			return fmt.Errorf("dynamo: create table %s: it holds another schema version: %w", table, item.ErrSchema)
 		}
-		return classify("put schema version", err)
+		return Classify("put schema version", err)
 	}
 	return nil
 }

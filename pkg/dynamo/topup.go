@@ -72,7 +72,7 @@ func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, na
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("top up bucket", err)
+		return Classify("top up bucket", err)
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ func (s *Store) describe(ctx context.Context) (bool, error) {
 		if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
 			return true, nil
 		}
-		return false, fmt.Errorf("dynamo: warm-up: %w", classify("describe table "+s.cfg.Table, err))
+		return false, fmt.Errorf("dynamo: warm-up: %w", Classify("describe table "+s.cfg.Table, err))
 	}
 	if err := checkTable(out.Table); err != nil {
 		return false, fmt.Errorf("dynamo: warm-up: table %s: %w", s.cfg.Table, err)
@@ -228,7 +228,7 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 			TableName: aws.String(s.cfg.Table), Key: key,
 			ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return classify("get "+s.cfg.Table, err)
+		return Classify("get "+s.cfg.Table, err)
 	}); err != nil {
 		return 0, err
 	}
@@ -237,7 +237,7 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 			RequestItems:           map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: []map[string]types.AttributeValue{key}}},
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return classify("batch get "+s.cfg.Table, err)
+		return Classify("batch get "+s.cfg.Table, err)
 	}); err != nil {
 		return 0, err
 	}
@@ -260,7 +260,7 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
 			})
-			err = classify("update "+s.cfg.Table, err)
+			err = Classify("update "+s.cfg.Table, err)
 			if !pass && errors.Is(err, errCondition) {
 				return nil // the refusal it was meant to make
 			}

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 		return nil, fmt.Errorf("dynamo: usage: unknown window %q", w)
 	}
 	if ns == "" {
-		ns = s.cfg.Namespace
+		ns = s.t.Namespace
 	}
 	e := item.NewExpr()
 	cond := e.Name(item.AttrPK) + " = " + e.Value(item.StrAV(item.EntityPK(ns, entity)))
@@ -38,11 +38,11 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 		cond += " AND begins_with(" + e.Name(item.AttrSK) + ", " + e.Value(item.StrAV(skUsage)) + ")"
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.cfg.Table), KeyConditionExpression: aws.String(cond),
+		TableName: aws.String(s.t.Name), KeyConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}
 	var out []UsageSnapshot
-	err := s.tbl.Query(ctx, "usage "+entity, in, func(items []map[string]types.AttributeValue) {
+	err := s.t.Query(ctx, "usage "+entity, in, func(items []map[string]types.AttributeValue) {
 		for _, it := range items {
 			if snap, ok := decodeSnapshot(it, w); ok && snap.Window.End(snap.Start).After(since) {
 				out = append(out, snap)

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
@@ -175,7 +176,7 @@ func ItemUsage(keys, old, new map[string]types.AttributeValue) []Usage {
 	if !isBucketPK(pk) || len(new) == 0 {
 		return nil
 	}
-	entity, _ := splitEntity(item.GetS(new, item.AttrEntity))
+	entity, _ := dynamo.SplitEntity(item.GetS(new, item.AttrEntity))
 	var out []Usage
 	for name, av := range new {
 		prefix, field, ok := item.LimitField(name)

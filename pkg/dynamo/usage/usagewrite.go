@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
@@ -136,7 +137,7 @@ func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
 			pk, sk := item.EntityPK(u.Namespace, u.Entity), usageSK(u.Resource, key)
 			a := index[pk+"|"+sk]
 			if a == nil {
-				ttl := w.End(r.At).Add(s.cfg.UsageRetention).Unix()
+				ttl := w.End(r.At).Add(s.retention).Unix()
 				a = &snapshotAdd{pk: pk, sk: sk, ns: u.Namespace, entity: u.Entity, resource: u.Resource, window: key, ttl: ttl, limits: map[string]int64{}}
 				index[pk+"|"+sk] = a
 				out = append(out, a)
@@ -191,8 +192,8 @@ func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport)
 	var last error
 	for attempt := 0; attempt < usageTries && len(g.recs) > 0; {
 		tx, items := s.usageTx(g)
-		cctx, cancel := s.tbl.Call(ctx)
-		out, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		cctx, cancel := s.t.Call(ctx)
+		out, err := s.t.API.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		cancel()
 		if err == nil {
 			rep.Applied += len(g.recs)
@@ -207,9 +208,9 @@ func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport)
 			g = g.without(s, dup)
 			continue // not a failed try: the group shrank
 		}
-		last = classify("apply usage", err)
+		last = dynamo.Classify("apply usage", err)
 		attempt++
-		if !retryable(last) || !sleep(ctx, backoff(attempt+3)) {
+		if !dynamo.Retryable(last) || !dynamo.Sleep(ctx, dynamo.Backoff(attempt+3)) {
 			break
 		}
 	}
@@ -242,7 +243,7 @@ func duplicateMarkers(err error, g *usageGroup) map[string]bool {
 // order, then the snapshot updates in key order. It returns the number of
 // snapshot updates too.
 func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
-	ttl := s.nowMs()/1000 + int64(usageMarkerTTL.Seconds())
+	ttl := s.t.Now().UnixMilli()/1000 + int64(usageMarkerTTL.Seconds())
 	tx := make([]types.TransactWriteItem, 0, len(g.recs)+len(g.items))
 	for _, r := range g.recs {
 		e := item.NewExpr()
@@ -250,7 +251,7 @@ func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
 		it := item.Key(usageMarkerPK(r.ID), skApplied)
 		it[item.AttrTTL] = item.NumAV(ttl)
 		tx = append(tx, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(s.cfg.Table), Item: it,
+			TableName: aws.String(s.t.Name), Item: it,
 			ConditionExpression: e.ConditionExpr(), ExpressionAttributeNames: e.AttrNames(),
 		}})
 	}
@@ -282,7 +283,7 @@ func (s *Store) snapshotUpdate(a *snapshotAdd) types.TransactWriteItem {
 		e.AddNum(usagePre+l, a.limits[l])
 	}
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.cfg.Table), Key: item.Key(a.pk, a.sk),
+		TableName: aws.String(s.t.Name), Key: item.Key(a.pk, a.sk),
 		UpdateExpression: e.Update(), ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}}
 }
