@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
@@ -43,7 +45,7 @@ func openDynamo(ctx context.Context, s config.Settings, reg prometheus.Registere
 		},
 		close: w.close,
 	}
-	deleted := dynamo.NewDeletedNamespaces(s.Namespace)
+	deleted := dadmin.NewDeletedNamespaces(s.Namespace)
 	b.gate = deleted
 	b.watch = func(ctx context.Context, names func() []string) error {
 		return watchNamespaces(ctx, w, deleted, names, cfg.WithDefaults().ConfigCacheTTL, log)

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // configNamespaces returns the namespaces the rules of cfg name, "" (the
@@ -32,7 +33,7 @@ func configNamespaces(cfg *descriptors.Config) []string {
 // ctx ends: a namespace deleted with `ratelimit namespace delete` stops
 // being decided within the interval, and one recovered is decided again. A
 // read that fails keeps the set read last, and is logged.
-func watchNamespaces(ctx context.Context, w *warming, deleted *dynamo.DeletedNamespaces, names func() []string, interval time.Duration, log *logrus.Entry) error {
+func watchNamespaces(ctx context.Context, w *warming, deleted *dadmin.DeletedNamespaces, names func() []string, interval time.Duration, log *logrus.Entry) error {
 	select {
 	case <-w.openedCh():
 	case <-ctx.Done():
@@ -43,7 +44,7 @@ func watchNamespaces(ctx context.Context, w *warming, deleted *dynamo.DeletedNam
 	for {
 		before := deleted.Names()
 		rctx, cancel := context.WithTimeout(ctx, interval)
-		err := deleted.Refresh(rctx, w.p.Load(), names())
+		err := deleted.Refresh(rctx, dadmin.New(w.p.Load()), names())
 		cancel()
 		switch after := deleted.Names(); {
 		case err != nil && ctx.Err() == nil:

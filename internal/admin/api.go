@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/config"
@@ -178,7 +180,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, dynamo.ErrNotFound), errors.Is(err, errNoRule):
 		return http.StatusNotFound
-	case errors.Is(err, dynamo.ErrNamespaceActive):
+	case errors.Is(err, dadmin.ErrNamespaceActive):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

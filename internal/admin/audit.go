@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 var auditGroup = &group{name: "audit", summary: "DynamoDB: list who changed limits, entities, namespaces and buckets", verbs: []*verb{{
@@ -43,7 +43,7 @@ func checkAuditList(o *opts, args []string) error {
 
 func runAuditList(ctx context.Context, e *cmdEnv, _ []string) error {
 	sc, _ := scopeOf(&e.opts)
-	recs, err := e.store.Audit(ctx, sc)
+	recs, err := dadmin.New(e.store).Audit(ctx, sc)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ type jsonAudit struct {
 	After     string    `json:"after"`
 }
 
-func writeAuditJSON(w io.Writer, recs []dynamo.AuditRecord) error {
+func writeAuditJSON(w io.Writer, recs []dadmin.AuditRecord) error {
 	out := make([]jsonAudit, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, jsonAudit{ID: r.ID, At: r.At.UTC(), Principal: r.Principal, Action: r.Action, Scope: r.Scope, Before: r.Before, After: r.After})

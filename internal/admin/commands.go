@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/internal/config"
@@ -277,7 +279,7 @@ func runTableCreate(ctx context.Context, e *cmdEnv, _ []string) error {
 }
 
 func runNamespaceRegister(ctx context.Context, e *cmdEnv, args []string) error {
-	ns, err := e.store.RegisterNamespace(ctx, args[0])
+	ns, err := dadmin.New(e.store).RegisterNamespace(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -286,7 +288,7 @@ func runNamespaceRegister(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runNamespaceList(ctx context.Context, e *cmdEnv, _ []string) error {
-	nss, err := e.store.Namespaces(ctx)
+	nss, err := dadmin.New(e.store).Namespaces(ctx)
 	if err != nil {
 		return err
 	}
@@ -294,7 +296,7 @@ func runNamespaceList(ctx context.Context, e *cmdEnv, _ []string) error {
 		fmt.Fprintln(e.errOut, "no namespaces registered (ratelimit namespace register NAME)")
 	}
 	for _, ns := range nss {
-		if ns.State == dynamo.NamespaceActive {
+		if ns.State == dadmin.NamespaceActive {
 			fmt.Fprintf(e.out, "%s\t%s\n", ns.Name, ns.ID)
 			continue
 		}
@@ -310,7 +312,7 @@ func runLimitsSet(ctx context.Context, e *cmdEnv, args []string) error {
 		name, l, _ := dynamo.ParseLimit(a) // checked by checkSet
 		limits[name] = l
 	}
-	if err := e.store.SetLimits(ctx, sc, limits); err != nil {
+	if err := dadmin.New(e.store).SetLimits(ctx, sc, limits); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "%s: set %s\n", sc, dynamo.FormatLimits(limits))
@@ -319,7 +321,7 @@ func runLimitsSet(ctx context.Context, e *cmdEnv, args []string) error {
 
 func runLimitsGet(ctx context.Context, e *cmdEnv, _ []string) error {
 	sc, _ := scopeOf(&e.opts)
-	limits, err := e.store.Limits(ctx, sc)
+	limits, err := dadmin.New(e.store).Limits(ctx, sc)
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return &explained{fmt.Sprintf("%s: no limits stored in namespace %s", sc, e.opts.ns), err}
 	}
@@ -334,7 +336,7 @@ func runLimitsGet(ctx context.Context, e *cmdEnv, _ []string) error {
 // what was not there; deleting nothing is not an error.
 func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 	sc, _ := scopeOf(&e.opts)
-	before, err := e.store.Limits(ctx, sc)
+	before, err := dadmin.New(e.store).Limits(ctx, sc)
 	if errors.Is(err, dynamo.ErrNotFound) {
 		fmt.Fprintf(e.out, "%s: no limits stored, nothing to delete\n", sc)
 		return nil
@@ -356,7 +358,7 @@ func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 		fmt.Fprintf(e.out, "%s: no limit named %s stored, nothing to delete\n", sc, strings.Join(absent, " "))
 		return nil
 	}
-	if err := e.store.DeleteLimits(ctx, sc, present...); err != nil {
+	if err := dadmin.New(e.store).DeleteLimits(ctx, sc, present...); err != nil {
 		return err
 	}
 	what := "all limits (" + dynamo.FormatLimits(before) + ")"
@@ -372,7 +374,7 @@ func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 
 func runEntityCreate(ctx context.Context, e *cmdEnv, args []string) error {
 	ent := dynamo.Entity{Namespace: e.opts.ns, ID: args[0], Parent: e.opts.parent, Cascade: e.opts.cascade}
-	if err := e.store.PutEntity(ctx, ent); err != nil {
+	if err := dadmin.New(e.store).PutEntity(ctx, ent); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "entity %q parent %q cascade %t\n", ent.ID, ent.Parent, ent.Cascade)
@@ -380,18 +382,18 @@ func runEntityCreate(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
-	ent, err := e.store.Entity(ctx, e.opts.ns, args[0])
+	ent, err := dadmin.New(e.store).Entity(ctx, e.opts.ns, args[0])
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return &explained{fmt.Sprintf("entity %q does not exist in namespace %s", args[0], e.opts.ns), err}
 	}
 	if err != nil {
 		return err
 	}
-	kids, err := e.store.Children(ctx, e.opts.ns, args[0])
+	kids, err := dadmin.New(e.store).Children(ctx, e.opts.ns, args[0])
 	if err != nil {
 		return err
 	}
-	levels, cycle, err := e.store.Chain(ctx, e.opts.ns, args[0], e.opts.resource)
+	levels, cycle, err := dadmin.New(e.store).Chain(ctx, e.opts.ns, args[0], e.opts.resource)
 	if err != nil {
 		return err
 	}
@@ -420,7 +422,7 @@ func runEntityShow(ctx context.Context, e *cmdEnv, args []string) error {
 // bucketLine is entity show's line for a level's bucket item for a
 // resource: each stored limit's whole tokens left of its capacity, and
 // how long until it is full again, by limit name.
-func bucketLine(l dynamo.ChainLevel, resource string, st map[string]cascade.Status) string {
+func bucketLine(l dadmin.ChainLevel, resource string, st map[string]cascade.Status) string {
 	names := make([]string, 0, len(st))
 	for n := range st {
 		names = append(names, n)
@@ -444,7 +446,7 @@ func bucketLine(l dynamo.ChainLevel, resource string, st map[string]cascade.Stat
 // chainLine is entity show's "chain" line: the entity and its parents,
 // nearest first, and why the chain stops when not at an entity without a
 // parent or a parent without a record.
-func chainLine(levels []dynamo.ChainLevel, cycle bool) string {
+func chainLine(levels []dadmin.ChainLevel, cycle bool) string {
 	var b strings.Builder
 	b.WriteString("chain")
 	for i, l := range levels {
@@ -466,7 +468,7 @@ func chainLine(levels []dynamo.ChainLevel, cycle bool) string {
 // levelLine is entity show's line for one level of the chain: its cascade
 // flag and the limits stored for it and the resource asked about (else
 // its default).
-func levelLine(l dynamo.ChainLevel) string {
+func levelLine(l dadmin.ChainLevel) string {
 	if !l.Stored {
 		return fmt.Sprintf("level %q: no entity record", l.Entity.ID)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
@@ -90,7 +92,7 @@ func checkPurge(o *opts, args []string) error {
 }
 
 func runNamespaceShow(ctx context.Context, e *cmdEnv, args []string) error {
-	ns, err := e.store.Namespace(ctx, args[0])
+	ns, err := dadmin.New(e.store).Namespace(ctx, args[0])
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return &explained{fmt.Sprintf("namespace %s is not registered ('ratelimit namespace orphans' lists namespaces with items and no record)", args[0]), err}
 	}
@@ -98,7 +100,7 @@ func runNamespaceShow(ctx context.Context, e *cmdEnv, args []string) error {
 		return err
 	}
 	fmt.Fprintln(e.out, namespaceLine(ns))
-	recs, err := e.store.Audit(ctx, dynamo.Scope{Namespace: ns.Name, System: true})
+	recs, err := dadmin.New(e.store).Audit(ctx, dynamo.Scope{Namespace: ns.Name, System: true})
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func runNamespaceShow(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 // namespaceLine is a namespace's record on one line.
-func namespaceLine(ns dynamo.Namespace) string {
+func namespaceLine(ns dadmin.Namespace) string {
 	line := fmt.Sprintf("namespace %s id %s state %s", ns.Name, ns.ID, ns.State)
 	if !ns.Changed.IsZero() {
 		line += " since " + ns.Changed.UTC().Format(time.RFC3339)
@@ -120,7 +122,7 @@ func namespaceLine(ns dynamo.Namespace) string {
 }
 
 func runNamespaceDelete(ctx context.Context, e *cmdEnv, args []string) error {
-	moved, err := e.store.DeleteNamespace(ctx, args[0])
+	moved, err := dadmin.New(e.store).DeleteNamespace(ctx, args[0])
 	if err = notRegistered(args[0], err); err != nil {
 		return err
 	}
@@ -134,7 +136,7 @@ func runNamespaceDelete(ctx context.Context, e *cmdEnv, args []string) error {
 }
 
 func runNamespaceRecover(ctx context.Context, e *cmdEnv, args []string) error {
-	moved, err := e.store.RecoverNamespace(ctx, args[0])
+	moved, err := dadmin.New(e.store).RecoverNamespace(ctx, args[0])
 	if err = notRegistered(args[0], err); err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func notRegistered(name string, err error) error {
 }
 
 func runNamespaceOrphans(ctx context.Context, e *cmdEnv, _ []string) error {
-	orphans, err := e.store.Orphans(ctx)
+	orphans, err := dadmin.New(e.store).Orphans(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,13 +172,13 @@ func runNamespaceOrphans(ctx context.Context, e *cmdEnv, _ []string) error {
 
 func runNamespacePurge(ctx context.Context, e *cmdEnv, args []string) error {
 	last := time.Now()
-	n, err := e.store.PurgeNamespace(ctx, args[0], func(done int) {
+	n, err := dadmin.New(e.store).PurgeNamespace(ctx, args[0], func(done int) {
 		if time.Since(last) >= time.Second {
 			last = time.Now()
 			fmt.Fprintf(e.errOut, "namespace %s: %d items deleted so far\n", args[0], done)
 		}
 	})
-	if errors.Is(err, dynamo.ErrNamespaceActive) {
+	if errors.Is(err, dadmin.ErrNamespaceActive) {
 		return &explained{fmt.Sprintf("namespace %s is active: delete it first ('ratelimit namespace delete %s'), then purge it", args[0], args[0]), err}
 	}
 	if err != nil {

@@ -354,3 +354,28 @@ func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
 	}
 	return a * tokenbucket.Millitokens(n)
 }
+
+// ForgetConfig drops the cached stored limits of the config record pk, sk:
+// a writer of limits calls it so that this store's next decision reads
+// what it wrote.
+func (s *Store) ForgetConfig(pk, sk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configs.remove(pk + "\x00" + sk)
+}
+
+// ForgetEntity drops the cached entity record pk: a writer of entities
+// calls it so that this store's next decision reads what it wrote.
+func (s *Store) ForgetEntity(pk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ents.remove(pk)
+}
+
+// KeepEntity caches what a strongly consistent read of the entity record
+// pk found (ok false: no record), for Config.ConfigCacheTTL.
+func (s *Store) KeepEntity(pk string, e Entity, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ents.add(pk, cachedEntity{expires: s.now().Add(s.cacheTTL()), ent: e, ok: ok})
+}

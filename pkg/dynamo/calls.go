@@ -91,7 +91,7 @@ func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duratio
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
 		cerr := Classify("double shards "+s.cfg.Table, err)
-		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
+		if errors.Is(cerr, ErrCondition) || errors.Is(cerr, ErrConflict) {
 			return nil // another replica doubled first; the next image says so
 		}
 		return cerr

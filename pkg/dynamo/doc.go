@@ -117,7 +117,7 @@
 // (throttled, a read or a call that failed, its item too busy: nothing was
 // written) is kept by the store and retried in the background, each try in
 // its item's lane with a deadline of its own (4×Config.Timeout) and a
-// backoff from 50 ms to 5 s, until it lands, DynamoDB answers that the
+// Backoff from 50 ms to 5 s, until it lands, DynamoDB answers that the
 // table is gone or the item holds what this schema cannot read (moot), or
 // GiveBackMaxAge (5 minutes) has passed since the refusal. At most
 // GiveBackMaxPending (4096) are kept; past that, the oldest not in flight is

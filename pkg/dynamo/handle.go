@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -66,10 +67,10 @@ var (
 	ErrNotFound = errors.New("dynamo: not found")
 )
 
-// errCondition marks a failed condition: a decision input, never returned.
-var errCondition = errors.New("dynamo: condition failed")
+// ErrCondition marks a failed condition: a decision input, never returned.
+var ErrCondition = errors.New("dynamo: condition failed")
 
-// classify maps an error from the SDK to a sentinel, once, where it enters.
+// Classify maps an error from the SDK to a sentinel, once, where it enters.
 // Conditional-check failures become errCondition.
 func Classify(op string, err error) error {
 	if err == nil {
@@ -77,13 +78,13 @@ func Classify(op string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("dynamo: %s: %w", op, errCondition)
+		return fmt.Errorf("dynamo: %s: %w", op, ErrCondition)
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		for _, r := range tce.CancellationReasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return fmt.Errorf("dynamo: %s: %w", op, errCondition)
+				return fmt.Errorf("dynamo: %s: %w", op, ErrCondition)
 			}
 		}
 		for _, r := range tce.CancellationReasons {
@@ -192,4 +193,77 @@ func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, p
 		page(out.Items)
 	}
 	return nil
+}
+
+// Audit attributes.
+const (
+	AttrAction    = "action"
+	AttrScope     = "scope"
+	AttrAt        = "at"
+	AttrBefore    = "before"
+	AttrAfter     = "after"
+	AttrPrincipal = "principal"
+)
+
+// WriteAudit writes one audit record under the entity it concerns (or "_system"
+// and "_resource" for scopes without an entity).
+func (t *Table) WriteAudit(ctx context.Context, ns string, sc Scope, action, before, after string) error {
+	cctx, cancel := t.Call(ctx)
+	defer cancel()
+	p := t.AuditPut(ns, sc, action, before, after)
+	if _, err := t.API.PutItem(cctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item}); err != nil {
+		return Classify("put audit", err)
+	}
+	return nil
+}
+
+// AuditPut is the write of one audit record, for WriteAudit or a
+// transaction.
+func (t *Table) AuditPut(ns string, sc Scope, action, before, after string) *types.Put {
+	now := t.Now()
+	it := item.Key(item.AuditPK(ns, AuditEntity(sc)), item.AuditSK(NewULID(now)))
+	it[AttrAction] = item.StrAV(action)
+	it[AttrScope] = item.StrAV(sc.String())
+	it[AttrAt] = item.NumAV(now.UnixMilli())
+	it[AttrBefore] = item.StrAV(before)
+	it[AttrAfter] = item.StrAV(after)
+	it[item.AttrNamespace] = item.StrAV(ns)
+	if t.Principal != "" {
+		it[AttrPrincipal] = item.StrAV(t.Principal)
+	}
+	return &types.Put{TableName: aws.String(t.Name), Item: it}
+}
+
+func AuditEntity(sc Scope) string {
+	switch {
+	case sc.Entity != "":
+		return sc.Entity
+	case sc.System:
+		return "\x00system"
+	default:
+		return "\x00resource/" + sc.Resource
+	}
+}
+
+// NewULID returns a ULID: 48 bits of unix ms and 80 random bits in
+// Crockford base32, so ids sort by time.
+func NewULID(t time.Time) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	// 128 bits → 26 base32 characters.
+	var out [26]byte
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
 }

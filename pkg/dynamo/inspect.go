@@ -227,7 +227,7 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 			return before, false, nil
 		}
 		err = write(b, imgs, before)
-		if errors.Is(err, errCondition) && attempt < resetAttempts {
+		if errors.Is(err, ErrCondition) && attempt < resetAttempts {
 			continue
 		}
 		if err != nil {
@@ -261,7 +261,7 @@ func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*item.Image, li
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
+	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {

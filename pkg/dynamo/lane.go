@@ -240,7 +240,7 @@ type lane struct {
 
 // await queues pt in its item's lane and waits for the decision. A part
 // still queued when ctx ends is withdrawn and refused as contended (its own
-// key was too busy); one already in a write waits for that write, whose
+// Key was too busy); one already in a write waits for that write, whose
 // outcome is what the table holds. A part that charges or refunds is never
 // withdrawn, and is queued again when its item was too busy, for up to
 // four budgets; but a give-back still queued when ctx ends is withdrawn, and

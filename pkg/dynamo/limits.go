@@ -1,7 +1,6 @@
 package dynamo
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
@@ -31,7 +28,7 @@ type Scope struct {
 	Resource  string
 }
 
-func (sc Scope) validate() error {
+func (sc Scope) Validate() error {
 	switch {
 	case sc.System && (sc.Entity != "" || sc.Resource != ""):
 		return errors.New("dynamo: scope: system scope takes no entity or resource")
@@ -41,8 +38,8 @@ func (sc Scope) validate() error {
 	return nil
 }
 
-// key returns the config record's key in namespace ns.
-func (sc Scope) key(ns string) (pk, sk string) {
+// Key returns the config record's key in namespace ns.
+func (sc Scope) Key(ns string) (pk, sk string) {
 	switch {
 	case sc.System:
 		return item.SystemPK(ns), item.SKConfig
@@ -69,8 +66,8 @@ func (sc Scope) String() string {
 	}
 }
 
-func decodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
-	m, ok := it[attrLimits].(*types.AttributeValueMemberM)
+func DecodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
+	m, ok := it[AttrLimits].(*types.AttributeValueMemberM)
 	if !ok {
 		return nil
 	}
@@ -91,7 +88,7 @@ func decodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Lim
 	return out
 }
 
-func encodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
+func EncodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
 	out := map[string]types.AttributeValue{}
 	for name, l := range m {
 		out[name] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
@@ -99,113 +96,6 @@ func encodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
 		}}
 	}
 	return &types.AttributeValueMemberM{Value: out}
-}
-
-// Limits returns the limits stored at scope (ErrNotFound when none).
-func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
-	if err := sc.validate(); err != nil {
-		return nil, err
-	}
-	pk, sk := sc.key(s.tbl.NsOr(sc.Namespace))
-	it, err := s.tbl.Get(ctx, pk, sk)
-	if err != nil {
-		return nil, err
-	}
-	l := decodeLimits(it)
-	if l == nil {
-		return nil, fmt.Errorf("dynamo: limits of %s: %w", sc, ErrNotFound)
-	}
-	return l, nil
-}
-
-// SetLimits stores limits at scope, merged over those already there, and
-// writes an audit record.
-func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
-	if err := sc.validate(); err != nil {
-		return err
-	}
-	if len(limits) == 0 {
-		return errors.New("dynamo: set limits: no limits given")
-	}
-	ns := s.tbl.NsOr(sc.Namespace)
-	before, err := s.Limits(ctx, sc)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	after := map[string]tokenbucket.Limit{}
-	for k, v := range before {
-		after[k] = v
-	}
-	for k, v := range limits {
-		after[k] = v
-	}
-	if err := s.putConfig(ctx, sc, ns, after); err != nil {
-		return err
-	}
-	return s.audit(ctx, ns, sc, "limits.set", FormatLimits(before), FormatLimits(after))
-}
-
-// DeleteLimits removes the named limits at scope (all of them when names is
-// empty) and writes an audit record.
-func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
-	if err := sc.validate(); err != nil {
-		return err
-	}
-	ns := s.tbl.NsOr(sc.Namespace)
-	before, err := s.Limits(ctx, sc)
-	if err != nil {
-		return err
-	}
-	after := map[string]tokenbucket.Limit{}
-	if len(names) > 0 {
-		for k, v := range before {
-			after[k] = v
-		}
-		for _, n := range names {
-			if _, ok := after[n]; !ok {
-				return fmt.Errorf("dynamo: delete limit %q of %s: %w", n, sc, ErrNotFound)
-			}
-			delete(after, n)
-		}
-	}
-	pk, sk := sc.key(ns)
-	if len(after) == 0 {
-		cctx, cancel := s.tbl.Call(ctx)
-		defer cancel()
-		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: item.Key(pk, sk)}); err != nil {
-			return Classify("delete limits", err)
-		}
-	} else if err := s.putConfig(ctx, sc, ns, after); err != nil {
-		return err
-	}
-	s.forgetConfig(pk, sk)
-	return s.audit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
-}
-
-func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[string]tokenbucket.Limit) error {
-	pk, sk := sc.key(ns)
-	it := item.Key(pk, sk)
-	it[attrLimits] = encodeLimits(limits)
-	it[item.AttrNamespace] = item.StrAV(ns)
-	if sc.Entity != "" {
-		it[item.AttrEntity] = item.StrAV(sc.Entity)
-	}
-	if sc.Resource != "" {
-		it[item.AttrResource] = item.StrAV(sc.Resource)
-	}
-	cctx, cancel := s.tbl.Call(ctx)
-	defer cancel()
-	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: it}); err != nil {
-		return Classify("put limits", err)
-	}
-	s.forgetConfig(pk, sk)
-	return nil
-}
-
-func (s *Store) forgetConfig(pk, sk string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.configs.remove(pk + "\x00" + sk)
 }
 
 // ParseLimit parses "name:rate[/sec|/min|/hour|/day][:burst]" (rate per

@@ -37,7 +37,7 @@ func (s *Store) merge(ctx context.Context, b bucket, n int) error {
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
 		cerr := Classify("merge shards "+s.cfg.Table, err)
-		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
+		if errors.Is(cerr, ErrCondition) || errors.Is(cerr, ErrConflict) {
 			return nil // written meanwhile, or resized by another replica
 		}
 		return cerr

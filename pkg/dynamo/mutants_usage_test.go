@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -73,7 +75,7 @@ func TestOrphanNamedByItsKey(t *testing.T) {
 	if _, err := ghost.Warm(context.Background(), dynamo.WarmOptions{Conns: 1}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Orphans(context.Background())
+	got, err := admin.New(s).Orphans(context.Background())
 	if err != nil || len(got) != 2 || got[0].Name != "ghost" || got[1].Name != "stray" {
 		t.Errorf("Orphans() = %+v, %v, want ghost and stray", got, err)
 	}

@@ -23,7 +23,7 @@ type cachedConfig struct {
 	limits  map[string]tokenbucket.Limit // nil: no record
 }
 
-const attrLimits = "limits"
+const AttrLimits = "limits"
 
 // configChain is where stored limits for one bucket item are looked up, in
 // order: entity+resource, entity default, resource, system. The entity is
@@ -120,11 +120,11 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	for _, k := range keys {
 		expires := now.Add(s.cacheTTL())
 		if pk, sk, _ := strings.Cut(k, "\x00"); sk == item.SKMeta {
-			ent, ok := entityOf(got[k])
+			ent, ok := EntityOf(got[k])
 			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
 			continue
 		}
-		s.configs.add(k, cachedConfig{expires: expires, limits: decodeLimits(got[k])})
+		s.configs.add(k, cachedConfig{expires: expires, limits: DecodeLimits(got[k])})
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, e
 // that trying again cannot cure (a validation error, access denied).
 var errRefusedCall = fmt.Errorf("dynamo: call refused: %w", ErrUnavailable)
 
-// retryable reports whether a settlement attempt that failed with err (a
+// Retryable reports whether a settlement attempt that failed with err (a
 // classified error) is tried again: a read that waited on others, a
 // conflict, throttling, no answer; not a missing table or credentials, an
 // item this schema cannot read, or a call DynamoDB refused.

@@ -77,7 +77,7 @@ func CreateTable(ctx context.Context, api API, table string) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": item.StrAV(SchemaVersion)},
 	})
 	if err != nil {
-		if errors.Is(Classify("", err), errCondition) {
+		if errors.Is(Classify("", err), ErrCondition) {
 			return fmt.Errorf("dynamo: create table %s: it holds another schema version: %w", table, item.ErrSchema)
 		}
 		return Classify("put schema version", err)

@@ -68,7 +68,7 @@ func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, na
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
+	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {

@@ -53,7 +53,7 @@ type WarmOptions struct {
 // WarmReport is what Warm did.
 type WarmReport struct {
 	// DescribeSkipped: the principal may not call DescribeTable, so the
-	// key schema was not checked (the schema version record was).
+	// Key schema was not checked (the schema version record was).
 	DescribeSkipped bool
 	// Rounds is how many rounds of calls each connection made.
 	Rounds int
@@ -141,7 +141,7 @@ func (s *Store) describe(ctx context.Context) (bool, error) {
 }
 
 // checkTable checks what a store needs of a described table: ACTIVE, the
-// key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
+// Key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
 func checkTable(t *types.TableDescription) error {
 	if t == nil {
 		return fmt.Errorf("no description: %w", ErrUnavailable)
@@ -261,7 +261,7 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
 			})
 			err = Classify("update "+s.cfg.Table, err)
-			if !pass && errors.Is(err, errCondition) {
+			if !pass && errors.Is(err, ErrCondition) {
 				return nil // the refusal it was meant to make
 			}
 			if !pass && err == nil {

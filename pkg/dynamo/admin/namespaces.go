@@ -1,4 +1,4 @@
-package dynamo
+package admin
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
@@ -48,12 +49,12 @@ func namespaceOf(it map[string]types.AttributeValue) Namespace {
 // Namespace returns the registry record of name, ErrNotFound when it is
 // not registered.
 func (s *Store) Namespace(ctx context.Context, name string) (Namespace, error) {
-	it, err := s.tbl.Get(ctx, item.VersionPK, item.NamespaceSK(name))
+	it, err := s.t.Get(ctx, item.VersionPK, item.NamespaceSK(name))
 	if err != nil {
 		return Namespace{}, err
 	}
 	if len(it) == 0 {
-		return Namespace{}, fmt.Errorf("dynamo: namespace %q is not registered: %w", name, ErrNotFound)
+		return Namespace{}, fmt.Errorf("dynamo: namespace %q is not registered: %w", name, dynamo.ErrNotFound)
 	}
 	return namespaceOf(it), nil
 }
@@ -88,7 +89,7 @@ func (s *Store) changeNamespace(ctx context.Context, name, to, action string, fr
 	if err := s.moveNamespace(ctx, cur, to, from...); err != nil {
 		return false, err
 	}
-	return true, s.audit(ctx, name, Scope{System: true}, action, "state="+cur.State, "state="+to)
+	return true, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, action, "state="+cur.State, "state="+to)
 }
 
 // moveNamespace sets the state of cur's record to to, on the condition
@@ -97,7 +98,7 @@ func (s *Store) moveNamespace(ctx context.Context, cur Namespace, to string, fro
 	name := cur.Name
 	e := item.NewExpr()
 	e.SetAttr(attrState, item.StrAV(to))
-	e.SetAttr(attrChangedAt, item.NumAV(s.nowMs()))
+	e.SetAttr(attrChangedAt, item.NumAV(s.t.Now().UnixMilli()))
 	conds := make([]string, 0, len(from)+1)
 	for _, f := range from {
 		conds = append(conds, e.Name(attrState)+" = "+e.Value(item.StrAV(f)))
@@ -106,15 +107,15 @@ func (s *Store) moveNamespace(ctx context.Context, cur Namespace, to string, fro
 		}
 	}
 	e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND (" + strings.Join(conds, " OR ") + ")")
-	cctx, cancel := s.tbl.Call(ctx)
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
-	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: item.Key(item.VersionPK, item.NamespaceSK(name)),
+	_, err := s.t.API.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.t.Name), Key: item.Key(item.VersionPK, item.NamespaceSK(name)),
 		UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
 		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	})
-	if err := Classify("namespace "+to, err); errors.Is(err, errCondition) {
-		return fmt.Errorf("dynamo: namespace %q: its state changed meanwhile (it was %s): %w", name, cur.State, ErrConflict)
+	if err := dynamo.Classify("namespace "+to, err); errors.Is(err, dynamo.ErrCondition) {
+		return fmt.Errorf("dynamo: namespace %q: its state changed meanwhile (it was %s): %w", name, cur.State, dynamo.ErrConflict)
 	} else if err != nil {
 		return err
 	}
@@ -200,15 +201,15 @@ func (s *Store) scan(ctx context.Context, prefix string, attrs []string, page fu
 	}
 	var start map[string]types.AttributeValue
 	for {
-		cctx, cancel := s.tbl.Call(ctx)
-		res, err := s.api.Scan(cctx, &dynamodb.ScanInput{
-			TableName: aws.String(s.cfg.Table), Limit: aws.Int32(scanPage), ExclusiveStartKey: start,
+		cctx, cancel := s.t.Call(ctx)
+		res, err := s.t.API.Scan(cctx, &dynamodb.ScanInput{
+			TableName: aws.String(s.t.Name), Limit: aws.Int32(scanPage), ExclusiveStartKey: start,
 			FilterExpression: aws.String("begins_with(#p, :p)"), ProjectionExpression: aws.String(strings.Join(proj, ", ")),
 			ExpressionAttributeNames: names, ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(prefix)},
 		})
 		cancel()
 		if err != nil {
-			return Classify("scan "+s.cfg.Table, err)
+			return dynamo.Classify("scan "+s.t.Name, err)
 		}
 		if err := page(res.Items); err != nil {
 			return err

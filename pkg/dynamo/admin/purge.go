@@ -1,4 +1,4 @@
-package dynamo
+package admin
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
@@ -39,7 +40,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 	reg, err := s.Namespace(ctx, name)
 	registered := err == nil
 	switch {
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, dynamo.ErrNotFound):
 		return 0, err
 	case registered && reg.State == NamespaceActive:
 		return 0, fmt.Errorf("dynamo: purge namespace %q: %w: delete it first ('ratelimit namespace delete %s')", name, ErrNamespaceActive, name)
@@ -74,7 +75,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 	if err := s.moveNamespace(ctx, reg, NamespacePurged, NamespaceActive, NamespaceDeleted, NamespacePurged); err != nil {
 		return deleted, err
 	}
-	return deleted, s.audit(ctx, name, Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
+	return deleted, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
 }
 
 // deleteBatch deletes keys (at most 25) by BatchWriteItem, sending again
@@ -86,17 +87,17 @@ func (s *Store) deleteBatch(ctx context.Context, keys []map[string]types.Attribu
 	}
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		cctx, cancel := s.tbl.Call(ctx)
-		res, err := s.api.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs}})
+		cctx, cancel := s.t.Call(ctx)
+		res, err := s.t.API.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.t.Name: reqs}})
 		cancel()
 		if err != nil {
-			return Classify("purge: batch delete", err)
+			return dynamo.Classify("purge: batch delete", err)
 		}
-		if reqs = res.UnprocessedItems[s.cfg.Table]; len(reqs) == 0 {
+		if reqs = res.UnprocessedItems[s.t.Name]; len(reqs) == 0 {
 			return nil
 		}
 		if try == purgeRetries {
-			return fmt.Errorf("dynamo: purge: %d deletes left unprocessed after %d tries: %w", len(reqs), try, ErrThrottled)
+			return fmt.Errorf("dynamo: purge: %d deletes left unprocessed after %d tries: %w", len(reqs), try, dynamo.ErrThrottled)
 		}
 		select {
 		case <-ctx.Done():
