@@ -158,7 +158,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 	case len(missing) > 0:
 		// One read of what is missing, and of what is stale with it.
 		for _, f := range s.loadRecords(ctx, append(missing, stale...)) {
-			if err := s.wait(ctx, f); err != nil {
+			if err := (reader{s}).wait(ctx, f); err != nil {
 				return entityLevel{}, s.ancestorsErr(err)
 			}
 		}

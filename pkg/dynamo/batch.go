@@ -25,14 +25,14 @@ import (
 // DynamoDB returns decides the batch again, exactly. The batch has a budget
 // of Config.Timeout of its own, so that a cold read or a write outlives the
 // callers that gave up and fills the cache for the next batch.
-func (s *Store) runBatch(pk string, batch []*part) {
+func (s batchWriter) runBatch(pk string, batch []*part) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
 	decisions := decisionsOf(batch)
 	ctx = s.callContext(ctx, decisions)
 	deadline, _ := ctx.Deadline()
 	b := batch[0].b
-	img := s.cachedImage(pk)
+	img := cacher{s.Store}.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
 	// busy is why an earlier write of this batch did not land, when it is
@@ -82,9 +82,9 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
-			s.keepImage(b, pk, newImg)
+			cacher{s.Store}.keepImage(b, pk, newImg)
 			s.obs.Batched(len(batch), depthOf(batch))
-			s.wrote(b, newImg.ShardCount, now)
+			sharder{s.Store}.wrote(b, newImg.ShardCount, now)
 			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
 				j = exact // the statuses of the levels the write found
 			}
@@ -93,7 +93,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		case err == nil:
 			img, read = newImg, true // the condition failed: decide on what is there
 			busy = ContendedRaced
-			s.keepImage(b, pk, img)
+			cacher{s.Store}.keepImage(b, pk, img)
 		case errors.Is(err, ErrConflict):
 			// A transaction (a settlement, a doubling) held the item:
 			// DynamoDB wrote nothing. A race lost: read the item again and
@@ -128,7 +128,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// The write may have landed: DynamoDB applies a write whose
 			// answer never came back. Nothing of this batch is written
 			// again (see unknown).
-			s.forgetImage(pk)
+			cacher{s.Store}.forgetImage(pk)
 			if busy != "" && ctx.Err() != nil && left < s.cfg.Timeout/2 {
 				// Most of the budget went on races lost to other replicas
 				// or on DynamoDB throttling the item, and the last call ran
@@ -165,13 +165,13 @@ func depthOf(batch []*part) int {
 // batches want it, which fills the cache even when this batch's budget ends
 // first (the batch is then contended). The read serves the batch's
 // decisions.
-func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*item.Image, error) {
+func (s batchWriter) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*item.Image, error) {
 	var img *item.Image
-	fs := s.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
+	fs := reader{s.Store}.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
 		for attempt := 0; ; attempt++ {
 			im, err := s.readBucket(ctx, pk)
 			if err == nil {
-				s.keepImage(b, pk, im)
+				cacher{s.Store}.keepImage(b, pk, im)
 				img = im
 				return nil
 			}
@@ -184,11 +184,11 @@ func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []cont
 			}
 		}
 	})
-	if err := s.wait(ctx, fs[0]); err != nil {
+	if err := (reader{s.Store}).wait(ctx, fs[0]); err != nil {
 		return nil, err
 	}
 	if img == nil { // another batch's flight read it
-		img = s.cachedImage(pk)
+		img = cacher{s.Store}.cachedImage(pk)
 	}
 	if img == nil {
 		return nil, errContended
@@ -223,7 +223,7 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 // fail ends a batch with err: DynamoDB did not answer. An item this schema
 // cannot read is refused instead (see ContendedUnreadable), and logged; a
 // give-back on it fails with err (moot).
-func (s *Store) fail(batch []*part, err error) {
+func (s batchWriter) fail(batch []*part, err error) {
 	if errors.Is(err, item.ErrSchema) {
 		s.log.WithError(err).Warn("refusing decisions on a bucket item this schema cannot read")
 		s.contend(batch, nil, ContendedUnreadable)
@@ -241,7 +241,7 @@ func (s *Store) fail(batch []*part, err error) {
 
 // bounce ends a batch on a shard that a merge removed: nothing was
 // written, and every part goes to a shard that counts (see await).
-func (s *Store) bounce(batch []*part) {
+func (s batchWriter) bounce(batch []*part) {
 	for _, pt := range batch {
 		pt.err = errShardGone
 	}
@@ -250,7 +250,7 @@ func (s *Store) bounce(batch []*part) {
 // contend ends a batch that its own item kept too busy. Parts that only
 // ask are refused (contended); parts that charge or refund report cost
 // already spent, so they are handed back to be queued again (see await).
-func (s *Store) contend(batch []*part, img *item.Image, reason string) {
+func (s batchWriter) contend(batch []*part, img *item.Image, reason string) {
 	now := s.nowMs()
 	for _, pt := range batch {
 		if pt.hasCost() {
@@ -280,7 +280,7 @@ func decisionsOf(batch []*part) []context.Context {
 // it twice. The other parts are contended for reason when it is set (the
 // budget went on lost races), else they fail with err (DynamoDB did not
 // answer).
-func (s *Store) unknown(batch []*part, img *item.Image, err error, reason string) {
+func (s batchWriter) unknown(batch []*part, img *item.Image, err error, reason string) {
 	now := s.nowMs()
 	for _, pt := range batch {
 		switch {
@@ -300,11 +300,11 @@ func (s *Store) unknown(batch []*part, img *item.Image, err error, reason string
 var errThrottledItem = fmt.Errorf("dynamo: item throttled through the decision's budget: %w: %w", ErrThrottled, ErrUnavailable)
 
 // deliver hands each part its decision and remembers the refusals.
-func (s *Store) deliver(batch []*part, j *judgement, now int64) {
+func (s batchWriter) deliver(batch []*part, j *judgement, now int64) {
 	for i, pt := range batch {
 		pt.dec, pt.n, pt.start = j.decs[i], j.n, &j.starts[i]
 		if !pt.dec.Admitted && !pt.hasCost() {
-			s.rememberRefusal(pt, now)
+			cacher{s.Store}.rememberRefusal(pt, now)
 		}
 	}
 }
@@ -476,7 +476,7 @@ func preImage(newImg, guessed *item.Image, j *judgement) *item.Image {
 }
 
 // writeInput builds the batch's conditional write.
-func (s *Store) writeInput(pk string, b bucket, img *item.Image, j *judgement, now int64) *dynamodb.UpdateItemInput {
+func (s batchWriter) writeInput(pk string, b bucket, img *item.Image, j *judgement, now int64) *dynamodb.UpdateItemInput {
 	e := s.writeExpr(b, img, j, now)
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.cfg.Table),
@@ -497,7 +497,7 @@ func (s *Store) writeInput(pk string, b bucket, img *item.Image, j *judgement, n
 // decisions hold, the shard count j assumed, and the item's expiry. A
 // batch writes it alone (writeInput); a settlement in a transaction
 // (settle.go).
-func (s *Store) writeExpr(b bucket, img *item.Image, j *judgement, now int64) *item.Expr {
+func (s batchWriter) writeExpr(b bucket, img *item.Image, j *judgement, now int64) *item.Expr {
 	e := item.NewExpr()
 	if img.Exists {
 		e.Condition(e.Name(item.AttrShardCount) + " = " + e.Num(int64(j.n)))
@@ -594,3 +594,6 @@ func condRange(e *item.Expr, attr string, lv *tokenbucket.Level) {
 		e.Condition("attribute_exists(" + n + ")")
 	}
 }
+
+// batchWriter writes the batches of an item's lane: one conditional write of every decision queued on it (batch.go).
+type batchWriter struct{ *Store }

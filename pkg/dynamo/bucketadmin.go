@@ -24,16 +24,16 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 	// decision's (a cold table can take longer than BACKEND_TIMEOUT).
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
-	sh := s.pickShard(s.shardCount(b.base))
+	sh := s.pickShard(cacher{s}.shardCount(b.base))
 	img, err := s.readBucket(cctx, b.pk(sh))
 	if err == nil && img.Gone(sh) { // a merge removed it: shard 0 counts
-		s.learnImage(b.base, img)
+		cacher{s}.learnImage(b.base, img)
 		img, err = s.readBucket(cctx, b.pk(0))
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.learnImage(b.base, img)
+	cacher{s}.learnImage(b.base, img)
 	now := s.nowMs()
 	res := make(map[string]cascade.Status, len(limits))
 	for name, l := range limits {
@@ -79,6 +79,6 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
 		return Classify("pre-shard bucket", err)
 	}
-	s.learnShards(b.base, n)
+	cacher{s}.learnShards(b.base, n)
 	return nil
 }

@@ -170,14 +170,14 @@ type rejected struct {
 	shard   int
 }
 
-func (s *Store) cachedImage(pk string) *item.Image {
+func (s cacher) cachedImage(pk string) *item.Image {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	img, _ := s.images.get(pk)
 	return img
 }
 
-func (s *Store) forgetImage(pk string) {
+func (s cacher) forgetImage(pk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if img, ok := s.images.peek(pk); ok {
@@ -188,7 +188,7 @@ func (s *Store) forgetImage(pk string) {
 
 // keepImage records img as the last image of pk and learns the shard count
 // it carries.
-func (s *Store) keepImage(b bucket, pk string, img *item.Image) {
+func (s cacher) keepImage(b bucket, pk string, img *item.Image) {
 	s.mu.Lock()
 	s.images.add(pk, img)
 	s.mu.Unlock()
@@ -198,7 +198,7 @@ func (s *Store) keepImage(b bucket, pk string, img *item.Image) {
 // learnImage learns the shard count a bucket item carries: a larger count
 // from any shard (a doubling), a smaller one from a shard a merge removed
 // (image.gone: the count it carries is the bucket's since the merge).
-func (s *Store) learnImage(base string, img *item.Image) {
+func (s cacher) learnImage(base string, img *item.Image) {
 	switch {
 	case !img.Exists:
 	case img.Merged:
@@ -208,7 +208,7 @@ func (s *Store) learnImage(base string, img *item.Image) {
 	}
 }
 
-func (s *Store) shardCount(base string) int {
+func (s cacher) shardCount(base string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.shards.get(base); ok {
@@ -217,7 +217,7 @@ func (s *Store) shardCount(base string) int {
 	return 1
 }
 
-func (s *Store) learnShards(base string, n int) {
+func (s cacher) learnShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, _ := s.shards.peek(base); n > old {
@@ -226,7 +226,7 @@ func (s *Store) learnShards(base string, n int) {
 }
 
 // shrinkShards lowers the shard count cached for base to n (a merge).
-func (s *Store) shrinkShards(base string, n int) {
+func (s cacher) shrinkShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.shards.peek(base); ok && n < old {
@@ -236,7 +236,7 @@ func (s *Store) shrinkShards(base string, n int) {
 
 // rememberRefusal records that pt's item refused it, until the refusal's
 // retry-after (at most maxRejection).
-func (s *Store) rememberRefusal(pt *part, nowMs int64) {
+func (s cacher) rememberRefusal(pt *part, nowMs int64) {
 	if s.cfg.RejectionCacheSize <= 0 {
 		return
 	}
@@ -263,7 +263,7 @@ func (s *Store) rememberRefusal(pt *part, nowMs int64) {
 // holds still refuses: levels only rise between refunds, so until the
 // refusal's retry-after (at most maxRejection) the last image refuses at
 // most what the table would. Items without an image count as full.
-func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.Decision, bool) {
+func (s cacher) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.Decision, bool) {
 	if s.cfg.RejectionCacheSize <= 0 {
 		return cascade.Decision{}, false
 	}
@@ -379,3 +379,6 @@ func (s *Store) KeepEntity(pk string, e Entity, ok bool) {
 	defer s.mu.Unlock()
 	s.ents.add(pk, cachedEntity{expires: s.now().Add(s.cacheTTL()), ent: e, ok: ok})
 }
+
+// cacher reads and fills the store's caches of items, shard counts and refusals (cache.go).
+type cacher struct{ *Store }

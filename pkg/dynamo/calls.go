@@ -98,7 +98,7 @@ func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duratio
 	}
 	s.obs.ShardDoubled()
 	s.log.WithField("shards", 2*n).Info("doubled the shard count of a hot bucket")
-	s.learnShards(b.base, 2*n)
+	cacher{s}.learnShards(b.base, 2*n)
 	return nil
 }
 

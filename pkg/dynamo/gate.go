@@ -75,7 +75,7 @@ func stopped(parts []*part) bool {
 func (s *Store) notSent(parts []*part) {
 	now := s.nowMs()
 	for _, pt := range parts {
-		img := s.cachedImage(pt.b.pk(pt.shard))
+		img := cacher{s}.cachedImage(pt.b.pk(pt.shard))
 		pt.dec = cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
 		for i, d := range pt.debits {
 			lv, _ := startLevel(img, item.LimitPrefix(d.Limit), d.Bucket, now)

@@ -130,7 +130,7 @@ func (c *part) again() *part {
 
 // gaveBack counts a give-back that ended, and logs those that leave tokens
 // consumed.
-func (s *Store) gaveBack(result string, c *part, err error) {
+func (s giveBacker) gaveBack(result string, c *part, err error) {
 	s.obs.GaveBack(result)
 	switch result {
 	case GiveBackUnknown:
@@ -146,7 +146,7 @@ func (s *Store) gaveBack(result string, c *part, err error) {
 // and may land later, to be retried in the background. Past the bound the
 // oldest pending give-back not in flight is dropped (when all are in
 // flight, c is); after Close began, c is.
-func (s *Store) keep(c *part, since time.Time) {
+func (s giveBacker) keep(c *part, since time.Time) {
 	g := &s.gb
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -185,7 +185,7 @@ func (s *Store) keep(c *part, since time.Time) {
 // retryGiveBacks tries the pending give-backs as they come due, at most
 // giveBackParallel at once, each with a deadline of its own, until none is
 // pending or Close drains them.
-func (s *Store) retryGiveBacks() {
+func (s giveBacker) retryGiveBacks() {
 	g := &s.gb
 	defer g.wg.Done()
 	for {
@@ -252,7 +252,7 @@ func (s *Store) retryGiveBacks() {
 
 // tryGiveBacks tries each give-back once, in its item's lane, each with a
 // budget of 4×Config.Timeout within ctx.
-func (s *Store) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
+func (s giveBacker) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		c := p.c.again()
@@ -269,7 +269,7 @@ func (s *Store) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
 // drainGiveBacks is Close's last try of the pending give-backs: each is
 // tried once more, giveBackParallel at a time, while a short deadline
 // lasts; what did not land then is dropped.
-func (s *Store) drainGiveBacks() {
+func (s giveBacker) drainGiveBacks() {
 	g := &s.gb
 	g.mu.Lock()
 	ps := g.q
@@ -300,7 +300,7 @@ func (s *Store) drainGiveBacks() {
 // closeGiveBacks makes the store keep no more give-backs and waits for the
 // retrier to drain those pending. It runs before Close closes the lanes,
 // which the last tries need.
-func (s *Store) closeGiveBacks() {
+func (s giveBacker) closeGiveBacks() {
 	g := &s.gb
 	g.mu.Lock()
 	if !g.closing {
@@ -310,3 +310,6 @@ func (s *Store) closeGiveBacks() {
 	g.mu.Unlock()
 	g.wg.Wait()
 }
+
+// giveBacker keeps, retries and drains the give-backs of refused plans (giveback.go).
+type giveBacker struct{ *Store }

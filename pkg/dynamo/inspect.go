@@ -98,16 +98,16 @@ func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]t
 	if s.closed.Load() {
 		return BucketState{}, errClosed
 	}
-	_, imgs, err := s.readShards(ctx, key)
+	_, imgs, err := inspector{s}.readShards(ctx, key)
 	if err != nil {
 		return BucketState{}, err
 	}
-	return s.bucketState(key, imgs, limits), nil
+	return inspector{s}.bucketState(key, imgs, limits), nil
 }
 
 // readShards reads shard 0 of key's bucket, then every other shard its
 // shard count names.
-func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
+func (s inspector) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
@@ -130,7 +130,7 @@ func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*ite
 }
 
 // bucketState decodes the shards' images at the store's clock.
-func (s *Store) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
+func (s inspector) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
 	now := s.nowMs()
 	key.Namespace = s.ns(key)
 	n := len(imgs)
@@ -204,8 +204,8 @@ const resetAttempts = 3
 // Cost: 2 write units per shard and 2 for the audit record, and a read
 // unit per shard.
 func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
-	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
-		return s.writeReset(ctx, b, imgs, limits, before)
+	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
+		return inspector{s}.writeReset(ctx, b, imgs, limits, before)
 	})
 }
 
@@ -213,7 +213,7 @@ func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[str
 // resetAttempts reads) while write's condition on the shard count fails,
 // then forgets the images it changed. It returns the bucket as it was, and
 // false with no write when the bucket has no item.
-func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*item.Image, BucketState) error) (BucketState, bool, error) {
+func (s inspector) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*item.Image, BucketState) error) (BucketState, bool, error) {
 	if s.closed.Load() {
 		return BucketState{}, false, errClosed
 	}
@@ -234,7 +234,7 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 			return BucketState{}, false, err
 		}
 		for sh := range imgs {
-			s.forgetImage(b.pk(sh))
+			cacher{s.Store}.forgetImage(b.pk(sh))
 		}
 		return before, true, nil
 	}
@@ -242,7 +242,7 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 
 // writeReset writes the full levels of every existing shard of b and the
 // audit record in one transaction.
-func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*item.Image, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s inspector) writeReset(ctx context.Context, b bucket, imgs []*item.Image, limits map[string]tokenbucket.Limit, before BucketState) error {
 	now := s.nowMs()
 	n := len(imgs)
 	var tx []types.TransactWriteItem
@@ -295,3 +295,6 @@ func formatTokens(m tokenbucket.Millitokens) string {
 	}
 	return fmt.Sprintf("%.3f", float64(m)/float64(tokenbucket.PerToken))
 }
+
+// inspector reads and rewrites a bucket's shards for the admin commands (inspect.go, topup.go).
+type inspector struct{ *Store }

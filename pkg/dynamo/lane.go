@@ -111,7 +111,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
 		parts[i] = &part{b: b}
-		parts[i].choose(s.pickShard(s.shardCount(b.base)))
+		parts[i].choose(s.pickShard(cacher{s}.shardCount(b.base)))
 	}
 	for i := range p.Debits {
 		d := p.Debits[i]
@@ -143,7 +143,7 @@ var errShardGone = fmt.Errorf("dynamo: shard merged away: %w", errContended)
 // was taken on, are multiplied for the new count instead: it gives back
 // the same share of the whole bucket.
 func (s *Store) rehome(pt *part) {
-	n := s.shardCount(pt.b.base)
+	n := cacher{s}.shardCount(pt.b.base)
 	if pt.scale > 0 && pt.scale != n {
 		for i := range pt.debits {
 			pt.debits[i].Amount = mulSat(pt.debits[i].Amount/tokenbucket.Millitokens(pt.scale), n)
@@ -269,7 +269,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				return
 			}
 			if !pt.hasCost() && s.withdraw(pt) {
-				pt.dec = contended(pt, s.cachedImage(pt.pk), s.nowMs())
+				pt.dec = contended(pt, cacher{s}.cachedImage(pt.pk), s.nowMs())
 				s.obs.Contended(ContendedQueued)
 				return
 			}
@@ -289,7 +289,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				pt.err = fmt.Errorf("dynamo: give back on %s: bucket too busy: %w", pt.pk, errContended)
 				return
 			}
-			pt.err, pt.dec = nil, contended(pt, s.cachedImage(pt.pk), s.nowMs())
+			pt.err, pt.dec = nil, contended(pt, cacher{s}.cachedImage(pt.pk), s.nowMs())
 			return
 		}
 		if pt.ended(ctx) || !pt.mayTryAnotherShard() {
@@ -355,7 +355,7 @@ func (s *Store) run(pk string, ln *lane) {
 			pt.taken = true
 		}
 		s.lanes.mu.Unlock()
-		s.runBatch(pk, batch)
+		batchWriter{s}.runBatch(pk, batch)
 		for _, pt := range batch {
 			close(pt.done)
 		}

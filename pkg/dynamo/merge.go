@@ -22,7 +22,7 @@ import (
 // bucket is measured again). It does nothing when a shard is missing,
 // already merged, holds a level no limit reads, or was written recently by
 // any replica (its last two writes closer than twice 1/ShardMergeRate).
-func (s *Store) merge(ctx context.Context, b bucket, n int) error {
+func (s sharder) merge(ctx context.Context, b bucket, n int) error {
 	imgs, err := s.readCount(ctx, b, n)
 	if err != nil || imgs == nil || !s.idleShards(imgs) {
 		return err
@@ -44,16 +44,16 @@ func (s *Store) merge(ctx context.Context, b bucket, n int) error {
 	}
 	s.obs.ShardMerged()
 	s.log.WithField("shards", n/2).Info("halved the shard count of an idle bucket")
-	s.shrinkShards(b.base, n/2)
+	cacher{s.Store}.shrinkShards(b.base, n/2)
 	for sh := range n {
-		s.forgetImage(b.pk(sh))
+		cacher{s.Store}.forgetImage(b.pk(sh))
 	}
 	return nil
 }
 
 // readCount reads shards 0..n−1 of b, strongly consistent, and returns
 // their images, or nil when they are not all there with the count n.
-func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*item.Image, error) {
+func (s sharder) readCount(ctx context.Context, b bucket, n int) ([]*item.Image, error) {
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	imgs := make([]*item.Image, n)
@@ -75,7 +75,7 @@ func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*item.Image, 
 // before, or that long ago (after the merge, a shard takes the writes of
 // two). A shard whose two clocks are equal shows no rate (its first write
 // records its own clock twice) and does not stop a merge.
-func (s *Store) idleShards(imgs []*item.Image) bool {
+func (s sharder) idleShards(imgs []*item.Image) bool {
 	if s.cfg.ShardMergeRate <= 0 {
 		return false
 	}
@@ -92,7 +92,7 @@ func (s *Store) idleShards(imgs []*item.Image) bool {
 // mergeTx builds the merge of imgs (shards 0..n−1 of b): one update per
 // shard. It returns false when some shard holds a level that no limit
 // reads.
-func (s *Store) mergeTx(b bucket, imgs []*item.Image, now int64) ([]types.TransactWriteItem, bool) {
+func (s sharder) mergeTx(b bucket, imgs []*item.Image, now int64) ([]types.TransactWriteItem, bool) {
 	n, half := len(imgs), len(imgs)/2
 	tx := make([]types.TransactWriteItem, 0, n)
 	for i := range half {
@@ -121,7 +121,7 @@ func (s *Store) mergeTx(b bucket, imgs []*item.Image, now int64) ([]types.Transa
 // unchanged conditions a merge's update of a shard on what its image img
 // says: the shard count n, not merged, every level and the clocks of its
 // last two writers (every bucket write sets them).
-func (s *Store) unchanged(img *item.Image, n int) *item.Expr {
+func (s sharder) unchanged(img *item.Image, n int) *item.Expr {
 	e := item.NewExpr()
 	e.Condition(e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 	e.Condition("attribute_not_exists(" + e.Name(item.AttrMerged) + ")")
@@ -201,3 +201,6 @@ func shardShare(t tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
 	}
 	return q
 }
+
+// sharder doubles and merges the shards of buckets as their write rates ask (merge.go, resize.go).
+type sharder struct{ *Store }

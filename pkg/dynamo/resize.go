@@ -82,7 +82,7 @@ func (l *writeRates) done(base string, nowMs int64) {
 
 // wrote counts a write of this replica to b, whose shard count is n, and
 // starts a doubling or a merge in the background when count says so.
-func (s *Store) wrote(b bucket, n int, nowMs int64) {
+func (s sharder) wrote(b bucket, n int, nowMs int64) {
 	to := s.rates.count(b.base, n, nowMs, s.cfg)
 	if to == n {
 		return
@@ -98,7 +98,7 @@ func (s *Store) wrote(b bucket, n int, nowMs int64) {
 // Losing a race (another replica's doubling or merge, a write between the
 // merge's read and its transaction) is no error: the bucket is measured
 // again.
-func (s *Store) resize(b bucket, n, to int) {
+func (s sharder) resize(b bucket, n, to int) {
 	ctx, cancel := context.WithTimeout(s.life, resizeBudget)
 	defer cancel()
 	var err error

@@ -73,8 +73,8 @@ func TestShardShare(t *testing.T) {
 func TestRehome(t *testing.T) {
 	s := &Store{caches: newCaches(10, 10)}
 	b := bucket{key: cascade.Key{Entity: "e", Resource: "r"}, ns: "default", base: "b"}
-	s.learnShards(b.base, 4)
-	s.shrinkShards(b.base, 2)
+	cacher{s}.learnShards(b.base, 4)
+	cacher{s}.shrinkShards(b.base, 2)
 	give := &part{kind: giveBackPart, b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
 	give.choose(3)
 	s.rehome(give)
@@ -111,7 +111,7 @@ func TestIdleShards(t *testing.T) {
 		{5000, 5000, true},
 		{9999, 9999, true},
 	} {
-		if got := s.idleShards([]*item.Image{{WroteMs: c.wrote, PrevMs: c.prev}}); got != c.idle {
+		if got := (sharder{s}).idleShards([]*item.Image{{WroteMs: c.wrote, PrevMs: c.prev}}); got != c.idle {
 			t.Errorf("idleShards(written at %d after %d, now 10000) = %t, want %t", c.wrote, c.prev, got, c.idle)
 		}
 	}

@@ -71,7 +71,7 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	}
 	if len(missing) > 0 {
 		for _, f := range s.loadRecords(ctx, missing) {
-			if err := s.wait(ctx, f); err != nil {
+			if err := (reader{s}).wait(ctx, f); err != nil {
 				return err
 			}
 		}
@@ -101,7 +101,7 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 // ("PK\x00SK"; an entity record's SK is #META) for the decision on ctx, starting one read for the keys no
 // flight has yet.
 func (s *Store) loadRecords(ctx context.Context, keys []string) []*flight {
-	return s.flyRecords(keys, []context.Context{ctx}, s.readRecords)
+	return reader{s}.flyRecords(keys, []context.Context{ctx}, s.readRecords)
 }
 
 func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {

@@ -67,17 +67,17 @@ func (s *Store) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Set
 	if s.closed.Load() {
 		return cascade.Settled{}, errClosed
 	}
-	stl, err := s.newSettlement(ctx, st)
+	stl, err := settler{s}.newSettlement(ctx, st)
 	if err != nil {
 		return cascade.Settled{}, err
 	}
 	ctx, cancel := s.budget(ctx, stl.plan)
 	defer cancel()
-	return s.settle(ctx, stl)
+	return settler{s}.settle(ctx, stl)
 }
 
 // newSettlement checks st and splits it by bucket item and shard.
-func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*settlement, error) {
+func (s settler) newSettlement(ctx context.Context, st *cascade.Settlement) (*settlement, error) {
 	if st == nil {
 		return nil, fmt.Errorf("dynamo: settle: nil settlement: %w", cascade.ErrSettlement)
 	}
@@ -109,7 +109,7 @@ func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*set
 
 // settleParts splits p by bucket item and the shard shardOf gives each
 // debit (by its index), in plan order.
-func (s *Store) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
+func (s settler) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
 	var parts []*part
 	buckets := s.bucketsOf(p)
 	for i := range p.Debits {
@@ -139,7 +139,7 @@ func (s *Store) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
 }
 
 // settle writes stl, trying again within ctx (see Settle).
-func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, error) {
+func (s settler) settle(ctx context.Context, stl *settlement) (cascade.Settled, error) {
 	imgs := map[string]*item.Image{} // images DynamoDB returned during this call
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -185,7 +185,7 @@ func Retryable(err error) bool {
 // It reports done with the outcome, or not done with the error to try
 // again on (nil when a bucket condition failed: imgs then holds what the
 // items hold).
-func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*item.Image) (cascade.Settled, bool, error) {
+func (s settler) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*item.Image) (cascade.Settled, bool, error) {
 	targets, err := s.settleTargets(ctx, stl, imgs)
 	if err != nil {
 		return cascade.Settled{}, false, err
@@ -199,11 +199,11 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 		if !tg.j.changed {
 			continue // nothing to write (amounts of zero): the statuses stand
 		}
-		u := s.txUpdate(tg.pt.pk, s.writeExpr(tg.pt.b, tg.img, tg.j, now))
+		u := s.txUpdate(tg.pt.pk, batchWriter{s.Store}.writeExpr(tg.pt.b, tg.img, tg.j, now))
 		u.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		tx = append(tx, u)
 		written = append(written, tg)
-		s.forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
+		cacher{s.Store}.forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
 	}
 	cctx, cancel := s.call(s.callContext(ctx, []context.Context{stl.from}))
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
@@ -234,7 +234,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 			return cascade.Settled{}, true, fmt.Errorf("dynamo: settle %q: %w", stl.id, err)
 		}
 		imgs[written[i].pt.pk] = img
-		s.keepImage(written[i].pt.b, written[i].pt.pk, img)
+		cacher{s.Store}.keepImage(written[i].pt.b, written[i].pt.pk, img)
 		lost = true
 	}
 	if lost {
@@ -271,7 +271,7 @@ func classifySettle(err error) error {
 
 // marker is the Put of stl's marker item, on the condition that there is
 // none, returning the one there when there is.
-func (s *Store) marker(stl *settlement) types.TransactWriteItem {
+func (s settler) marker(stl *settlement) types.TransactWriteItem {
 	e := item.NewExpr()
 	e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
 	it := item.Key(stl.pk, item.SKSettled)
@@ -290,7 +290,7 @@ func (s *Store) marker(stl *settlement) types.TransactWriteItem {
 // whose item does not exist goes to shard 0 (the item's shards expired
 // since, or it never had that many), merged with a part there; so does a
 // part on a shard a merge removed (image.gone).
-func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*item.Image) ([]target, error) {
+func (s settler) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*item.Image) ([]target, error) {
 	shardOf := make([]int, len(stl.plan.Debits))
 	for _, pt := range stl.parts {
 		img, err := s.settleImage(ctx, stl, pt.b, pt.pk, imgs)
@@ -319,14 +319,14 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 
 // settleImage returns the image of pk a settlement decides on (see
 // settleTargets) and keeps it in imgs.
-func (s *Store) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*item.Image) (*item.Image, error) {
+func (s settler) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*item.Image) (*item.Image, error) {
 	if img, ok := imgs[pk]; ok {
 		return img, nil
 	}
-	img := s.cachedImage(pk)
+	img := cacher{s.Store}.cachedImage(pk)
 	if img == nil || !img.Exists || s.nowMs()-img.AtMs > maxRejection.Milliseconds() {
 		var err error
-		if img, err = s.fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
+		if img, err = (batchWriter{s.Store}).fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
 			return nil, err
 		}
 	}
@@ -350,9 +350,9 @@ func settledStatuses(stl *settlement, targets []target) []cascade.Status {
 // landed reports stl applied by an earlier attempt of this call: statuses
 // of what the items hold now, read again (decided as debits of nothing,
 // so that nothing is applied twice).
-func (s *Store) landed(ctx context.Context, stl *settlement) (cascade.Settled, error) {
+func (s settler) landed(ctx context.Context, stl *settlement) (cascade.Settled, error) {
 	for _, pt := range stl.parts {
-		s.forgetImage(pt.pk)
+		cacher{s.Store}.forgetImage(pt.pk)
 	}
 	targets, err := s.settleTargets(ctx, stl, map[string]*item.Image{})
 	if err != nil {
@@ -370,3 +370,6 @@ func (s *Store) landed(ctx context.Context, stl *settlement) (cascade.Settled, e
 	}
 	return cascade.Settled{Statuses: settledStatuses(stl, targets)}, nil
 }
+
+// settler settles leases: one transaction over a settlement's bucket items (settle.go).
+type settler struct{ *Store }

@@ -275,7 +275,7 @@ func (s *Store) callContext(call context.Context, decisions []context.Context) (
 	if s.callCtx == nil || len(decisions) == 0 {
 		return call
 	}
-	defer s.recoverHook("call-context", func() { ctx = call })
+	defer reader{s}.recoverHook("call-context", func() { ctx = call })
 	return s.callCtx(call, decisions)
 }
 
@@ -374,7 +374,7 @@ func (s *Store) Config() Config { return s.cfg }
 // fill the caches, give-backs) is cancelled and waited for. No goroutine of
 // the store outlives Close; calls after Close fail.
 func (s *Store) Close() error {
-	s.closeGiveBacks()
+	giveBacker{s}.closeGiveBacks()
 	s.lanes.mu.Lock()
 	s.reads.mu.Lock()
 	s.closed.Store(true) // under both locks: no lane or flight starts after this
@@ -445,7 +445,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		}
 		return cascade.Decision{}, err
 	}
-	if dec, ok := s.fromRejectionCache(p, buckets); ok {
+	if dec, ok := (cacher{s}).fromRejectionCache(p, buckets); ok {
 		s.obs.RejectionCacheHit()
 		return dec, nil
 	}
@@ -628,11 +628,11 @@ func (s *Store) compensate(comp []*part) {
 	refused := s.now()
 	for _, c := range comp {
 		if res := giveBackResult(c.err, false); res != "" {
-			s.gaveBack(res, c, c.err)
+			giveBacker{s}.gaveBack(res, c, c.err)
 			continue
 		}
 		s.log.WithError(c.err).WithField("item", c.pk).Debug("a give-back of a refused plan did not land within its budget: retrying it in the background")
-		s.keep(c.again(), refused)
+		giveBacker{s}.keep(c.again(), refused)
 	}
 }
 

@@ -34,17 +34,17 @@ func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount 
 	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
 		return BucketState{}, false, fmt.Errorf("dynamo: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
 	}
-	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
+	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
 		if _, ok := before.Total()[name]; !ok {
 			return fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 		}
-		return s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
+		return inspector{s}.writeTopUp(ctx, b, imgs, name, amount, limits, before)
 	})
 }
 
 // writeTopUp lowers the limit's level on every existing shard by its share
 // of amount and writes the audit record, in one transaction.
-func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s inspector) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
 	n := len(imgs)
 	prefix := item.LimitPrefix(name)
 	var tx []types.TransactWriteItem

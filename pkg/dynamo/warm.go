@@ -96,7 +96,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrUnavailable, err)
 		}
 	}
-	skipped, err := s.describe(ctx)
+	skipped, err := warmer{s}.describe(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -107,7 +107,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 	}
 	fast := min(s.cfg.Timeout/2, warmFast)
 	for rep.Rounds < warmMaxRounds {
-		slowest, err := s.warmRound(ctx, conns)
+		slowest, err := warmer{s}.warmRound(ctx, conns)
 		if err != nil {
 			return rep, err
 		}
@@ -123,7 +123,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 
 // describe checks the table's status and key schema. It reports true when
 // the principal may not describe the table.
-func (s *Store) describe(ctx context.Context) (bool, error) {
+func (s warmer) describe(ctx context.Context) (bool, error) {
 	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
@@ -180,7 +180,7 @@ func checkTable(t *types.TableDescription) error {
 
 // warmRound makes one round of every kind of call on conns connections at
 // once and returns its slowest call.
-func (s *Store) warmRound(ctx context.Context, conns int) (time.Duration, error) {
+func (s warmer) warmRound(ctx context.Context, conns int) (time.Duration, error) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -209,7 +209,7 @@ func warmPK(ns string, i int) string { return item.NSPart(ns) + "/WARMUP#" + str
 
 // warmCalls makes each kind of call a decision makes on the warm-up item
 // pk, one after the other (so on one connection), and returns the slowest.
-func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
+func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
 	var slowest time.Duration
 	timed := func(what string, f func(context.Context) error) error {
 		cctx, cancel := s.tbl.Call(ctx)
@@ -278,3 +278,6 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 	}
 	return slowest, nil
 }
+
+// warmer opens and warms the store's connections (warm.go).
+type warmer struct{ *Store }
