@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // openDynamo returns the DynamoDB store at once; its warmup opens the table

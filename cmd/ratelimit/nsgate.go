@@ -6,11 +6,10 @@ import (
 	"strings"
 	"time"
 
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // configNamespaces returns the namespaces the rules of cfg name, "" (the

@@ -8,11 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }

@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 

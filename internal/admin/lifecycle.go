@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 var nameArg = argSpec{names: [][2]string{{"NAME", "the namespace's name"}}, of: "NAME", min: 1, max: 1}

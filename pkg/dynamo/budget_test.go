@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
-
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
