@@ -25,6 +25,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -48,7 +49,7 @@ func TestWarmDynamoWaits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := dynamotest.NewFake()
-				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				if err := dadmin.CreateTable(context.Background(), f, "t"); err != nil {
 					t.Fatal(err)
 				}
 				var down atomic.Bool
@@ -275,7 +276,7 @@ func TestWarmingWaitsForTheStore(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := dynamotest.NewFake()
-				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				if err := dadmin.CreateTable(context.Background(), f, "t"); err != nil {
 					t.Fatal(err)
 				}
 				w := &warming{wait: 400 * time.Millisecond}

@@ -22,8 +22,8 @@ const (
 	// are the embedded type's).
 	maxMethods = 60
 	// maxLines bounds the lines of code of one package: the lines of its
-	// non-test .go files that are neither blank nor only a comment (a line
-	// inside a /* */ block counts as a comment).
+	// non-test .go files that are neither blank nor only a comment (see
+	// codeLines).
 	maxLines = 4000
 )
 
@@ -163,24 +163,25 @@ func TestLinesPerPackage(t *testing.T) {
 }
 
 // codeLines counts the lines of pf that are neither blank nor only a
-// comment.
+// comment: a line that starts with "//", or that a /* */ comment covers
+// with no code beside it, is a comment.
 func codeLines(fset *token.FileSet, pf pkgFile) int {
 	tf := fset.File(pf.file.Pos())
-	comment := map[int]bool{} // lines that a comment covers
+	block := map[int]bool{} // lines that a /* */ comment touches
 	for _, g := range pf.file.Comments {
 		for _, c := range g.List {
+			if !strings.HasPrefix(c.Text, "/*") {
+				continue
+			}
 			for l := tf.Line(c.Pos()); l <= tf.Line(c.End()); l++ {
-				comment[l] = true
+				block[l] = true
 			}
 		}
 	}
 	n := 0
 	for i, line := range strings.Split(string(pf.src), "\n") {
 		text := strings.TrimSpace(line)
-		if text == "" {
-			continue
-		}
-		if comment[i+1] && (strings.HasPrefix(text, "//") || strings.HasPrefix(text, "/*") || !hasCodeOutside(text)) {
+		if text == "" || strings.HasPrefix(text, "//") || block[i+1] && !hasCodeOutside(text) {
 			continue
 		}
 		n++

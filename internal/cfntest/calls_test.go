@@ -17,6 +17,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/streampoll"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -106,7 +107,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 		t.Fatalf("Warm() = %v", err)
 	}
 	lim := func(spec string) tokenbucket.Limit {
-		_, l, err := dynamo.ParseLimit(spec)
+		_, l, err := dadmin.ParseLimit(spec)
 		if err != nil {
 			t.Fatal(err)
 		}

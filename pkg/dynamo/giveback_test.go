@@ -19,6 +19,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -140,7 +141,7 @@ func newGiveBackEnv(t *testing.T, opts ...dynamo.Option) *giveBackEnv {
 func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.Option) *giveBackEnv {
 	t.Helper()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	// A throttled give-back would double a's shard count: let that fail,

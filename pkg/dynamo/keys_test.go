@@ -141,7 +141,7 @@ func TestParseLimit(t *testing.T) {
 		{spec: "x:-1", bad: true},
 	}
 	for _, c := range cases {
-		name, l, err := dynamo.ParseLimit(c.spec)
+		name, l, err := admin.ParseLimit(c.spec)
 		if c.bad {
 			if err == nil {
 				t.Errorf("ParseLimit(%q) = %v, nil, want an error", c.spec, l)
@@ -151,7 +151,7 @@ func TestParseLimit(t *testing.T) {
 		if err != nil || name != c.name || l.Capacity != c.cap || l.RefillAmount != c.ra || l.RefillPeriod != c.period {
 			t.Errorf("ParseLimit(%q) = %q, %+v, %v, want %q cap %d refill %d/%v", c.spec, name, l, err, c.name, c.cap, c.ra, c.period)
 		}
-		if back := dynamo.FormatLimit(name, l); back != c.spec && !(c.spec == "rps:5" && back == "rps:5/sec") && !(c.spec == "h:1/hour:1" && back == "h:1/hour") {
+		if back := admin.FormatLimit(name, l); back != c.spec && !(c.spec == "rps:5" && back == "rps:5/sec") && !(c.spec == "h:1/hour:1" && back == "h:1/hour") {
 			t.Errorf("FormatLimit(ParseLimit(%q)) = %q", c.spec, back)
 		}
 	}

@@ -39,7 +39,7 @@ func itemsUnder(f *dynamotest.Fake, prefix string) []string {
 func TestNamespaceLifecycle(t *testing.T) {
 	ctx := context.Background()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+	if err := admin.CreateTable(ctx, f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	c := newClock()
@@ -132,7 +132,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 func TestDeletedNamespaces(t *testing.T) {
 	ctx := context.Background()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+	if err := admin.CreateTable(ctx, f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	s := newStore(t, f, "t", newClock())

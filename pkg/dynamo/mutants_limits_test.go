@@ -132,7 +132,7 @@ func TestStaleLimitsRefresh(t *testing.T) {
 func TestCreateTableSchemaRecord(t *testing.T) {
 	f := fakeTable(t)
 	failOn(f, "PutItem", 0, serverError())
-	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
+	if err := admin.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("CreateTable() with PutItem failing = %v, want ErrUnavailable", err)
 	}
 	f.SetFail(nil)
@@ -149,7 +149,7 @@ func TestCreateTableSchemaRecord(t *testing.T) {
 	if _, err := f.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrSchema) {
+	if err := admin.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrSchema) {
 		t.Errorf("CreateTable() over another schema version = %v, want ErrSchema", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
@@ -268,7 +269,7 @@ func BenchmarkApplyUsage(b *testing.B) {
 	for _, spread := range []int{1, 10, 1000} {
 		b.Run(fmt.Sprintf("entities=%d", spread), func(b *testing.B) {
 			f := dynamotest.NewFake()
-			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 				b.Fatal(err)
 			}
 			s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second})

@@ -53,7 +53,7 @@ func (s *Store) SetLimits(ctx context.Context, sc dynamo.Scope, limits map[strin
 	if err := s.putConfig(ctx, sc, ns, after); err != nil {
 		return err
 	}
-	return s.t.WriteAudit(ctx, ns, sc, "limits.set", dynamo.FormatLimits(before), dynamo.FormatLimits(after))
+	return s.t.WriteAudit(ctx, ns, sc, "limits.set", FormatLimits(before), FormatLimits(after))
 }
 
 // DeleteLimits removes the named limits at scope (all of them when names is
@@ -90,7 +90,7 @@ func (s *Store) DeleteLimits(ctx context.Context, sc dynamo.Scope, names ...stri
 		return err
 	}
 	s.st.ForgetConfig(pk, sk)
-	return s.t.WriteAudit(ctx, ns, sc, "limits.delete", dynamo.FormatLimits(before), dynamo.FormatLimits(after))
+	return s.t.WriteAudit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
 }
 
 func (s *Store) putConfig(ctx context.Context, sc dynamo.Scope, ns string, limits map[string]tokenbucket.Limit) error {
