@@ -3,13 +3,12 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // record converts a Lambda stream record into the aggregator's.
-func record(r events.DynamoDBEventRecord) aggregator.Record {
-	return aggregator.Record{
+func record(r events.DynamoDBEventRecord) usage.Record {
+	return usage.Record{
 		ID:       r.EventID,
 		Name:     r.EventName,
 		Sequence: r.Change.SequenceNumber,

@@ -2,7 +2,7 @@
 // function: the event source mapping of the table's stream
 // (NEW_AND_OLD_IMAGES, FunctionResponseTypes ReportBatchItemFailures)
 // invokes it with batches of records, and it hands each batch to
-// internal/aggregator, which adds the records' usage to the hourly, daily
+// pkg/dynamo/usage, which adds the records' usage to the hourly, daily
 // and monthly snapshots at most once per record.
 //
 // It answers with the records it could not apply as BatchItemFailures

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/sirupsen/logrus"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 func main() {
@@ -26,17 +26,17 @@ func main() {
 // and keeps it for the next ones (a Lambda execution environment serves
 // one invocation at a time, but Handle is safe for concurrent use).
 type handler struct {
-	open func(ctx context.Context) (aggregator.Writer, error)
+	open func(ctx context.Context) (usage.Writer, error)
 	log  *logrus.Entry
 
 	mu  sync.Mutex
-	agg *aggregator.Aggregator
+	agg *usage.Aggregator
 }
 
 // openStore returns a function opening the DynamoDB store the settings
 // name.
-func openStore(getenv func(string) string) func(ctx context.Context) (aggregator.Writer, error) {
-	return func(ctx context.Context) (aggregator.Writer, error) {
+func openStore(getenv func(string) string) func(ctx context.Context) (usage.Writer, error) {
+	return func(ctx context.Context) (usage.Writer, error) {
 		s, err := config.FromEnv(getenv)
 		if err != nil {
 			return nil, err
@@ -45,13 +45,17 @@ func openStore(getenv func(string) string) func(ctx context.Context) (aggregator
 		if err != nil {
 			return nil, err
 		}
-		return dynamo.NewStore(ctx, client, s.DynamoConfig())
+		st, err := dynamo.NewStore(ctx, client, s.DynamoConfig())
+		if err != nil {
+			return nil, err
+		}
+		return usage.Of(st), nil
 	}
 }
 
 // aggregator returns the handler's aggregator, opening its writer if no
 // invocation has yet.
-func (h *handler) aggregator(ctx context.Context) (*aggregator.Aggregator, error) {
+func (h *handler) aggregator(ctx context.Context) (*usage.Aggregator, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.agg == nil {
@@ -59,7 +63,7 @@ func (h *handler) aggregator(ctx context.Context) (*aggregator.Aggregator, error
 		if err != nil {
 			return nil, fmt.Errorf("aggregator-lambda: open the table: %w", err)
 		}
-		h.agg = aggregator.New(w)
+		h.agg = usage.NewAggregator(w)
 	}
 	return h.agg, nil
 }
@@ -72,7 +76,7 @@ func (h *handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	if err != nil {
 		return events.DynamoDBEventResponse{}, err
 	}
-	recs := make([]aggregator.Record, len(ev.Records))
+	recs := make([]usage.Record, len(ev.Records))
 	seq := make(map[string]string, len(ev.Records))
 	for i, r := range ev.Records {
 		recs[i] = record(r)

@@ -11,10 +11,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/sirupsen/logrus"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // event is a batch as Lambda delivers it: three bucket writes (one of a
@@ -40,12 +38,12 @@ const event = `{"Records": [
 // fakeWriter fails the records named and remembers what it was given.
 type fakeWriter struct {
 	fail map[string]bool
-	got  []dynamo.UsageRecord
+	got  []usage.UsageRecord
 }
 
-func (f *fakeWriter) ApplyUsage(_ context.Context, recs []dynamo.UsageRecord) (dynamo.UsageReport, error) {
+func (f *fakeWriter) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage.UsageReport, error) {
 	f.got = append(f.got, recs...)
-	var rep dynamo.UsageReport
+	var rep usage.UsageReport
 	for _, r := range recs {
 		if f.fail[r.ID] {
 			rep.Failed = append(rep.Failed, r.ID)
@@ -80,7 +78,7 @@ func decode(t *testing.T) events.DynamoDBEvent {
 func TestHandleReportsFailed(t *testing.T) {
 	w := &fakeWriter{fail: map[string]bool{"ev-2": true}}
 	opened := 0
-	h := &handler{log: quiet(), open: func(context.Context) (aggregator.Writer, error) { opened++; return w, nil }}
+	h := &handler{log: quiet(), open: func(context.Context) (usage.Writer, error) { opened++; return w, nil }}
 	resp, err := h.Handle(context.Background(), decode(t))
 	if err != nil {
 		t.Fatalf("Handle() = %v", err)
@@ -90,9 +88,9 @@ func TestHandleReportsFailed(t *testing.T) {
 		t.Errorf("Handle().BatchItemFailures = %+v, want %+v", resp.BatchItemFailures, want)
 	}
 	at := time.Unix(1795703400, 0).UTC()
-	wantGot := []dynamo.UsageRecord{
-		{ID: "ev-1", At: at, Usage: []dynamo.Usage{{Namespace: "acme", Entity: "team", Resource: "api", Limit: "rpm", Millitokens: 1000}}},
-		{ID: "ev-2", At: at.Add(time.Second), Usage: []dynamo.Usage{{Namespace: "acme", Entity: "other", Resource: "api", Limit: "rpm", Millitokens: 3000}}},
+	wantGot := []usage.UsageRecord{
+		{ID: "ev-1", At: at, Usage: []usage.Usage{{Namespace: "acme", Entity: "team", Resource: "api", Limit: "rpm", Millitokens: 1000}}},
+		{ID: "ev-2", At: at.Add(time.Second), Usage: []usage.Usage{{Namespace: "acme", Entity: "other", Resource: "api", Limit: "rpm", Millitokens: 3000}}},
 		{ID: "ev-3", At: at.Add(2 * time.Second)},
 	}
 	if !reflect.DeepEqual(w.got, wantGot) {
@@ -112,7 +110,7 @@ func TestHandleReportsFailed(t *testing.T) {
 // next invocation tries to open the table again.
 func TestHandleOpenFails(t *testing.T) {
 	tries := 0
-	h := &handler{log: quiet(), open: func(context.Context) (aggregator.Writer, error) {
+	h := &handler{log: quiet(), open: func(context.Context) (usage.Writer, error) {
 		tries++
 		if tries == 1 {
 			return nil, errors.New("no credentials")

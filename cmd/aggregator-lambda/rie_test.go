@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // The Lambda Runtime Interface Emulator the binary is run under, built
@@ -114,8 +114,12 @@ func TestUnderEmulator(t *testing.T) {
 	}
 
 	inProcess := dynamotest.NewFakeTable(t, "t")
-	h := &handler{log: quiet(), open: func(ctx context.Context) (aggregator.Writer, error) {
-		return dynamo.NewStore(ctx, inProcess, dynamo.Config{Table: "t", UsageRetention: 720 * time.Hour})
+	h := &handler{log: quiet(), open: func(ctx context.Context) (usage.Writer, error) {
+		st, err := dynamo.NewStore(ctx, inProcess, dynamo.Config{Table: "t", UsageRetention: 720 * time.Hour})
+		if err != nil {
+			return nil, err
+		}
+		return usage.Of(st), nil
 	}}
 	if _, err := h.Handle(context.Background(), decode(t)); err != nil {
 		t.Fatal(err)

@@ -18,11 +18,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/admin"
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/streampoll"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // runAggregator runs `ratelimit aggregator`: the stream poller.
@@ -59,7 +59,8 @@ func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error 
 		return admin.Explain(err, s)
 	}
 	defer st.Close()
-	arn, err := st.StreamARN(ctx)
+	hist := usage.Of(st)
+	arn, err := hist.StreamARN(ctx)
 	if err != nil {
 		return admin.Explain(err, s)
 	}
@@ -68,8 +69,8 @@ func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error 
 		return err
 	}
 	defer stopDebug()
-	agg := aggregator.New(st, aggregator.WithObserver(metrics.AggregatorObserver(reg)))
-	p := streampoll.New(dynamo.NewStreamsClient(client), st, agg, streampoll.Config{
+	agg := usage.NewAggregator(hist, usage.WithObserver(metrics.AggregatorObserver(reg)))
+	p := streampoll.New(usage.NewStreamsClient(client), hist, agg, streampoll.Config{
 		StreamARN: arn, Log: log, Observer: metrics.PollerObserver(reg),
 	})
 	log.WithFields(logrus.Fields{"table": s.DynamoDBTable, "stream": arn, "owner": p.Owner()}).Info("aggregator: polling the table's stream")

@@ -20,6 +20,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -112,10 +113,10 @@ func TestAggregatorExactUsage(t *testing.T) {
 	startAggregator(t, env)
 	startAggregator(t, env) // two at once: one reads, one waits
 
-	got := func(w dynamo.Window) map[string]int64 {
+	got := func(w usage.Window) map[string]int64 {
 		out := map[string]int64{}
 		for e := range want {
-			snaps, err := st.Usage(context.Background(), "", e, "usage", w, time.Unix(0, 0))
+			snaps, err := usage.Of(st).Usage(context.Background(), "", e, "usage", w, time.Unix(0, 0))
 			if err != nil {
 				t.Fatalf("Usage(%s, %s): %v", e, w, err)
 			}
@@ -129,12 +130,12 @@ func TestAggregatorExactUsage(t *testing.T) {
 	}
 	same := func(a, b map[string]int64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 	start := time.Now()
-	if !testutil.Eventually(60*time.Second, func() bool { return same(got(dynamo.Hourly), want) }) {
-		t.Fatalf("hourly usage %v, want %v", got(dynamo.Hourly), want)
+	if !testutil.Eventually(60*time.Second, func() bool { return same(got(usage.Hourly), want) }) {
+		t.Fatalf("hourly usage %v, want %v", got(usage.Hourly), want)
 	}
 	t.Logf("usage exact %v after the second half's decisions; the killed poller had logged:\n%s", time.Since(start).Round(time.Millisecond), lastLines(first.Output(), 5))
 	time.Sleep(2 * time.Second) // anything counted twice would show by now
-	for _, w := range []dynamo.Window{dynamo.Hourly, dynamo.Daily, dynamo.Monthly} {
+	for _, w := range []usage.Window{usage.Hourly, usage.Daily, usage.Monthly} {
 		if g := got(w); !same(g, want) {
 			t.Errorf("%s usage %v, want %v", w, g, want)
 		}
@@ -158,8 +159,8 @@ func TestAggregatorExactUsage(t *testing.T) {
 	wg.Wait()
 	last := time.Now()
 	want["generic_key=plain"] += admitted.Load() * 1000
-	if !testutil.Eventually(30*time.Second, func() bool { return same(got(dynamo.Hourly), want) }) {
-		t.Fatalf("after the load: hourly usage %v, want %v", got(dynamo.Hourly), want)
+	if !testutil.Eventually(30*time.Second, func() bool { return same(got(usage.Hourly), want) }) {
+		t.Fatalf("after the load: hourly usage %v, want %v", got(usage.Hourly), want)
 	}
 	t.Logf("load: %d decisions in 3 s (%.0f/s); usage exact %v after the last one", admitted.Load(), float64(admitted.Load())/3, time.Since(last).Round(time.Millisecond))
 }

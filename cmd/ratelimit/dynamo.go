@@ -15,6 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // dynamoBackend is the DynamoDB store (BACKEND_TYPE=dynamodb). It is
@@ -26,7 +27,7 @@ type dynamoBackend struct {
 	warmup warmup
 	// deleted holds the namespaces the registry marks deleted, reread
 	// every reread for the namespaces names returns.
-	deleted *dynamo.DeletedNamespaces
+	deleted *dadmin.DeletedNamespaces
 	names   func() []string
 	reread  time.Duration
 	log     *logrus.Entry
@@ -70,7 +71,7 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 			explain: func(err error) error { return admin.Explain(err, s) },
 			log:     log,
 		},
-		deleted: dynamo.NewDeletedNamespaces(s.Namespace),
+		deleted: dadmin.NewDeletedNamespaces(s.Namespace),
 		names:   o.names,
 		reread:  cfg.WithDefaults().ConfigCacheTTL,
 		log:     log,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // configNamespaces returns the namespaces the rules of cfg name, "" (the
@@ -39,7 +40,7 @@ func (b *dynamoBackend) watchNamespaces(ctx context.Context) error {
 	for {
 		before := b.deleted.Names()
 		rctx, cancel := context.WithTimeout(ctx, b.reread)
-		err := b.deleted.Refresh(rctx, st, b.names())
+		err := b.deleted.Refresh(rctx, dadmin.New(st), b.names())
 		cancel()
 		switch after := b.deleted.Names(); {
 		case err != nil && ctx.Err() == nil:

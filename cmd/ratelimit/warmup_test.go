@@ -28,6 +28,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -51,7 +52,7 @@ func TestWarmDynamoWaits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := dynamotest.NewFake()
-				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				if err := dadmin.CreateTable(context.Background(), f, "t"); err != nil {
 					t.Fatal(err)
 				}
 				var down atomic.Bool
@@ -278,7 +279,7 @@ func TestWarmingWaitsForTheStore(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := dynamotest.NewFake()
-				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				if err := dadmin.CreateTable(context.Background(), f, "t"); err != nil {
 					t.Fatal(err)
 				}
 				w := &warming{wait: 400 * time.Millisecond}
@@ -338,7 +339,7 @@ func TestWarmupHints(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := dynamotest.NewFake()
-			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			if err := dadmin.CreateTable(context.Background(), f, "t"); err != nil {
 				t.Fatal(err)
 			}
 			f.SetFail(func(context.Context, string) error { return c.err })

@@ -17,6 +17,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -249,7 +250,7 @@ func checkSet(o *opts, args []string) error {
 		return err
 	}
 	for _, a := range args {
-		if _, _, err := dynamo.ParseLimit(a); err != nil {
+		if _, _, err := dadmin.ParseLimit(a); err != nil {
 			return err
 		}
 	}
@@ -270,7 +271,7 @@ func scopeOf(o *opts) (Scope, error) {
 func runTableCreate(ctx context.Context, e *cmdEnv, _ []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, e.client, e.settings.DynamoDBTable); err != nil {
+	if err := dadmin.CreateTable(ctx, e.client, e.settings.DynamoDBTable); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "table %s is ready (schema %s)\n", e.settings.DynamoDBTable, dynamo.SchemaVersion)
@@ -308,13 +309,13 @@ func runLimitsSet(ctx context.Context, e *cmdEnv, args []string) error {
 	sc, _ := scopeOf(&e.opts)
 	limits := map[string]tokenbucket.Limit{}
 	for _, a := range args {
-		name, l, _ := dynamo.ParseLimit(a) // checked by checkSet
+		name, l, _ := dadmin.ParseLimit(a) // checked by checkSet
 		limits[name] = l
 	}
 	if err := e.st.Entities.SetLimits(ctx, sc, limits); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "%s: set %s\n", sc, dynamo.FormatLimits(limits))
+	fmt.Fprintf(e.out, "%s: set %s\n", sc, dadmin.FormatLimits(limits))
 	return nil
 }
 
@@ -327,7 +328,7 @@ func runLimitsGet(ctx context.Context, e *cmdEnv, _ []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "%s: %s\n", sc, dynamo.FormatLimits(limits))
+	fmt.Fprintf(e.out, "%s: %s\n", sc, dadmin.FormatLimits(limits))
 	return nil
 }
 
@@ -360,7 +361,7 @@ func runLimitsDelete(ctx context.Context, e *cmdEnv, names []string) error {
 	if err := e.st.Entities.DeleteLimits(ctx, sc, present...); err != nil {
 		return err
 	}
-	what := "all limits (" + dynamo.FormatLimits(before) + ")"
+	what := "all limits (" + dadmin.FormatLimits(before) + ")"
 	if len(names) > 0 {
 		what = strings.Join(present, " ")
 	}
@@ -480,8 +481,8 @@ func levelLine(l ChainLevel) string {
 	case l.Limits == nil:
 		return head + ": no limits stored"
 	case l.Scope.Resource != "":
-		return fmt.Sprintf("%s resource %q: %s", head, l.Scope.Resource, dynamo.FormatLimits(l.Limits))
+		return fmt.Sprintf("%s resource %q: %s", head, l.Scope.Resource, dadmin.FormatLimits(l.Limits))
 	default:
-		return head + " default: " + dynamo.FormatLimits(l.Limits)
+		return head + " default: " + dadmin.FormatLimits(l.Limits)
 	}
 }

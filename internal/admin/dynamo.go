@@ -7,6 +7,8 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -151,28 +153,30 @@ func (d *Dynamo) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cas
 
 // PutEntity implements Entities.
 func (d *Dynamo) PutEntity(ctx context.Context, e Entity) error {
-	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) { return struct{}{}, st.PutEntity(ctx, dynamo.Entity(e)) })
+	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
+		return struct{}{}, dadmin.New(st).PutEntity(ctx, dynamo.Entity(e))
+	})
 	return err
 }
 
 // Entity implements Entities.
 func (d *Dynamo) Entity(ctx context.Context, ns, id string) (Entity, error) {
 	return read(ctx, d, func(st *dynamo.Store) (Entity, error) {
-		e, err := st.Entity(ctx, ns, id)
+		e, err := dadmin.New(st).Entity(ctx, ns, id)
 		return Entity(e), err
 	})
 }
 
 // Children implements Entities.
 func (d *Dynamo) Children(ctx context.Context, ns, id string) ([]string, error) {
-	return read(ctx, d, func(st *dynamo.Store) ([]string, error) { return st.Children(ctx, ns, id) })
+	return read(ctx, d, func(st *dynamo.Store) ([]string, error) { return dadmin.New(st).Children(ctx, ns, id) })
 }
 
 // Chain implements Entities.
 func (d *Dynamo) Chain(ctx context.Context, ns, id, resource string) ([]ChainLevel, bool, error) {
 	var cycle bool
 	levels, err := read(ctx, d, func(st *dynamo.Store) ([]ChainLevel, error) {
-		l, c, err := st.Chain(ctx, ns, id, resource)
+		l, c, err := dadmin.New(st).Chain(ctx, ns, id, resource)
 		cycle = c
 		return chainLevelsOf(l), err
 	})
@@ -182,20 +186,22 @@ func (d *Dynamo) Chain(ctx context.Context, ns, id, resource string) ([]ChainLev
 // SetLimits implements Entities.
 func (d *Dynamo) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
 	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
-		return struct{}{}, st.SetLimits(ctx, dynamo.Scope(sc), limits)
+		return struct{}{}, dadmin.New(st).SetLimits(ctx, dynamo.Scope(sc), limits)
 	})
 	return err
 }
 
 // Limits implements Entities.
 func (d *Dynamo) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
-	return read(ctx, d, func(st *dynamo.Store) (map[string]tokenbucket.Limit, error) { return st.Limits(ctx, dynamo.Scope(sc)) })
+	return read(ctx, d, func(st *dynamo.Store) (map[string]tokenbucket.Limit, error) {
+		return dadmin.New(st).Limits(ctx, dynamo.Scope(sc))
+	})
 }
 
 // DeleteLimits implements Entities.
 func (d *Dynamo) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
 	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
-		return struct{}{}, st.DeleteLimits(ctx, dynamo.Scope(sc), names...)
+		return struct{}{}, dadmin.New(st).DeleteLimits(ctx, dynamo.Scope(sc), names...)
 	})
 	return err
 }
@@ -203,15 +209,15 @@ func (d *Dynamo) DeleteLimits(ctx context.Context, sc Scope, names ...string) er
 // Audit implements Audit.
 func (d *Dynamo) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 	return read(ctx, d, func(st *dynamo.Store) ([]AuditRecord, error) {
-		recs, err := st.Audit(ctx, dynamo.Scope(sc))
-		return each(recs, func(r dynamo.AuditRecord) AuditRecord { return AuditRecord(r) }), err
+		recs, err := dadmin.New(st).Audit(ctx, dynamo.Scope(sc))
+		return each(recs, func(r dadmin.AuditRecord) AuditRecord { return AuditRecord(r) }), err
 	})
 }
 
 // RegisterNamespace implements Namespaces.
 func (d *Dynamo) RegisterNamespace(ctx context.Context, name string) (Namespace, error) {
 	return write(ctx, d, func(st *dynamo.Store) (Namespace, error) {
-		ns, err := st.RegisterNamespace(ctx, name)
+		ns, err := dadmin.New(st).RegisterNamespace(ctx, name)
 		return Namespace(ns), err
 	})
 }
@@ -219,46 +225,46 @@ func (d *Dynamo) RegisterNamespace(ctx context.Context, name string) (Namespace,
 // Namespaces implements Namespaces.
 func (d *Dynamo) Namespaces(ctx context.Context) ([]Namespace, error) {
 	return read(ctx, d, func(st *dynamo.Store) ([]Namespace, error) {
-		nss, err := st.Namespaces(ctx)
-		return each(nss, func(ns dynamo.Namespace) Namespace { return Namespace(ns) }), err
+		nss, err := dadmin.New(st).Namespaces(ctx)
+		return each(nss, func(ns dadmin.Namespace) Namespace { return Namespace(ns) }), err
 	})
 }
 
 // Namespace implements Namespaces.
 func (d *Dynamo) Namespace(ctx context.Context, name string) (Namespace, error) {
 	return read(ctx, d, func(st *dynamo.Store) (Namespace, error) {
-		ns, err := st.Namespace(ctx, name)
+		ns, err := dadmin.New(st).Namespace(ctx, name)
 		return Namespace(ns), err
 	})
 }
 
 // DeleteNamespace implements Namespaces.
 func (d *Dynamo) DeleteNamespace(ctx context.Context, name string) (bool, error) {
-	return write(ctx, d, func(st *dynamo.Store) (bool, error) { return st.DeleteNamespace(ctx, name) })
+	return write(ctx, d, func(st *dynamo.Store) (bool, error) { return dadmin.New(st).DeleteNamespace(ctx, name) })
 }
 
 // RecoverNamespace implements Namespaces.
 func (d *Dynamo) RecoverNamespace(ctx context.Context, name string) (bool, error) {
-	return write(ctx, d, func(st *dynamo.Store) (bool, error) { return st.RecoverNamespace(ctx, name) })
+	return write(ctx, d, func(st *dynamo.Store) (bool, error) { return dadmin.New(st).RecoverNamespace(ctx, name) })
 }
 
 // Orphans implements Namespaces.
 func (d *Dynamo) Orphans(ctx context.Context) ([]Orphan, error) {
 	return read(ctx, d, func(st *dynamo.Store) ([]Orphan, error) {
-		os, err := st.Orphans(ctx)
-		return each(os, func(o dynamo.Orphan) Orphan { return Orphan(o) }), err
+		os, err := dadmin.New(st).Orphans(ctx)
+		return each(os, func(o dadmin.Orphan) Orphan { return Orphan(o) }), err
 	})
 }
 
 // PurgeNamespace implements Namespaces.
 func (d *Dynamo) PurgeNamespace(ctx context.Context, name string, done func(deleted int)) (int, error) {
-	return write(ctx, d, func(st *dynamo.Store) (int, error) { return st.PurgeNamespace(ctx, name, done) })
+	return write(ctx, d, func(st *dynamo.Store) (int, error) { return dadmin.New(st).PurgeNamespace(ctx, name, done) })
 }
 
 // Usage implements Usage.
 func (d *Dynamo) Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error) {
 	return read(ctx, d, func(st *dynamo.Store) ([]UsageSnapshot, error) {
-		snaps, err := st.Usage(ctx, ns, entity, resource, dynamo.Window(w), since)
+		snaps, err := usage.Of(st).Usage(ctx, ns, entity, resource, usage.Window(w), since)
 		return each(snaps, usageOf), err
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // DynamoDB's records and errors, as the seams carry them.
@@ -13,7 +15,7 @@ import (
 func fromDynamo(err error) error {
 	for _, m := range []struct{ dyn, ours error }{
 		{dynamo.ErrNotFound, ErrNotFound},
-		{dynamo.ErrNamespaceActive, ErrNamespaceActive},
+		{dadmin.ErrNamespaceActive, ErrNamespaceActive},
 		{dynamo.ErrNoSuchLimit, ErrNoSuchLimit},
 	} {
 		if errors.Is(err, m.dyn) {
@@ -48,12 +50,12 @@ func bucketOf(b dynamo.BucketState) BucketState {
 	})}
 }
 
-func chainLevelsOf(levels []dynamo.ChainLevel) []ChainLevel {
-	return each(levels, func(l dynamo.ChainLevel) ChainLevel {
+func chainLevelsOf(levels []dadmin.ChainLevel) []ChainLevel {
+	return each(levels, func(l dadmin.ChainLevel) ChainLevel {
 		return ChainLevel{Entity: Entity(l.Entity), Stored: l.Stored, Limits: l.Limits, Scope: Scope(l.Scope)}
 	})
 }
 
-func usageOf(s dynamo.UsageSnapshot) UsageSnapshot {
+func usageOf(s usage.UsageSnapshot) UsageSnapshot {
 	return UsageSnapshot{Namespace: s.Namespace, Entity: s.Entity, Resource: s.Resource, Window: Window(s.Window), Start: s.Start, Limits: s.Limits}
 }

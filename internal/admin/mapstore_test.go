@@ -11,7 +11,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -193,7 +193,7 @@ func (m *mapStore) SetLimits(ctx context.Context, sc admin.Scope, limits map[str
 	}
 	maps.Copy(after, limits)
 	m.limits[k] = after
-	m.record(ctx, ns, sc, "limits.set", dynamo.FormatLimits(before), dynamo.FormatLimits(after))
+	m.record(ctx, ns, sc, "limits.set", dadmin.FormatLimits(before), dadmin.FormatLimits(after))
 	return nil
 }
 
@@ -225,7 +225,7 @@ func (m *mapStore) DeleteLimits(ctx context.Context, sc admin.Scope, names ...st
 	} else {
 		m.limits[k] = after
 	}
-	m.record(ctx, ns, sc, "limits.delete", dynamo.FormatLimits(before), dynamo.FormatLimits(after))
+	m.record(ctx, ns, sc, "limits.delete", dadmin.FormatLimits(before), dadmin.FormatLimits(after))
 	return nil
 }
 

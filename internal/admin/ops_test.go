@@ -14,6 +14,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -218,7 +219,7 @@ func TestNamespaceLifecycleAgainstLocal(t *testing.T) {
 	if err == nil {
 		_, err = run(t, env, "namespace", "purge", "live", "-yes")
 	}
-	if !errors.Is(err, dynamo.ErrNamespaceActive) || !strings.Contains(err.Error(), "delete it first") {
+	if !errors.Is(err, dadmin.ErrNamespaceActive) || !strings.Contains(err.Error(), "delete it first") {
 		t.Errorf("purge of an active namespace = %v, want ErrNamespaceActive saying to delete it first", err)
 	}
 	if _, err := run(t, env, "namespace", "delete", "ghost"); !errors.Is(err, dynamo.ErrNotFound) {

@@ -16,6 +16,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
@@ -59,8 +60,8 @@ func TestDynamoDB(t *testing.T) {
 			Implements: admin.Jobs,
 			Acquire:    base.Acquire,
 			AddUsage: func(ctx context.Context, ns, entity, resource, limit string, at time.Time, mt int64) error {
-				rec := dynamo.UsageRecord{ID: fmt.Sprint("suite-", ids.Add(1)), At: at, Usage: []dynamo.Usage{{Namespace: ns, Entity: entity, Resource: resource, Limit: limit, Millitokens: mt}}}
-				_, err := base.ApplyUsage(ctx, []dynamo.UsageRecord{rec})
+				rec := usage.UsageRecord{ID: fmt.Sprint("suite-", ids.Add(1)), At: at, Usage: []usage.Usage{{Namespace: ns, Entity: entity, Resource: resource, Limit: limit, Millitokens: mt}}}
+				_, err := usage.Of(base).ApplyUsage(ctx, []usage.UsageRecord{rec})
 				return err
 			},
 		}

@@ -3,7 +3,6 @@ package cfntest
 import (
 	"bytes"
 	"context"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/dynalimit/dynalimit/internal/admin"
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/streampoll"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -105,7 +107,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 		t.Fatalf("Warm() = %v", err)
 	}
 	lim := func(spec string) tokenbucket.Limit {
-		_, l, err := dynamo.ParseLimit(spec)
+		_, l, err := dadmin.ParseLimit(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	// aggregator: the stream poller over the records the decisions above
 	// wrote, applying their usage.
 	rec.Step("aggregator")
-	arn, err := st.StreamARN(ctx)
+	arn, err := usage.Of(st).StreamARN(ctx)
 	if err != nil {
 		t.Fatalf("StreamARN() = %v", err)
 	}
@@ -196,8 +198,8 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	}
 	defer aggStore.Close()
 	poll, stop := context.WithTimeout(ctx, 3*time.Second)
-	agg := aggregator.New(aggStore)
-	_ = streampoll.New(dynamo.NewStreamsClient(aggClient), aggStore, agg, streampoll.Config{StreamARN: arn, Idle: 50 * time.Millisecond}).Run(poll)
+	agg := usage.NewAggregator(usage.Of(aggStore))
+	_ = streampoll.New(usage.NewStreamsClient(aggClient), usage.Of(aggStore), agg, streampoll.Config{StreamARN: arn, Idle: 50 * time.Millisecond}).Run(poll)
 	stop()
 	rc.aggregator = rec.Take()
 

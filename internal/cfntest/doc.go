@@ -7,7 +7,7 @@
 //   - the template is parsed with goformation, keeping references: every
 //     Ref, Fn::GetAtt, Fn::Sub variable and Fn::If condition names a
 //     parameter, resource, pseudo parameter or condition, and the table is
-//     what dynamo.CreateTable asks DynamoDB for (recorded on the fake);
+//     what admin.CreateTable asks DynamoDB for (recorded on the fake);
 //   - a recording proxy in front of DynamoDB Local notes every call (its
 //     IAM action, the table or index, the leading keys) while a serve-like
 //     path (NewStore, Warm, decisions of every kind, a shard doubling

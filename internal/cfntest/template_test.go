@@ -20,7 +20,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/pyvenv"
 	"github.com/dynalimit/dynalimit/internal/testutil"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // templatePath is the template, relative to the repository root.
@@ -233,13 +233,13 @@ func (r *recordingAPI) UpdateTimeToLive(ctx context.Context, in *dynamodb.Update
 }
 
 // TestTableIsCreateTables compares the template's table with what
-// dynamo.CreateTable asks DynamoDB for: attributes, key schema, GSI1 with
+// admin.CreateTable asks DynamoDB for: attributes, key schema, GSI1 with
 // its projection, billing, stream and TTL; and checks what the template
 // adds (point-in-time recovery, deletion protection from its parameter,
 // encryption, retention).
 func TestTableIsCreateTables(t *testing.T) {
 	api := &recordingAPI{Fake: dynamotest.NewFake()}
-	if err := dynamo.CreateTable(context.Background(), api, "dynalimit"); err != nil {
+	if err := admin.CreateTable(context.Background(), api, "dynalimit"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	if api.create == nil || api.ttl == nil {

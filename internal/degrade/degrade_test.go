@@ -21,6 +21,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -90,7 +91,7 @@ func newRig(t *testing.T, share int) *rig {
 	t.Helper()
 	ctx := context.Background()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+	if err := admin.CreateTable(ctx, f, "t"); err != nil {
 		t.Fatal(err)
 	}
 	shared, err := dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, ThrottleFails: true})

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // Client returns a DynamoDB client for the endpoint (built by
@@ -41,13 +42,13 @@ func TableName(t testing.TB) string {
 	return fmt.Sprintf("%s_%d", name, tableSeq.Add(1))
 }
 
-// CreateTable creates table name on the endpoint with dynamo.CreateTable and
+// CreateTable creates table name on the endpoint with admin.CreateTable and
 // fails t if it cannot; the table is deleted when t ends (DropAtCleanup).
 func (l *Local) CreateTable(ctx context.Context, t testing.TB, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, l.Client(t), name); err != nil {
+	if err := admin.CreateTable(ctx, l.Client(t), name); err != nil {
 		t.Fatalf("dynamotest: create table %s: %v", name, err)
 	}
 	l.DropAtCleanup(t, name)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/testutil"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // BenchmarkTablesDropped measures why the shared DynamoDB Local starts
@@ -36,7 +36,7 @@ func BenchmarkTablesDropped(b *testing.B) {
 				for round := range 12 {
 					if !same || round == 0 {
 						name = dynamotest.TableName(b)
-						if err := dynamo.CreateTable(ctx, c, name); err != nil {
+						if err := admin.CreateTable(ctx, c, name); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // TestSharedStartsAfresh: an instance shared by tests (Main's) starts
@@ -29,7 +29,7 @@ func TestSharedStartsAfresh(t *testing.T) {
 			l.CreateTable(ctx, t, TableName(t))
 			if i == 0 {
 				kept = TableName(t)
-				if err := dynamo.CreateTable(ctx, l.Client(t), kept); err != nil {
+				if err := admin.CreateTable(ctx, l.Client(t), kept); err != nil {
 					t.Fatal(err)
 				}
 				// Dropped twice over while this test uses it: no restart.

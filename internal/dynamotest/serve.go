@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // Serve starts an HTTP server speaking DynamoDB's JSON protocol in front of
@@ -262,12 +263,12 @@ func avJSON(v types.AttributeValue) any {
 	return map[string]any{"NULL": true}
 }
 
-// NewFakeTable returns a Fake holding table, created by dynamo.CreateTable
+// NewFakeTable returns a Fake holding table, created by admin.CreateTable
 // (its schema version written), or fails t.
 func NewFakeTable(t testing.TB, table string) *Fake {
 	t.Helper()
 	f := NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, table); err != nil {
+	if err := admin.CreateTable(context.Background(), f, table); err != nil {
 		t.Fatalf("dynamotest: create table %s on the fake: %v", table, err)
 	}
 	return f

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // TestServe: a store on an SDK client talking HTTP to Serve's endpoint
@@ -24,14 +25,14 @@ func TestServe(t *testing.T) {
 		t.Fatalf("NewStore() = %v", err)
 	}
 	defer s.Close()
-	rec := dynamo.UsageRecord{ID: "ev-1", At: time.Now(), Usage: []dynamo.Usage{{Namespace: "n", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 7}}}
-	if rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{rec}); err != nil || rep.Applied != 1 || rep.WriteUnits != 8 {
+	rec := usage.UsageRecord{ID: "ev-1", At: time.Now(), Usage: []usage.Usage{{Namespace: "n", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 7}}}
+	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil || rep.Applied != 1 || rep.WriteUnits != 8 {
 		t.Fatalf("ApplyUsage() = %+v, %v, want applied, 8 write units", rep, err)
 	}
-	if rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{rec}); err != nil || rep.Duplicates != 1 {
+	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil || rep.Duplicates != 1 {
 		t.Fatalf("ApplyUsage(again) = %+v, %v, want a duplicate", rep, err)
 	}
-	if _, err := s.Usage(context.Background(), "n", "e", "r", dynamo.Hourly, time.Now()); err == nil {
+	if _, err := usage.Of(s).Usage(context.Background(), "n", "e", "r", usage.Hourly, time.Now()); err == nil {
 		t.Errorf("Usage() through Serve = nil error, want Query refused")
 	}
 }

@@ -1,9 +1,8 @@
 package metrics
 
 import (
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 )
 
 // aggregatorObserver counts what the usage aggregator did.
@@ -14,14 +13,14 @@ type aggregatorObserver struct {
 }
 
 // AggregatorObserver returns the observer of the usage aggregator
-// (internal/aggregator), registered on reg.
-func AggregatorObserver(reg prometheus.Registerer) aggregator.Observer {
+// (pkg/dynamo/usage), registered on reg.
+func AggregatorObserver(reg prometheus.Registerer) usage.Observer {
 	records := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimit_aggregator_records_total",
 		Help: "Stream records the usage aggregator processed, by outcome: applied (usage added, now or by an earlier delivery, or none to add), failed (left to be delivered again).",
 	}, []string{"outcome"}))
 	return &aggregatorObserver{
-		records: [2]prometheus.Counter{records.WithLabelValues(aggregator.OutcomeApplied), records.WithLabelValues(aggregator.OutcomeFailed)},
+		records: [2]prometheus.Counter{records.WithLabelValues(usage.OutcomeApplied), records.WithLabelValues(usage.OutcomeFailed)},
 		duplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelimit_aggregator_duplicates_total",
 			Help: "Stream records delivered again after they were applied (a Lambda retry, a poller restart): skipped, not counted twice.",
@@ -37,7 +36,7 @@ func (o *aggregatorObserver) Records(outcome string, n int) {
 	if n <= 0 {
 		return
 	}
-	if outcome == aggregator.OutcomeFailed {
+	if outcome == usage.OutcomeFailed {
 		o.records[1].Add(float64(n))
 		return
 	}

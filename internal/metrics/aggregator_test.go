@@ -6,16 +6,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	tu "github.com/dynalimit/dynalimit/internal/testutil"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 func TestAggregatorObserver(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	o := AggregatorObserver(reg)
-	o.Records(aggregator.OutcomeApplied, 7)
-	o.Records(aggregator.OutcomeFailed, 2)
-	o.Records(aggregator.OutcomeApplied, 0)
+	o.Records(usage.OutcomeApplied, 7)
+	o.Records(usage.OutcomeFailed, 2)
+	o.Records(usage.OutcomeApplied, 0)
 	o.Duplicates(3)
 	o.SnapshotWrites(12)
 	o.SnapshotWrites(-1)             // never decreases a counter

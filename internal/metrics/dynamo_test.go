@@ -20,6 +20,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -27,7 +28,7 @@ func TestDynamoDB(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fake := dynamotest.NewFake()
 	api := dynamotest.SDKClient(fake, metrics.DynamoDB(reg))
-	if err := dynamo.CreateTable(context.Background(), api, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), api, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	now := time.UnixMilli(1_700_000_000_000)
@@ -115,7 +116,7 @@ ratelimit_dynamodb_cache_max_entries{cache="rejection"} 0
 // an item the other wrote.
 func TestDynamoClockSkew(t *testing.T) {
 	fake := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), fake, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	now := time.UnixMilli(1_700_000_000_000)
@@ -154,7 +155,7 @@ ratelimit_dynamodb_clock_skew_seconds 0.2
 // or more) under "parent".
 func TestDynamoBatchLevels(t *testing.T) {
 	fake := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), fake, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -204,7 +205,7 @@ func TestDynamoBatchLevels(t *testing.T) {
 // none is pending. Every result the store reports has its own series.
 func TestDynamoGiveBacks(t *testing.T) {
 	fake := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), fake, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	reg := prometheus.NewRegistry()

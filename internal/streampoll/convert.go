@@ -3,13 +3,12 @@ package streampoll
 import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // record converts a stream record to the aggregator's.
-func record(r st.Record) aggregator.Record {
-	out := aggregator.Record{ID: deref(r.EventID), Name: string(r.EventName)}
+func record(r st.Record) usage.Record {
+	out := usage.Record{ID: deref(r.EventID), Name: string(r.EventName)}
 	if d := r.Dynamodb; d != nil {
 		out.Sequence = deref(d.SequenceNumber)
 		if d.ApproximateCreationDateTime != nil {

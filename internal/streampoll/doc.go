@@ -1,5 +1,5 @@
 // Package streampoll reads the table's DynamoDB stream and hands its
-// records to the aggregator (internal/aggregator): `ratelimit aggregator`,
+// records to the aggregator (pkg/dynamo/usage): `ratelimit aggregator`,
 // for where the Lambda (cmd/aggregator-lambda) does not run (docker
 // compose, Kubernetes, DynamoDB Local).
 //

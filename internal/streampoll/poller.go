@@ -11,10 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/sirupsen/logrus"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // Defaults of Config's zero fields.
@@ -38,15 +36,15 @@ var _ Streams = (*dynamodbstreams.Client)(nil)
 
 // Checkpoints keeps the poller's place and lease: the DynamoDB store.
 type Checkpoints interface {
-	StreamCheckpoint(ctx context.Context, shard string) (dynamo.Checkpoint, error)
-	SetStreamCheckpoint(ctx context.Context, owner, shard string, cp dynamo.Checkpoint) error
+	StreamCheckpoint(ctx context.Context, shard string) (usage.Checkpoint, error)
+	SetStreamCheckpoint(ctx context.Context, owner, shard string, cp usage.Checkpoint) error
 	StreamLease(ctx context.Context, owner string, ttl time.Duration) (bool, error)
 }
 
 // Processor applies records, each at most once however often it is
 // delivered: the aggregator. failed names the records not applied.
 type Processor interface {
-	Process(ctx context.Context, recs []aggregator.Record) (failed []string, err error)
+	Process(ctx context.Context, recs []usage.Record) (failed []string, err error)
 }
 
 // Observer hears of the poller's progress. Implementations must be safe
@@ -254,7 +252,7 @@ func (p *Poller) shard(ctx context.Context, id string) (int, error) {
 		}
 		return 0, fmt.Errorf("get records: %w", err)
 	}
-	recs := make([]aggregator.Record, len(out.Records))
+	recs := make([]usage.Record, len(out.Records))
 	for i, r := range out.Records {
 		recs[i] = record(r)
 	}
@@ -286,7 +284,7 @@ func (p *Poller) shard(ctx context.Context, id string) (int, error) {
 // apply hands recs to the processor and checkpoints the last one. When
 // some failed, the checkpoint moves to the record before the first that
 // failed, and the shard is read again from there.
-func (p *Poller) apply(ctx context.Context, id string, recs []aggregator.Record) error {
+func (p *Poller) apply(ctx context.Context, id string, recs []usage.Record) error {
 	failed, err := p.proc.Process(ctx, recs)
 	upTo := len(recs)
 	if err != nil {
@@ -305,7 +303,7 @@ func (p *Poller) apply(ctx context.Context, id string, recs []aggregator.Record)
 	}
 	if upTo > 0 {
 		last := recs[upTo-1]
-		if cerr := p.cps.SetStreamCheckpoint(ctx, p.cfg.Owner, id, dynamo.Checkpoint{Sequence: last.Sequence}); cerr != nil {
+		if cerr := p.cps.SetStreamCheckpoint(ctx, p.cfg.Owner, id, usage.Checkpoint{Sequence: last.Sequence}); cerr != nil {
 			return cerr
 		}
 		p.cfg.Observer.Checkpointed(p.cfg.Now().Sub(last.At))

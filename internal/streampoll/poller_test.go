@@ -11,10 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/sirupsen/logrus"
-
-	"github.com/dynalimit/dynalimit/internal/aggregator"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // fakeStream is a stream of shards, each a list of records; an iterator is
@@ -82,16 +80,16 @@ func (f *fakeStream) GetRecords(_ context.Context, in *dynamodbstreams.GetRecord
 // fakeCheckpoints keeps checkpoints in memory; the lease is free.
 type fakeCheckpoints struct {
 	mu  sync.Mutex
-	cps map[string]dynamo.Checkpoint
+	cps map[string]usage.Checkpoint
 }
 
-func (f *fakeCheckpoints) StreamCheckpoint(_ context.Context, shard string) (dynamo.Checkpoint, error) {
+func (f *fakeCheckpoints) StreamCheckpoint(_ context.Context, shard string) (usage.Checkpoint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cps[shard], nil
 }
 
-func (f *fakeCheckpoints) SetStreamCheckpoint(_ context.Context, _, shard string, cp dynamo.Checkpoint) error {
+func (f *fakeCheckpoints) SetStreamCheckpoint(_ context.Context, _, shard string, cp usage.Checkpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cps[shard] = cp
@@ -111,7 +109,7 @@ type counter struct {
 	fail  map[string]bool
 }
 
-func (c *counter) Process(_ context.Context, recs []aggregator.Record) ([]string, error) {
+func (c *counter) Process(_ context.Context, recs []usage.Record) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var failed []string
@@ -162,7 +160,7 @@ func TestPollerParentsFirstAndCheckpoints(t *testing.T) {
 	s := &fakeStream{recs: map[string][]st.Record{}, closed: map[string]bool{}}
 	s.add("child", "parent", 30, false) // listed first: must still wait
 	s.add("parent", "", 25, true)
-	cps := &fakeCheckpoints{cps: map[string]dynamo.Checkpoint{}}
+	cps := &fakeCheckpoints{cps: map[string]usage.Checkpoint{}}
 	c := &counter{seen: map[string]int{}, fail: map[string]bool{"parent-7": true}}
 	p := New(s, cps, c, Config{StreamARN: "arn", Batch: 10, Idle: time.Millisecond, Log: quiet()})
 	run(t, p, func() bool { n, _ := c.count(); return n == 55 })
@@ -213,7 +211,7 @@ func after(id, ref string) bool {
 // failing is a processor that always fails.
 type failing struct{}
 
-func (failing) Process(context.Context, []aggregator.Record) ([]string, error) {
+func (failing) Process(context.Context, []usage.Record) ([]string, error) {
 	return nil, errors.New("down")
 }
 
@@ -222,7 +220,7 @@ func (failing) Process(context.Context, []aggregator.Record) ([]string, error) {
 func TestPollerFailureKeepsCheckpoint(t *testing.T) {
 	s := &fakeStream{recs: map[string][]st.Record{}, closed: map[string]bool{}}
 	s.add("a", "", 3, false)
-	cps := &fakeCheckpoints{cps: map[string]dynamo.Checkpoint{}}
+	cps := &fakeCheckpoints{cps: map[string]usage.Checkpoint{}}
 	start := time.Now()
 	run(t, New(s, cps, failing{}, Config{StreamARN: "arn", Idle: time.Millisecond, Log: quiet()}), func() bool { return time.Since(start) > 100*time.Millisecond })
 	if cp := cps.cps["a"]; cp.Sequence != "" {

@@ -36,6 +36,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // TestMain runs the tests with one DynamoDB Local for the binary, and
@@ -196,7 +197,7 @@ func dynamoStore(t *testing.T, api dynamo.API, table string) *dynamo.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, api, table); err != nil {
+	if err := admin.CreateTable(ctx, api, table); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	st, err := dynamo.NewStore(ctx, api, dynamo.Config{Table: table, Timeout: 5 * time.Second}, dynamo.WithCallContext(tracing.CallContext))
@@ -519,7 +520,7 @@ func TestDynamoDBChildSpans(t *testing.T) {
 	p, exp := newInMemory(t)
 	api := dynamotest.SDKClient(dynamotest.NewFake(), tracing.DynamoDB(p))
 	ctx, parent := p.Tracer().Start(context.Background(), "admin")
-	if err := dynamo.CreateTable(ctx, api, "t"); err != nil {
+	if err := admin.CreateTable(ctx, api, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	parent.End()

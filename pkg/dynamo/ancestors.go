@@ -12,15 +12,16 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// splitEntity splits a bucket's entity into the entity id (up to the first
+// SplitEntity splits a bucket's entity into the entity id (up to the first
 // '#') and the rest (from the '#' on, empty when there is none). A
 // hierarchical bucket is named by its entity's id followed by "#" and the
 // other entries above it (descriptors.Tier); the stored records of the
 // entity are under the id alone.
-func splitEntity(entity string) (id, suffix string) {
+func SplitEntity(entity string) (id, suffix string) {
 	if i := strings.IndexByte(entity, '#'); i >= 0 {
 		return entity[:i], entity[i:]
 	}
@@ -40,12 +41,12 @@ type entityLevel struct {
 // resource, and its default limits. The config keys are the ones
 // loadConfigs reads, so that the two share reads and cache entries.
 func levelKeys(ns, id, resource string) [3]string {
-	pk := entityPK(ns, id)
-	return [3]string{pk + "\x00" + skMeta, pk + "\x00" + entityConfigSK(resource), pk + "\x00" + entityDefaultSK}
+	pk := item.EntityPK(ns, id)
+	return [3]string{pk + "\x00" + item.SKMeta, pk + "\x00" + item.EntityConfigSK(resource), pk + "\x00" + item.EntityDefaultSK}
 }
 
 // Ancestors returns the stored ancestors of key's entity that a debit of
-// key is also charged to, nearest first, at most max of them. The entity is
+// Key is also charged to, nearest first, at most max of them. The entity is
 // key.Entity up to its first '#'; what follows (from the '#' on) names the
 // branch of a hierarchical rule, and every ancestor's bucket keeps it:
 // ancestor P's Key is {namespace, P + suffix, key.Resource}.
@@ -75,7 +76,7 @@ func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]casc
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	id, suffix := splitEntity(key.Entity)
+	id, suffix := SplitEntity(key.Entity)
 	if max <= 0 || id == "" {
 		return nil, nil
 	}
@@ -92,7 +93,7 @@ func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]casc
 			s.warnChain(ns, append(seen, p), "the entity records' parents form a cycle; the chain stops before it repeats (fix with 'ratelimit entity create ID -parent P')")
 			break
 		}
-		if _, ok := requestForm(p); !ok {
+		if _, ok := RequestForm(p); !ok {
 			s.warnChain(ns, append(seen, p), "an entity record names a parent that no request value can name; the chain stops there (store the parent's escaped form)")
 			break
 		}
@@ -138,7 +139,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 		var ok bool
 		if i == 0 {
 			var ce cachedEntity
-			ce, ok = s.ents.get(strings.TrimSuffix(k, "\x00"+skMeta))
+			ce, ok = s.ents.get(strings.TrimSuffix(k, "\x00"+item.SKMeta))
 			expires = ce.expires
 		} else {
 			var cc cachedConfig
@@ -157,7 +158,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 	case len(missing) > 0:
 		// One read of what is missing, and of what is stale with it.
 		for _, f := range s.loadRecords(ctx, append(missing, stale...)) {
-			if err := s.wait(ctx, f); err != nil {
+			if err := (reader{s}).wait(ctx, f); err != nil {
 				return entityLevel{}, s.ancestorsErr(err)
 			}
 		}
@@ -166,7 +167,7 @@ func (s *Store) level(ctx context.Context, ns, id, resource string) (entityLevel
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ce, _ := s.ents.peek(entityPK(ns, id))
+	ce, _ := s.ents.peek(item.EntityPK(ns, id))
 	lv := entityLevel{ent: ce.ent, ok: ce.ok}
 	limits, _ := s.configs.peek(keys[1])
 	if len(limits.limits) == 0 {
@@ -200,74 +201,61 @@ func namedLimits(m map[string]tokenbucket.Limit) []cascade.NamedLimit {
 	return out
 }
 
-// entityOf decodes an entity record (ok false when item is empty: no
+// EntityOf decodes an entity record (ok false when item is empty: no
 // record).
-func entityOf(item map[string]types.AttributeValue) (Entity, bool) {
-	if len(item) == 0 {
+func EntityOf(it map[string]types.AttributeValue) (Entity, bool) {
+	if len(it) == 0 {
 		return Entity{}, false
 	}
-	return Entity{Namespace: getS(item, attrNamespace), ID: getS(item, "id"), Parent: getS(item, attrParent), Cascade: getBool(item, attrCascade)}, true
+	return Entity{Namespace: item.GetS(it, item.AttrNamespace), ID: item.GetS(it, "id"), Parent: item.GetS(it, item.AttrParent), Cascade: item.GetBool(it, item.AttrCascade)}, true
 }
 
-// ChainLevel is one entity of a stored chain as Chain reads it.
-type ChainLevel struct {
-	// Entity is the entity's record; only its ID is set when Stored is
-	// false.
-	Entity Entity
-	// Stored reports whether the entity record exists.
-	Stored bool
-	// Limits are the limits stored for the entity and the resource Chain
-	// was asked about, or else the entity's default limits; nil when none.
-	Limits map[string]tokenbucket.Limit
-	// Scope is the scope Limits were stored at (an entity and resource, or
-	// the entity alone); the zero Scope when none are stored.
-	Scope Scope
+// Entity is a stored entity record: an id with an optional parent, and
+// whether debits of the entity cascade to its parents.
+type Entity struct {
+	// Namespace is the entity's namespace; empty is the store's
+	// (Config.Namespace).
+	Namespace string
+	ID        string
+	Parent    string
+	Cascade   bool
 }
 
-// Chain returns entity id of namespace ns (empty: the store's) and the
-// chain of its parents, nearest first, as stored now (strongly consistent
-// reads, no cache), each with its limits for resource (empty: only the
-// entities' default limits). It follows every parent whether or not it
-// cascades; it stops after an entity without a parent, at a parent that
-// has no record (included, with Stored false), after descriptors.MaxChain
-// entities, and before an entity already listed (a cycle, which cycle
-// reports). It is for the admin commands.
-func (s *Store) Chain(ctx context.Context, ns, id, resource string) (levels []ChainLevel, cycle bool, err error) {
-	ns = s.nsOr(ns)
-	for cur := id; cur != ""; {
-		if slices.ContainsFunc(levels, func(l ChainLevel) bool { return l.Entity.ID == cur }) {
-			return levels, true, nil
+// cachedEntity is an entity record as the entity cache holds it: whether
+// it exists, and until when it is trusted.
+type cachedEntity struct {
+	expires time.Time
+	ent     Entity
+	ok      bool // the record exists
+}
+
+// RequestForm reports whether id is how descriptors.EscapeValue writes
+// some request value, and otherwise returns the form that names the value
+// id most likely means: id's %XX sequences decoded where they are well
+// formed, escaped again.
+func RequestForm(id string) (string, bool) {
+	raw := make([]byte, 0, len(id))
+	for i := 0; i < len(id); i++ {
+		if id[i] == '%' && i+2 < len(id) && hexDigit(id[i+1]) >= 0 && hexDigit(id[i+2]) >= 0 {
+			raw = append(raw, byte(hexDigit(id[i+1])<<4|hexDigit(id[i+2])))
+			i += 2
+			continue
 		}
-		if len(levels) == descriptors.MaxChain {
-			break
-		}
-		lv := ChainLevel{Entity: Entity{Namespace: ns, ID: cur}}
-		e, err := s.Entity(ctx, ns, cur)
-		switch {
-		case err == nil:
-			lv.Entity, lv.Stored = e, true
-		case !errors.Is(err, ErrNotFound):
-			return nil, false, err
-		}
-		scopes := []Scope{{Namespace: ns, Entity: cur}}
-		if resource != "" {
-			scopes = []Scope{{Namespace: ns, Entity: cur, Resource: resource}, scopes[0]}
-		}
-		for _, sc := range scopes {
-			l, err := s.Limits(ctx, sc)
-			if err == nil {
-				lv.Limits, lv.Scope = l, sc
-				break
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return nil, false, err
-			}
-		}
-		levels = append(levels, lv)
-		if !lv.Stored {
-			break
-		}
-		cur = lv.Entity.Parent
+		raw = append(raw, id[i])
 	}
-	return levels, false, nil
+	want := descriptors.EscapeValue(string(raw))
+	return want, want == id
+}
+
+// hexDigit returns the value of a hex digit, or -1.
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
 }

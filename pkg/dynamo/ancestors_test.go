@@ -17,6 +17,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -33,16 +34,16 @@ func putChain(t *testing.T, s *dynamo.Store, ents ...chainEntity) {
 	t.Helper()
 	ctx := context.Background()
 	for _, e := range ents {
-		if err := s.PutEntity(ctx, dynamo.Entity{ID: e.id, Parent: e.parent, Cascade: e.cascade}); err != nil {
+		if err := admin.New(s).PutEntity(ctx, dynamo.Entity{ID: e.id, Parent: e.parent, Cascade: e.cascade}); err != nil {
 			t.Fatalf("PutEntity(%s) = %v", e.id, err)
 		}
 		if e.def != nil {
-			if err := s.SetLimits(ctx, dynamo.Scope{Entity: e.id}, e.def); err != nil {
+			if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Entity: e.id}, e.def); err != nil {
 				t.Fatalf("SetLimits(%s) = %v", e.id, err)
 			}
 		}
 		if e.forR != nil {
-			if err := s.SetLimits(ctx, dynamo.Scope{Entity: e.id, Resource: "r"}, e.forR); err != nil {
+			if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Entity: e.id, Resource: "r"}, e.forR); err != nil {
 				t.Fatalf("SetLimits(%s, r) = %v", e.id, err)
 			}
 		}
@@ -269,7 +270,7 @@ func TestPutEntityRefuses(t *testing.T) {
 				{"escaped form", dynamo.Entity{ID: "org%2Fteam", Parent: "a"}, ""},
 			}
 			for _, c := range cases {
-				err := s.PutEntity(ctx, c.ent)
+				err := admin.New(s).PutEntity(ctx, c.ent)
 				switch {
 				case c.want == "" && err != nil:
 					t.Errorf("%s: PutEntity(%+v) = %v, want accepted", c.name, c.ent, err)
@@ -277,7 +278,7 @@ func TestPutEntityRefuses(t *testing.T) {
 					t.Errorf("%s: PutEntity(%+v) = %v, want an error with %q", c.name, c.ent, err, c.want)
 				}
 			}
-			if e, err := s.Entity(ctx, "", "a"); err != nil || e.Parent != "" {
+			if e, err := admin.New(s).Entity(ctx, "", "a"); err != nil || e.Parent != "" {
 				t.Errorf("Entity(a) after the refusals = %+v, %v, want no parent", e, err)
 			}
 		})
@@ -346,8 +347,8 @@ func TestAncestorsCycleWrittenBehind(t *testing.T) {
 func TestAncestorsReparent(t *testing.T) {
 	f := fakeTable(t)
 	c := newClock()
-	admin := newStore(t, f, "t", c)
-	putChain(t, admin, chainEntity{id: "p1", cascade: true}, chainEntity{id: "p2", cascade: true}, chainEntity{id: "k", parent: "p1"})
+	writer := newStore(t, f, "t", c)
+	putChain(t, writer, chainEntity{id: "p1", cascade: true}, chainEntity{id: "p2", cascade: true}, chainEntity{id: "k", parent: "p1"})
 	s := newStore(t, f, "t", c)
 	key := cascade.Key{Entity: "k", Resource: "r"}
 	parents := func() []string {
@@ -365,7 +366,7 @@ func TestAncestorsReparent(t *testing.T) {
 	if got := parents(); !reflect.DeepEqual(got, []string{"p1"}) {
 		t.Fatalf("Ancestors() = %v, want [p1]", got)
 	}
-	if err := admin.PutEntity(context.Background(), dynamo.Entity{ID: "k", Parent: "p2"}); err != nil {
+	if err := admin.New(writer).PutEntity(context.Background(), dynamo.Entity{ID: "k", Parent: "p2"}); err != nil {
 		t.Fatalf("PutEntity(k -parent p2) = %v", err)
 	}
 	c.Advance(dynamo.DefaultConfigCacheTTL * 8 / 10) // within every entry's lifetime (±10%)

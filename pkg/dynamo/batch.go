@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -24,14 +25,14 @@ import (
 // DynamoDB returns decides the batch again, exactly. The batch has a budget
 // of Config.Timeout of its own, so that a cold read or a write outlives the
 // callers that gave up and fills the cache for the next batch.
-func (s *Store) runBatch(pk string, batch []*part) {
+func (s batchWriter) runBatch(pk string, batch []*part) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
 	decisions := decisionsOf(batch)
 	ctx = s.callContext(ctx, decisions)
 	deadline, _ := ctx.Deadline()
 	b := batch[0].b
-	img := s.cachedImage(pk)
+	img := cacher{s.Store}.cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
 	// busy is why an earlier write of this batch did not land, when it is
@@ -54,7 +55,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			}
 			read = true
 		}
-		if img.gone(batch[0].shard) {
+		if img.Gone(batch[0].shard) {
 			if !read { // cached: a doubling may have brought it back since
 				img = nil
 				continue
@@ -70,7 +71,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// rejection cache is on: then, as for the cache, an image of
 			// at most maxRejection ago will do (levels only rise between
 			// refunds).
-			if !read && (j.admitted || s.cfg.RejectionCacheSize <= 0 || now-img.atMs > maxRejection.Milliseconds()) {
+			if !read && (j.admitted || s.cfg.RejectionCacheSize <= 0 || now-img.AtMs > maxRejection.Milliseconds()) {
 				img = nil
 				continue
 			}
@@ -81,9 +82,9 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
-			s.keepImage(b, pk, newImg)
+			cacher{s.Store}.keepImage(b, pk, newImg)
 			s.obs.Batched(len(batch), depthOf(batch))
-			s.wrote(b, newImg.shardCount, now)
+			sharder{s.Store}.wrote(b, newImg.ShardCount, now)
 			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
 				j = exact // the statuses of the levels the write found
 			}
@@ -92,14 +93,14 @@ func (s *Store) runBatch(pk string, batch []*part) {
 		case err == nil:
 			img, read = newImg, true // the condition failed: decide on what is there
 			busy = ContendedRaced
-			s.keepImage(b, pk, img)
+			cacher{s.Store}.keepImage(b, pk, img)
 		case errors.Is(err, ErrConflict):
 			// A transaction (a settlement, a doubling) held the item:
 			// DynamoDB wrote nothing. A race lost: read the item again and
 			// decide on it, after a backoff.
 			img = nil
 			busy = ContendedRaced
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				s.contend(batch, nil, ContendedRaced)
 				return
 			}
@@ -109,13 +110,13 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			if !s.cfg.ThrottleFails {
 				busy = ContendedThrottled
 			}
-			if !doubled && img.exists && img.shardCount < MaxShards {
-				if derr := s.double(ctx, b, img.shardCount, s.cfg.Timeout); derr == nil {
+			if !doubled && img.Exists && img.ShardCount < MaxShards {
+				if derr := s.double(ctx, b, img.ShardCount, s.cfg.Timeout); derr == nil {
 					doubled = true
 				}
 				img = nil
 			}
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				if s.cfg.ThrottleFails {
 					s.fail(batch, errThrottledItem)
 				} else {
@@ -127,7 +128,7 @@ func (s *Store) runBatch(pk string, batch []*part) {
 			// The write may have landed: DynamoDB applies a write whose
 			// answer never came back. Nothing of this batch is written
 			// again (see unknown).
-			s.forgetImage(pk)
+			cacher{s.Store}.forgetImage(pk)
 			if busy != "" && ctx.Err() != nil && left < s.cfg.Timeout/2 {
 				// Most of the budget went on races lost to other replicas
 				// or on DynamoDB throttling the item, and the last call ran
@@ -164,13 +165,13 @@ func depthOf(batch []*part) int {
 // batches want it, which fills the cache even when this batch's budget ends
 // first (the batch is then contended). The read serves the batch's
 // decisions.
-func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*image, error) {
-	var img *image
-	fs := s.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
+func (s batchWriter) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*item.Image, error) {
+	var img *item.Image
+	fs := reader{s.Store}.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
 		for attempt := 0; ; attempt++ {
 			im, err := s.readBucket(ctx, pk)
 			if err == nil {
-				s.keepImage(b, pk, im)
+				cacher{s.Store}.keepImage(b, pk, im)
 				img = im
 				return nil
 			}
@@ -178,16 +179,16 @@ func (s *Store) fresh(ctx context.Context, b bucket, pk string, decisions []cont
 				return err
 			}
 			f.throttled.Store(true)
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				return err
 			}
 		}
 	})
-	if err := s.wait(ctx, fs[0]); err != nil {
+	if err := (reader{s.Store}).wait(ctx, fs[0]); err != nil {
 		return nil, err
 	}
 	if img == nil { // another batch's flight read it
-		img = s.cachedImage(pk)
+		img = cacher{s.Store}.cachedImage(pk)
 	}
 	if img == nil {
 		return nil, errContended
@@ -203,12 +204,12 @@ func contendReason(err error) string {
 	return ContendedRead
 }
 
-func backoff(attempt int) time.Duration {
+func Backoff(attempt int) time.Duration {
 	d := time.Millisecond << min(attempt, 6)
 	return d/2 + rand.N(d/2+1)
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -222,12 +223,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // fail ends a batch with err: DynamoDB did not answer. An item this schema
 // cannot read is refused instead (see ContendedUnreadable), and logged; a
 // give-back on it fails with err (moot).
-func (s *Store) fail(batch []*part, err error) {
-	if errors.Is(err, ErrSchema) {
+func (s batchWriter) fail(batch []*part, err error) {
+	if errors.Is(err, item.ErrSchema) {
 		s.log.WithError(err).Warn("refusing decisions on a bucket item this schema cannot read")
 		s.contend(batch, nil, ContendedUnreadable)
 		for _, pt := range batch {
-			if pt.scale > 0 {
+			if pt.givesBack() {
 				pt.err = err // a give-back: there is nothing it could give back to
 			}
 		}
@@ -240,7 +241,7 @@ func (s *Store) fail(batch []*part, err error) {
 
 // bounce ends a batch on a shard that a merge removed: nothing was
 // written, and every part goes to a shard that counts (see await).
-func (s *Store) bounce(batch []*part) {
+func (s batchWriter) bounce(batch []*part) {
 	for _, pt := range batch {
 		pt.err = errShardGone
 	}
@@ -249,7 +250,7 @@ func (s *Store) bounce(batch []*part) {
 // contend ends a batch that its own item kept too busy. Parts that only
 // ask are refused (contended); parts that charge or refund report cost
 // already spent, so they are handed back to be queued again (see await).
-func (s *Store) contend(batch []*part, img *image, reason string) {
+func (s batchWriter) contend(batch []*part, img *item.Image, reason string) {
 	now := s.nowMs()
 	for _, pt := range batch {
 		if pt.hasCost() {
@@ -279,7 +280,7 @@ func decisionsOf(batch []*part) []context.Context {
 // it twice. The other parts are contended for reason when it is set (the
 // budget went on lost races), else they fail with err (DynamoDB did not
 // answer).
-func (s *Store) unknown(batch []*part, img *image, err error, reason string) {
+func (s batchWriter) unknown(batch []*part, img *item.Image, err error, reason string) {
 	now := s.nowMs()
 	for _, pt := range batch {
 		switch {
@@ -299,11 +300,11 @@ func (s *Store) unknown(batch []*part, img *image, err error, reason string) {
 var errThrottledItem = fmt.Errorf("dynamo: item throttled through the decision's budget: %w: %w", ErrThrottled, ErrUnavailable)
 
 // deliver hands each part its decision and remembers the refusals.
-func (s *Store) deliver(batch []*part, j *judgement, now int64) {
+func (s batchWriter) deliver(batch []*part, j *judgement, now int64) {
 	for i, pt := range batch {
 		pt.dec, pt.n, pt.start = j.decs[i], j.n, &j.starts[i]
 		if !pt.dec.Admitted && !pt.hasCost() {
-			s.rememberRefusal(pt, now)
+			cacher{s.Store}.rememberRefusal(pt, now)
 		}
 	}
 }
@@ -333,10 +334,10 @@ type partStart struct {
 }
 
 // judge decides every part of batch, in order, on img at now.
-func judge(batch []*part, img *image, now int64) *judgement {
+func judge(batch []*part, img *item.Image, now int64) *judgement {
 	j := &judgement{n: 1}
-	if img.exists {
-		j.n = img.shardCount
+	if img.Exists {
+		j.n = img.ShardCount
 	}
 	index := map[string]int{}
 	for _, pt := range batch {
@@ -345,7 +346,7 @@ func judge(batch []*part, img *image, now int64) *judgement {
 		var mine []int // batch indexes of the part's limits, in first-use order
 		for i := range q.Debits {
 			d := &q.Debits[i]
-			pre := limitPrefix(d.Limit)
+			pre := item.LimitPrefix(d.Limit)
 			k, ok := index[pre]
 			if !ok {
 				k = len(j.prefixes)
@@ -412,8 +413,8 @@ func (j *judgement) count(pt *part, mine, slot []int, dec *cascade.Decision) {
 // startLevel is the level a batch starts from: the stored one, or, for a
 // limit the item does not hold, a new bucket (full, or empty on a shard a
 // doubling created: its share was handed out already).
-func startLevel(img *image, prefix string, l tokenbucket.Limit, now int64) (tokenbucket.Level, bool) {
-	if li, ok := img.has(prefix); ok {
+func startLevel(img *item.Image, prefix string, l tokenbucket.Limit, now int64) (tokenbucket.Level, bool) {
+	if li, ok := img.Has(prefix); ok {
 		if li.Shape.Validate() == nil && li.Shape != l {
 			// Written under another limit: keep its tokens (a SET on the
 			// condition that nobody wrote it since).
@@ -421,13 +422,13 @@ func startLevel(img *image, prefix string, l tokenbucket.Limit, now int64) (toke
 		}
 		return tokenbucket.Stored(stateOf(li)), false
 	}
-	if img != nil && img.exists && img.empty {
+	if img != nil && img.Exists && img.Empty {
 		return tokenbucket.New(l.Empty(now)), true
 	}
 	return tokenbucket.New(l.Full(now)), true
 }
 
-func stateOf(l limitImage) tokenbucket.State { return tokenbucket.State{X: l.Level} }
+func stateOf(l item.LimitImage) tokenbucket.State { return tokenbucket.State{X: l.Level} }
 
 func (j *judgement) sameOutcome(o *judgement) bool {
 	if len(j.decs) != len(o.decs) {
@@ -450,40 +451,40 @@ func (j *judgement) sameOutcome(o *judgement) bool {
 // to held its new value less the delta; a level it set held something in
 // the condition's range, for which the decisions are the same, so the guess
 // stands.
-func preImage(newImg, guessed *image, j *judgement) *image {
-	pre := &image{exists: guessed.exists, empty: guessed.empty, shardCount: j.n, limits: map[string]limitImage{}}
-	for p, l := range guessed.limits {
-		pre.limits[p] = l
+func preImage(newImg, guessed *item.Image, j *judgement) *item.Image {
+	pre := &item.Image{Exists: guessed.Exists, Empty: guessed.Empty, ShardCount: j.n, Limits: map[string]item.LimitImage{}}
+	for p, l := range guessed.Limits {
+		pre.Limits[p] = l
 	}
 	for k, p := range j.prefixes {
 		if j.absent[k] {
 			continue
 		}
 		lv := &j.levels[k]
-		nl, ok := newImg.has(p)
+		nl, ok := newImg.Has(p)
 		if !ok {
 			continue
 		}
 		if set, delta := lv.Write(); !set && lv.Changed() {
 			nl.Level = nl.Level.Sub(delta)
-			pre.limits[p] = nl
+			pre.Limits[p] = nl
 		} else if !lv.Changed() {
-			pre.limits[p] = nl
+			pre.Limits[p] = nl
 		}
 	}
 	return pre
 }
 
 // writeInput builds the batch's conditional write.
-func (s *Store) writeInput(pk string, b bucket, img *image, j *judgement, now int64) *dynamodb.UpdateItemInput {
+func (s batchWriter) writeInput(pk string, b bucket, img *item.Image, j *judgement, now int64) *dynamodb.UpdateItemInput {
 	e := s.writeExpr(b, img, j, now)
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.cfg.Table),
-		Key:                                 itemKey(pk, skState),
-		UpdateExpression:                    e.update(),
-		ConditionExpression:                 e.conditionExpr(),
-		ExpressionAttributeNames:            e.attrNames(),
-		ExpressionAttributeValues:           e.attrValues(),
+		Key:                                 item.Key(pk, item.SKState),
+		UpdateExpression:                    e.Update(),
+		ConditionExpression:                 e.ConditionExpr(),
+		ExpressionAttributeNames:            e.AttrNames(),
+		ExpressionAttributeValues:           e.AttrValues(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
@@ -496,46 +497,46 @@ func (s *Store) writeInput(pk string, b bucket, img *image, j *judgement, now in
 // decisions hold, the shard count j assumed, and the item's expiry. A
 // batch writes it alone (writeInput); a settlement in a transaction
 // (settle.go).
-func (s *Store) writeExpr(b bucket, img *image, j *judgement, now int64) *expr {
-	e := newExpr()
-	if img.exists {
-		e.condition(e.name(attrShardCount) + " = " + e.num(int64(j.n)))
+func (s batchWriter) writeExpr(b bucket, img *item.Image, j *judgement, now int64) *item.Expr {
+	e := item.NewExpr()
+	if img.Exists {
+		e.Condition(e.Name(item.AttrShardCount) + " = " + e.Num(int64(j.n)))
 	} else {
-		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+		e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
 		s.setMeta(e, b, 1)
 	}
 	fullAt := now/1000 + int64(minBucketTTL.Seconds())
 	touched := map[string]bool{}
 	for k, p := range j.prefixes {
 		lv := &j.levels[k]
-		x := p + "_" + fieldLevel
+		x := p + "_" + item.FieldLevel
 		if j.absent[k] {
 			// Decided on a new, full bucket: only while the item holds
 			// no level for this limit (another replica may have written
 			// one since this image).
-			if img.exists {
-				e.condition("attribute_not_exists(" + e.name(x) + ")")
+			if img.Exists {
+				e.Condition("attribute_not_exists(" + e.Name(x) + ")")
 			}
 			if !lv.Changed() {
 				continue
 			}
-			e.setAttr(x, bigAV(lv.State().X))
-			e.setAttr(p+"_"+fieldConsumed, numAV(j.used[k]))
+			e.SetAttr(x, item.BigAV(lv.State().X))
+			e.SetAttr(p+"_"+item.FieldConsumed, item.NumAV(j.used[k]))
 			setShape(e, p, j.limits[k])
 		} else {
-			if img.limits[p].Shape != j.limits[k] {
+			if img.Limits[p].Shape != j.limits[k] {
 				setShape(e, p, j.limits[k])
 			}
 			condRange(e, x, lv)
 			if lv.Changed() {
 				if set, v := lv.Write(); set {
-					e.setAttr(x, bigAV(v))
+					e.SetAttr(x, item.BigAV(v))
 				} else {
-					e.addBig(x, v)
+					e.AddBig(x, v)
 				}
 			}
 			if j.used[k] != 0 {
-				e.addNum(p+"_"+fieldConsumed, j.used[k])
+				e.AddNum(p+"_"+item.FieldConsumed, j.used[k])
 			}
 		}
 		if lv.Changed() {
@@ -543,18 +544,18 @@ func (s *Store) writeExpr(b bucket, img *image, j *judgement, now int64) *expr {
 			touched[p] = true
 		}
 	}
-	for p, l := range img.limitsOrNil() {
+	for p, l := range img.LimitsOrNil() {
 		if !touched[p] && l.Shape.Validate() == nil {
 			fullAt = max(fullAt, ceilSecond(l.Shape.FullAt(stateOf(l))))
 		}
 	}
-	e.setAttr(attrTTL, numAV(fullAt+1))
-	stampWriter(e, now)
+	e.SetAttr(item.AttrTTL, item.NumAV(fullAt+1))
+	item.StampWriter(e, now)
 	return e
 }
 
-func setShape(e *expr, prefix string, l tokenbucket.Limit) {
-	e.setAttr(prefix+"_"+fieldShape, shapeAV(l))
+func setShape(e *item.Expr, prefix string, l tokenbucket.Limit) {
+	e.SetAttr(prefix+"_"+item.FieldShape, item.ShapeAV(l))
 }
 
 func ceilSecond(ms int64) int64 {
@@ -579,17 +580,20 @@ func upper(lv *tokenbucket.Level) tokenbucket.Int128 {
 }
 
 // condRange conditions the write on the stored level lying in lv's bounds.
-func condRange(e *expr, attr string, lv *tokenbucket.Level) {
+func condRange(e *item.Expr, attr string, lv *tokenbucket.Level) {
 	lo, hi := lv.Bounds()
-	n := e.name(attr)
+	n := e.Name(attr)
 	switch {
 	case lo != tokenbucket.MinInt128 && hi != tokenbucket.MaxInt128:
-		e.condition(n + " BETWEEN " + e.value(bigAV(lo)) + " AND " + e.value(bigAV(hi)))
+		e.Condition(n + " BETWEEN " + e.Value(item.BigAV(lo)) + " AND " + e.Value(item.BigAV(hi)))
 	case lo != tokenbucket.MinInt128:
-		e.condition(n + " >= " + e.value(bigAV(lo)))
+		e.Condition(n + " >= " + e.Value(item.BigAV(lo)))
 	case hi != tokenbucket.MaxInt128:
-		e.condition(n + " <= " + e.value(bigAV(hi)))
+		e.Condition(n + " <= " + e.Value(item.BigAV(hi)))
 	default:
-		e.condition("attribute_exists(" + n + ")")
+		e.Condition("attribute_exists(" + n + ")")
 	}
 }
+
+// batchWriter writes the batches of an item's lane: one conditional write of every decision queued on it (batch.go).
+type batchWriter struct{ *Store }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -21,22 +22,22 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
 	// An operator's read, not a decision: the admin budget, not the
 	// decision's (a cold table can take longer than BACKEND_TIMEOUT).
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
-	sh := s.pickShard(s.shardCount(b.base))
+	sh := s.pickShard(cacher{s}.shardCount(b.base))
 	img, err := s.readBucket(cctx, b.pk(sh))
-	if err == nil && img.gone(sh) { // a merge removed it: shard 0 counts
-		s.learnImage(b.base, img)
+	if err == nil && img.Gone(sh) { // a merge removed it: shard 0 counts
+		cacher{s}.learnImage(b.base, img)
 		img, err = s.readBucket(cctx, b.pk(0))
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.learnImage(b.base, img)
+	cacher{s}.learnImage(b.base, img)
 	now := s.nowMs()
 	res := make(map[string]cascade.Status, len(limits))
 	for name, l := range limits {
-		lv, _ := startLevel(img, limitPrefix(name), l, now)
+		lv, _ := startLevel(img, item.LimitPrefix(name), l, now)
 		st := lv.State()
 		res[name] = cascade.Status{
 			OK:         l.Check(&lv, now),
@@ -60,24 +61,24 @@ func (s *Store) SetShards(ctx context.Context, key cascade.Key, n int, limits ma
 	now := s.nowMs()
 	tx := make([]types.TransactWriteItem, n)
 	for sh := 0; sh < n; sh++ {
-		e := newExpr()
+		e := item.NewExpr()
 		s.setMeta(e, b, n)
 		fullAt := now/1000 + int64(minBucketTTL.Seconds())
 		for name, l := range limits {
-			p := limitPrefix(name)
-			e.setAttr(p+"_"+fieldLevel, bigAV(l.Full(now).X))
-			e.setAttr(p+"_"+fieldConsumed, numAV(0))
+			p := item.LimitPrefix(name)
+			e.SetAttr(p+"_"+item.FieldLevel, item.BigAV(l.Full(now).X))
+			e.SetAttr(p+"_"+item.FieldConsumed, item.NumAV(0))
 			setShape(e, p, l)
 		}
-		e.setAttr(attrTTL, numAV(fullAt))
-		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
+		e.SetAttr(item.AttrTTL, item.NumAV(fullAt))
+		e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
 		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("pre-shard bucket", err)
+		return Classify("pre-shard bucket", err)
 	}
-	s.learnShards(b.base, n)
+	cacher{s}.learnShards(b.base, n)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -143,7 +144,7 @@ func TestBudgetRaiseShowReset(t *testing.T) {
 			if _, reset, err := s.ResetBucket(ctx, key, limits); err != nil || !reset {
 				t.Fatalf("ResetBucket() = %t, %v", reset, err)
 			}
-			recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "cal", Entity: "team"})
+			recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "cal", Entity: "team"})
 			actions := map[string]int{}
 			for _, r := range recs {
 				if r.Principal == "alice" {

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -103,7 +104,7 @@ func (c *lru[V]) stats() CacheStats {
 // caches are the store's local caches, guarded by its mu. Each is bounded
 // by entries: a request can grow every one of them.
 type caches struct {
-	images  *lru[*image]       // bucket PK → last image this replica saw
+	images  *lru[*item.Image]  // bucket PK → last image this replica saw
 	shards  *lru[int]          // bucket base key → shard count
 	rejects *lru[rejected]     // bucket base key → refusal until
 	configs *lru[cachedConfig] // config record PK\x00SK → stored limits
@@ -111,20 +112,20 @@ type caches struct {
 	warned  *lru[time.Time]    // namespace\x00entity id → when a problem of its stored chain was logged
 	// forgot holds the images forgotten because a write went unanswered:
 	// no longer what a write conditions on, still what LastSeen reports.
-	forgot *lru[*image]
+	forgot *lru[*item.Image]
 }
 
 // newCaches returns caches of size entries each, but the rejection cache,
 // of rejections.
 func newCaches(size, rejections int) caches {
 	return caches{
-		images:  newLRU[*image](CacheImage, size),
+		images:  newLRU[*item.Image](CacheImage, size),
 		shards:  newLRU[int](CacheShard, size),
 		rejects: newLRU[rejected](CacheRejection, rejections),
 		configs: newLRU[cachedConfig](CacheConfig, size),
 		ents:    newLRU[cachedEntity](CacheEntity, size),
 		warned:  newLRU[time.Time]("warned", maxWarned),
-		forgot:  newLRU[*image]("forgot", maxForgot),
+		forgot:  newLRU[*item.Image]("forgot", maxForgot),
 	}
 }
 
@@ -169,14 +170,14 @@ type rejected struct {
 	shard   int
 }
 
-func (s *Store) cachedImage(pk string) *image {
+func (s cacher) cachedImage(pk string) *item.Image {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	img, _ := s.images.get(pk)
 	return img
 }
 
-func (s *Store) forgetImage(pk string) {
+func (s cacher) forgetImage(pk string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if img, ok := s.images.peek(pk); ok {
@@ -187,7 +188,7 @@ func (s *Store) forgetImage(pk string) {
 
 // keepImage records img as the last image of pk and learns the shard count
 // it carries.
-func (s *Store) keepImage(b bucket, pk string, img *image) {
+func (s cacher) keepImage(b bucket, pk string, img *item.Image) {
 	s.mu.Lock()
 	s.images.add(pk, img)
 	s.mu.Unlock()
@@ -197,17 +198,17 @@ func (s *Store) keepImage(b bucket, pk string, img *image) {
 // learnImage learns the shard count a bucket item carries: a larger count
 // from any shard (a doubling), a smaller one from a shard a merge removed
 // (image.gone: the count it carries is the bucket's since the merge).
-func (s *Store) learnImage(base string, img *image) {
+func (s cacher) learnImage(base string, img *item.Image) {
 	switch {
-	case !img.exists:
-	case img.merged:
-		s.shrinkShards(base, img.shardCount)
+	case !img.Exists:
+	case img.Merged:
+		s.shrinkShards(base, img.ShardCount)
 	default:
-		s.learnShards(base, img.shardCount)
+		s.learnShards(base, img.ShardCount)
 	}
 }
 
-func (s *Store) shardCount(base string) int {
+func (s cacher) shardCount(base string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.shards.get(base); ok {
@@ -216,7 +217,7 @@ func (s *Store) shardCount(base string) int {
 	return 1
 }
 
-func (s *Store) learnShards(base string, n int) {
+func (s cacher) learnShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, _ := s.shards.peek(base); n > old {
@@ -225,7 +226,7 @@ func (s *Store) learnShards(base string, n int) {
 }
 
 // shrinkShards lowers the shard count cached for base to n (a merge).
-func (s *Store) shrinkShards(base string, n int) {
+func (s cacher) shrinkShards(base string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.shards.peek(base); ok && n < old {
@@ -235,7 +236,7 @@ func (s *Store) shrinkShards(base string, n int) {
 
 // rememberRefusal records that pt's item refused it, until the refusal's
 // retry-after (at most maxRejection).
-func (s *Store) rememberRefusal(pt *part, nowMs int64) {
+func (s cacher) rememberRefusal(pt *part, nowMs int64) {
 	if s.cfg.RejectionCacheSize <= 0 {
 		return
 	}
@@ -262,7 +263,7 @@ func (s *Store) rememberRefusal(pt *part, nowMs int64) {
 // holds still refuses: levels only rise between refunds, so until the
 // refusal's retry-after (at most maxRejection) the last image refuses at
 // most what the table would. Items without an image count as full.
-func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.Decision, bool) {
+func (s cacher) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.Decision, bool) {
 	if s.cfg.RejectionCacheSize <= 0 {
 		return cascade.Decision{}, false
 	}
@@ -279,7 +280,7 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 		return cascade.Decision{}, false // checks always ask the table
 	}
 	now := s.nowMs()
-	imgs := make([]*image, len(buckets))
+	imgs := make([]*item.Image, len(buckets))
 	shards := make([]int, len(buckets))
 	hit := false
 	s.mu.Lock()
@@ -316,8 +317,8 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 		}
 		shardOf[i] = shards[bi]
 		img := imgs[bi]
-		if img != nil && img.exists && img.shardCount > 1 {
-			d.Amount = mulSat(d.Amount, img.shardCount)
+		if img != nil && img.Exists && img.ShardCount > 1 {
+			d.Amount = mulSat(d.Amount, img.ShardCount)
 		}
 		k := buckets[bi].base + "\x00" + d.Limit
 		slot[i] = -1
@@ -327,7 +328,7 @@ func (s *Store) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 			}
 		}
 		if slot[i] < 0 {
-			lv, _ := startLevel(img, limitPrefix(d.Limit), d.Bucket, now)
+			lv, _ := startLevel(img, item.LimitPrefix(d.Limit), d.Bucket, now)
 			slot[i] = len(keys)
 			keys = append(keys, k)
 			levels = append(levels, lv)
@@ -353,3 +354,31 @@ func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
 	}
 	return a * tokenbucket.Millitokens(n)
 }
+
+// ForgetConfig drops the cached stored limits of the config record pk, sk:
+// a writer of limits calls it so that this store's next decision reads
+// what it wrote.
+func (s *Store) ForgetConfig(pk, sk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configs.remove(pk + "\x00" + sk)
+}
+
+// ForgetEntity drops the cached entity record pk: a writer of entities
+// calls it so that this store's next decision reads what it wrote.
+func (s *Store) ForgetEntity(pk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ents.remove(pk)
+}
+
+// KeepEntity caches what a strongly consistent read of the entity record
+// pk found (ok false: no record), for Config.ConfigCacheTTL.
+func (s *Store) KeepEntity(pk string, e Entity, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ents.add(pk, cachedEntity{expires: s.now().Add(s.cacheTTL()), ent: e, ok: ok})
+}
+
+// cacher reads and fills the store's caches of items, shard counts and refusals (cache.go).
+type cacher struct{ *Store }

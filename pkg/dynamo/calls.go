@@ -8,11 +8,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // update sends one conditional update. On a failed condition it returns the
 // item's old image (ALL_OLD) and ok false.
-func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *image, ok bool, err error) {
+func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *item.Image, ok bool, err error) {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	out, err := s.api.UpdateItem(cctx, in)
@@ -22,33 +23,33 @@ func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (img *
 			img, err := s.decode(ccf.Item)
 			return img, false, err
 		}
-		return nil, false, classify("update "+aws.ToString(in.TableName), err)
+		return nil, false, Classify("update "+aws.ToString(in.TableName), err)
 	}
 	img, err = s.decode(out.Attributes)
 	return img, err == nil, err
 }
 
 // readBucket reads one bucket item, strongly consistent, within ctx.
-func (s *Store) readBucket(ctx context.Context, pk string) (*image, error) {
+func (s *Store) readBucket(ctx context.Context, pk string) (*item.Image, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.cfg.Table), Key: itemKey(pk, skState),
+		TableName: aws.String(s.cfg.Table), Key: item.Key(pk, item.SKState),
 		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err != nil {
-		return nil, classify("get "+s.cfg.Table, err)
+		return nil, Classify("get "+s.cfg.Table, err)
 	}
 	return s.decode(out.Item)
 }
 
 // decode decodes an item DynamoDB returned and stamps it with the time it
 // arrived, which it compares with the clock of its last writer (sawWriter).
-func (s *Store) decode(item map[string]types.AttributeValue) (*image, error) {
-	img, err := decodeImage(item)
+func (s *Store) decode(it map[string]types.AttributeValue) (*item.Image, error) {
+	img, err := item.Decode(it)
 	if err != nil {
 		return nil, err
 	}
-	img.atMs = s.nowMs()
-	s.sawWriter(item, img.atMs)
+	img.AtMs = s.nowMs()
+	s.sawWriter(it, img.AtMs)
 	return img, nil
 }
 
@@ -56,11 +57,11 @@ func (s *Store) decode(item map[string]types.AttributeValue) (*image, error) {
 // namespace, entity and resource (stored once; the key holds them escaped
 // or hashed) and the shard count. An entity's place in a hierarchy lives
 // in its entity record only.
-func (s *Store) setMeta(e *expr, b bucket, n int) {
-	e.setAttr(attrNamespace, strAV(b.ns))
-	e.setAttr(attrEntity, strAV(b.key.Entity))
-	e.setAttr(attrResource, strAV(b.key.Resource))
-	e.setAttr(attrShardCount, numAV(int64(n)))
+func (s *Store) setMeta(e *item.Expr, b bucket, n int) {
+	e.SetAttr(item.AttrNamespace, item.StrAV(b.ns))
+	e.SetAttr(item.AttrEntity, item.StrAV(b.key.Entity))
+	e.SetAttr(item.AttrResource, item.StrAV(b.key.Resource))
+	e.SetAttr(item.AttrShardCount, item.NumAV(int64(n)))
 }
 
 // double doubles the shard count of b from n: one transaction sets
@@ -73,15 +74,15 @@ func (s *Store) setMeta(e *expr, b bucket, n int) {
 func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duration) error {
 	tx := make([]types.TransactWriteItem, 2*n)
 	for sh := 0; sh < 2*n; sh++ {
-		e := newExpr()
+		e := item.NewExpr()
 		s.setMeta(e, b, 2*n)
 		if sh < n {
-			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 		} else {
-			e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR attribute_exists(" + e.name(attrMerged) + ")")
-			e.setAttr(attrEmpty, boolAV(true))
-			e.removeAttr(attrMerged)
-			e.removeAttr(attrTTL)
+			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR attribute_exists(" + e.Name(item.AttrMerged) + ")")
+			e.SetAttr(item.AttrEmpty, item.BoolAV(true))
+			e.RemoveAttr(item.AttrMerged)
+			e.RemoveAttr(item.AttrTTL)
 		}
 		tx[sh] = s.txUpdate(b.pk(sh), e)
 	}
@@ -89,24 +90,24 @@ func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duratio
 	defer cancel()
 	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
-		cerr := classify("double shards "+s.cfg.Table, err)
-		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
+		cerr := Classify("double shards "+s.cfg.Table, err)
+		if errors.Is(cerr, ErrCondition) || errors.Is(cerr, ErrConflict) {
 			return nil // another replica doubled first; the next image says so
 		}
 		return cerr
 	}
 	s.obs.ShardDoubled()
 	s.log.WithField("shards", 2*n).Info("doubled the shard count of a hot bucket")
-	s.learnShards(b.base, 2*n)
+	cacher{s}.learnShards(b.base, 2*n)
 	return nil
 }
 
 // txUpdate is a transaction's update of the bucket item pk by e (its
 // update and condition).
-func (s *Store) txUpdate(pk string, e *expr) types.TransactWriteItem {
+func (s *Store) txUpdate(pk string, e *item.Expr) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.cfg.Table), Key: itemKey(pk, skState),
-		UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-		ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		TableName: aws.String(s.cfg.Table), Key: item.Key(pk, item.SKState),
+		UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
+		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}}
 }

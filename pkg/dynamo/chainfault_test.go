@@ -11,6 +11,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -51,7 +52,7 @@ func TestChainFaultsKeepTokens(t *testing.T) {
 					name := fmt.Sprintf("tenant %d left/%s write %d %s", tenantLeft, level, nth, fname)
 					t.Run(name, func(t *testing.T) {
 						f := dynamotest.NewFake()
-						if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+						if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 							t.Fatal(err)
 						}
 						c := newClock()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // Clock skew between replicas.
@@ -32,12 +33,6 @@ import (
 // ahead, or in step, sees zero or less. Nothing here changes a decision.
 
 const (
-	// attrWriter is the writer's clock at a bucket write, unix ms, and
-	// attrPrevWriter the one the write replaced (the writer's own on the
-	// item's first write). About 20 bytes of the item: its write units
-	// are unchanged (see TestItemFitsOneWriteUnit).
-	attrWriter     = "wt"
-	attrPrevWriter = "wp"
 	// skewWindow is how long the largest offset seen is reported (and how
 	// often, at most, it is logged): a replica reports what it saw over
 	// the last window, so an offset that was corrected fades.
@@ -57,27 +52,17 @@ type skewWatch struct {
 	warnedMs int64         // when the last warning was logged (0: never)
 }
 
-// stampWriter records the writer's clock on a bucket write, and keeps the
-// clock of the write before (DynamoDB reads every operand of an update
-// before it applies any).
-func stampWriter(e *expr, nowMs int64) {
-	now := e.num(nowMs)
-	e.set = append(e.set,
-		e.name(attrPrevWriter)+" = if_not_exists("+e.name(attrWriter)+", "+now+")",
-		e.name(attrWriter)+" = "+now)
-}
-
 // sawWriter compares the clocks that the last two writers of item recorded
 // with this replica's clock when the item arrived (receivedMs), reports the
 // largest offset of the window to the observer when it changes, and warns
 // (at most once a window) when it passes skewWarnAt. An item without a
 // recorded clock (absent, or written by an older version) says nothing.
-func (s *Store) sawWriter(item map[string]types.AttributeValue, receivedMs int64) {
-	wrote, ok := number(item[attrWriter])
+func (s *Store) sawWriter(it map[string]types.AttributeValue, receivedMs int64) {
+	wrote, ok := item.Number(it[item.AttrWriter])
 	if !ok {
 		return
 	}
-	if prev, ok := number(item[attrPrevWriter]); ok {
+	if prev, ok := item.Number(it[item.AttrPrevWriter]); ok {
 		wrote = max(wrote, prev)
 	}
 	ahead := time.Duration(max(wrote-receivedMs, 0)) * time.Millisecond

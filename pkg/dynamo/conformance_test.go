@@ -9,6 +9,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/israce"
 	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 func conformanceStore(t *testing.T, api dynamo.API, table string, now func() time.Time) *dynamo.Store {
@@ -37,7 +38,7 @@ func TestConformanceFake(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
 		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 			t.Fatalf("CreateTable(fake) = %v", err)
 		}
 		return conformanceStore(t, f, "t", clock.Now)
@@ -56,7 +57,7 @@ func TestConformanceLocal(t *testing.T) {
 func TestConcurrencyFake(t *testing.T) {
 	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
 		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 			t.Fatalf("CreateTable(fake) = %v", err)
 		}
 		return []storetest.Store{conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now)}
@@ -78,7 +79,7 @@ var _ storetest.Settler = (*dynamo.Store)(nil)
 func TestSettleConformanceFake(t *testing.T) {
 	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
 		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 			t.Fatalf("CreateTable(fake) = %v", err)
 		}
 		return conformanceStore(t, f, "t", clock.Now)
@@ -98,7 +99,7 @@ func TestSettleConformanceLocal(t *testing.T) {
 func TestSettleConcurrencyFake(t *testing.T) {
 	storetest.RunSettleConcurrency(t, func(t *testing.T) []storetest.Settler {
 		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 			t.Fatalf("CreateTable(fake) = %v", err)
 		}
 		return []storetest.Settler{conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now), conformanceStore(t, f, "t", time.Now)}

@@ -2,6 +2,26 @@
 // one table, whose key layout, item attributes and costs docs/dynamodb.md
 // describes for operators.
 //
+// # Rooms
+//
+// The store is four packages, by job, each reaching the table through one
+// handle (Table: the client, the table's name, the namespace, the budget
+// of a call, the clock, error classification, the audit writer):
+//
+//   - pkg/dynamo/item: the table's schema: keys, the codec of bucket items,
+//     update and condition expressions. It imports no other room.
+//   - pkg/dynamo (this package): the decision engine: Store, its lanes,
+//     batches, shared reads, caches, give-backs, shards, lease
+//     settlement, warm-up, the fleet's heartbeat, and the reads of stored
+//     limits and entities on the decision path.
+//   - pkg/dynamo/admin: the operator's writes and reads: entities, stored
+//     limits, the audit log, the namespace registry and lifecycle, purges.
+//   - pkg/dynamo/usage: the usage history, the stream's checkpoints and
+//     lease, and the aggregator that folds stream records into snapshots.
+//
+// Imports point down (item, then this package, then admin and usage);
+// internal/architecture holds that, and the size of each room.
+//
 // # Keys
 //
 // One table, namespaced keys. Every user-supplied component (namespace,
@@ -117,7 +137,7 @@
 // (throttled, a read or a call that failed, its item too busy: nothing was
 // written) is kept by the store and retried in the background, each try in
 // its item's lane with a deadline of its own (4×Config.Timeout) and a
-// backoff from 50 ms to 5 s, until it lands, DynamoDB answers that the
+// Backoff from 50 ms to 5 s, until it lands, DynamoDB answers that the
 // table is gone or the item holds what this schema cannot read (moot), or
 // GiveBackMaxAge (5 minutes) has passed since the refusal. At most
 // GiveBackMaxPending (4096) are kept; past that, the oldest not in flight is
@@ -155,7 +175,7 @@
 //
 // # Stored hierarchies
 //
-// An entity record names its parent (PutEntity); a parent whose record
+// An entity record names its parent (admin.Store.PutEntity); a parent whose record
 // cascades is charged the debits of its children. Ancestors walks the
 // records up from a bucket's entity (its key's Entity up to the first '#';
 // the rest, a hierarchical rule's branch, names every ancestor's bucket
@@ -163,7 +183,7 @@
 // twice through one entity. Each level is the entity record and its two
 // config records (for the resource, and its default), read together by one
 // BatchGetItem in a single flight and cached like stored limits; a warm
-// chain makes no call. PutEntity refuses a parent that would make a cycle,
+// chain makes no call. admin.Store.PutEntity refuses a parent that would make a cycle,
 // a chain of more than descriptors.MaxChain entities and an id that no
 // request value escapes to (descriptors.EscapeValue); a cycle written
 // behind its back is cut at request time. A bucket's own stored limits are
@@ -203,7 +223,7 @@
 // parts and charges add to and refunds and give-backs subtract from (so a
 // refused plan's consumes and their give-backs cancel). A compensation
 // counts what it gives back once, in whole-bucket units, whatever the
-// shard count. ApplyUsage adds such usage to hourly, daily and monthly
+// shard count. usage.Store.ApplyUsage adds such usage to hourly, daily and monthly
 // snapshots (Window) at most once per stream record: one
 // TransactWriteItems per group of records, a marker per record put on the
 // condition that none exists and one ADD per snapshot item; a marker
@@ -248,7 +268,7 @@
 // (WithPrincipal). A namespace's registry record carries its lifecycle
 // state (DeleteNamespace, RecoverNamespace: conditional updates, audited);
 // decisions do not read it, the service does (DeletedNamespaces, refreshed
-// by the binary every Config.ConfigCacheTTL). Orphans and PurgeNamespace scan the table
+// by the binary every Config.ConfigCacheTTL). admin.Store.Orphans and PurgeNamespace scan the table
 // (there is no index by namespace) and PurgeNamespace deletes by
 // BatchWriteItem: the only callers of Scan and BatchWriteItem, which the
 // service never makes.

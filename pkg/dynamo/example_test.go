@@ -8,6 +8,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -17,7 +18,7 @@ import (
 func ExampleStore_Acquire() {
 	ctx := context.Background()
 	api := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, api, "ratelimit"); err != nil {
+	if err := admin.CreateTable(ctx, api, "ratelimit"); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -28,7 +29,7 @@ func ExampleStore_Acquire() {
 		return
 	}
 	defer s.Close()
-	_, rpm, _ := dynamo.ParseLimit("rpm:2/min")
+	_, rpm, _ := admin.ParseLimit("rpm:2/min")
 	plan := &cascade.Plan{Debits: []cascade.Debit{{
 		Key:   cascade.Key{Namespace: "acme", Entity: "api-key-1", Resource: "gpt-4"},
 		Limit: "rpm", Bucket: rpm, Amount: tokenbucket.PerToken,
@@ -48,9 +49,9 @@ func ExampleStore_Acquire() {
 }
 
 func ExampleParseLimit() {
-	name, l, err := dynamo.ParseLimit("tpm:50000/min:80000")
+	name, l, err := admin.ParseLimit("tpm:50000/min:80000")
 	fmt.Println(name, l.Capacity/tokenbucket.PerToken, l.RefillAmount/tokenbucket.PerToken, l.RefillPeriod, err)
-	fmt.Println(dynamo.FormatLimit(name, l))
+	fmt.Println(admin.FormatLimit(name, l))
 	// Output:
 	// tpm 80000 50000 1m0s <nil>
 	// tpm:50000/min:80000

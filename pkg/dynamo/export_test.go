@@ -16,7 +16,7 @@ func WithGiveBackLimits(maxAge time.Duration, maxPending int) Option {
 // MergeShards halves the shard count of key's bucket from n as an idle
 // bucket's writes would have it (merge), for a test.
 func (s *Store) MergeShards(ctx context.Context, key cascade.Key, n int) error {
-	return s.merge(ctx, s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0], n)
+	return sharder{s}.merge(ctx, s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0], n)
 }
 
 // DoubleShards doubles the shard count of key's bucket from n as a hot
@@ -26,4 +26,4 @@ func (s *Store) DoubleShards(ctx context.Context, key cascade.Key, n int) error 
 }
 
 // ClassifyForTest is classify of an error of a call named "test".
-func ClassifyForTest(err error) error { return classify("test", err) }
+func ClassifyForTest(err error) error { return Classify("test", err) }

@@ -15,6 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -47,7 +48,7 @@ func TestFaultsOnFake(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := dynamotest.NewFake()
-			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 				t.Fatalf("CreateTable() = %v", err)
 			}
 			s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff}, newClock())
@@ -105,7 +106,7 @@ func TestFaultsKeepTokens(t *testing.T) {
 	var c *clock
 	setup := func(t *testing.T) (*dynamotest.Fake, *dynamo.Store, *dynamo.Store) {
 		f := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 			t.Fatalf("CreateTable() = %v", err)
 		}
 		c = newClock()

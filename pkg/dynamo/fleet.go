@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -38,15 +39,15 @@ const (
 // ON_UNAVAILABLE=local divides every limit by this count while DynamoDB
 // does not answer.
 func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, stale []string) (live int, expired []string, err error) {
-	if id == "" || len(id) > MaxReplicaID || esc(id) != id {
+	if id == "" || len(id) > MaxReplicaID || item.Esc(id) != id {
 		return 0, nil, fmt.Errorf("dynamo: heartbeat: replica id %q: 1 to %d of [A-Za-z0-9._-]: %w", id, MaxReplicaID, cascade.ErrInvalid)
 	}
 	now := s.now()
-	names := map[string]string{"#me": fleetAttrPrefix + id, "#ttl": attrTTL}
+	names := map[string]string{"#me": fleetAttrPrefix + id, "#ttl": item.AttrTTL}
 	expr := "SET #me = :until, #ttl = :ttl"
 	var remove []string
 	for i, r := range stale {
-		if r == id || esc(r) != r || len(r) > MaxReplicaID {
+		if r == id || item.Esc(r) != r || len(r) > MaxReplicaID {
 			continue
 		}
 		n := "#g" + strconv.Itoa(i)
@@ -60,18 +61,18 @@ func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, sta
 	defer cancel()
 	out, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.cfg.Table),
-		Key:                      itemKey(systemPK(s.cfg.Namespace), skFleet),
+		Key:                      item.Key(item.SystemPK(s.cfg.Namespace), skFleet),
 		UpdateExpression:         aws.String(expr),
 		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": numAV(now.Add(ttl).UnixMilli()),
+			":until": item.NumAV(now.Add(ttl).UnixMilli()),
 			// The record lives a day past the last beat of any replica.
-			":ttl": numAV(now.Add(ttl + 24*time.Hour).Unix()),
+			":ttl": item.NumAV(now.Add(ttl + 24*time.Hour).Unix()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
-		return 0, nil, classify("heartbeat "+s.cfg.Table, err)
+		return 0, nil, Classify("heartbeat "+s.cfg.Table, err)
 	}
 	nowMs := now.UnixMilli()
 	for name, av := range out.Attributes {
@@ -104,7 +105,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, sta
 func (s *Store) LastSeen(d *cascade.Debit) (tokens tokenbucket.Millitokens, seen, refused bool) {
 	k := d.Key
 	ns := s.ns(k)
-	b := bucket{key: k, ns: ns, base: nsPart(ns) + "/" + esc(k.Entity) + "#" + esc(k.Resource)}
+	b := bucket{key: k, ns: ns, base: item.NSPart(ns) + "/" + item.Esc(k.Entity) + "#" + item.Esc(k.Resource)}
 	now := s.nowMs()
 	s.mu.Lock()
 	img, ok := s.images.peek(b.pk(0))
@@ -114,7 +115,7 @@ func (s *Store) LastSeen(d *cascade.Debit) (tokens tokenbucket.Millitokens, seen
 	r, rok := s.rejects.peek(b.base)
 	s.mu.Unlock()
 	refused = rok && now < r.untilMs+gateWindow.Milliseconds()
-	l, ok := img.has(limitPrefix(d.Limit))
+	l, ok := img.Has(item.LimitPrefix(d.Limit))
 	if !ok {
 		return 0, false, refused
 	}

@@ -61,14 +61,14 @@ type flight struct {
 // answer in time: ErrUnavailable), or the caller joined it late or
 // DynamoDB throttled it (errContended: its budget went on waiting for its
 // own keys).
-func (s *Store) wait(ctx context.Context, f *flight) error {
+func (s reader) wait(ctx context.Context, f *flight) error {
 	select {
 	case <-f.done:
 		return f.err
 	case <-ctx.Done():
-		s.loads.mu.Lock()
+		s.reads.mu.Lock()
 		queued, start := f.queued, f.start
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		if !queued && !f.throttled.Load() && time.Since(start) >= s.cfg.Timeout {
 			return fmt.Errorf("dynamo: read not answered within %v: %w: %w", s.cfg.Timeout, ErrUnavailable, ctx.Err())
 		}
@@ -82,7 +82,7 @@ func (s *Store) wait(ctx context.Context, f *flight) error {
 // flightTimeout bounds a read that fills a cache: it outlives the
 // decisions that wait for it, so that the cache fills even when they gave
 // up.
-func (s *Store) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.Second) }
+func (s reader) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.Second) }
 
 // fly returns the flights reading keys, starting one read (read, on the
 // keys no flight is reading yet) under the store's lifetime and a deadline
@@ -91,10 +91,10 @@ func (s *Store) flightTimeout() time.Duration { return max(s.cfg.Timeout, time.S
 // a key is told of the decisions that join it (see WithCallJoin). No hook
 // runs while a lock is held, and a hook or a read that panics fails the
 // read (and its waiters) instead of the process.
-func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
-	s.loads.mu.Lock()
+func (s reader) fly(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
+	s.reads.mu.Lock()
 	if s.closed.Load() {
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		f := &flight{done: make(chan struct{}), err: errClosed}
 		close(f.done)
 		return []*flight{f}
@@ -103,18 +103,18 @@ func (s *Store) fly(keys []string, decisions []context.Context, read func(ctx co
 	var start []string
 	f := &flight{start: time.Now(), done: make(chan struct{})}
 	for _, k := range keys {
-		if g, ok := s.loads.m[k]; ok {
+		if g, ok := s.reads.m[k]; ok {
 			out = append(out, g)
 			joinFlight(g, decisions, &joined, &tell)
 			continue
 		}
-		s.loads.m[k] = f
+		s.reads.m[k] = f
 		start = append(start, k)
 	}
 	if len(start) > 0 {
 		s.wg.Add(1) // under the lock: Close waits for the read
 	}
-	s.loads.mu.Unlock()
+	s.reads.mu.Unlock()
 	for _, g := range tell {
 		s.tellJoins(g.join, decisions)
 	}
@@ -146,17 +146,17 @@ func joinFlight(g *flight, decisions []context.Context, seen, tell *[]*flight) {
 // flyRecords is fly for reads of stored records (read), coalesced by the
 // store's batcher: while maxRunning reads run, keys that no flight reads
 // yet join the next read, which starts when a running one ends.
-func (s *Store) flyRecords(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
-	s.loads.mu.Lock()
-	b := &s.loads.records
+func (s reader) flyRecords(keys []string, decisions []context.Context, read func(ctx context.Context, keys []string, f *flight) error) []*flight {
+	s.reads.mu.Lock()
+	b := &s.reads.records
 	if s.closed.Load() || b.running < maxRunning {
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		return s.fly(keys, decisions, s.counted(read))
 	}
 	var out []*flight
 	var tell []*flight
 	for _, k := range keys {
-		if g, ok := s.loads.m[k]; ok {
+		if g, ok := s.reads.m[k]; ok {
 			joinFlight(g, decisions, &out, &tell)
 			continue
 		}
@@ -166,13 +166,13 @@ func (s *Store) flyRecords(keys []string, decisions []context.Context, read func
 		} else if !slices.Contains(out, b.next) {
 			b.decisions = append(b.decisions, decisions...)
 		}
-		s.loads.m[k] = b.next
+		s.reads.m[k] = b.next
 		b.keys = append(b.keys, k)
 		if !slices.Contains(out, b.next) {
 			out = append(out, b.next)
 		}
 	}
-	s.loads.mu.Unlock()
+	s.reads.mu.Unlock()
 	for _, g := range tell {
 		s.tellJoins(g.join, decisions)
 	}
@@ -181,11 +181,11 @@ func (s *Store) flyRecords(keys []string, decisions []context.Context, read func
 
 // counted wraps a read of stored records so that the batcher counts it
 // while it runs, and starts the next read when it ends.
-func (s *Store) counted(read func(ctx context.Context, keys []string, f *flight) error) func(ctx context.Context, keys []string, f *flight) error {
+func (s reader) counted(read func(ctx context.Context, keys []string, f *flight) error) func(ctx context.Context, keys []string, f *flight) error {
 	return func(ctx context.Context, keys []string, f *flight) error {
-		s.loads.mu.Lock()
-		s.loads.records.running++
-		s.loads.mu.Unlock()
+		s.reads.mu.Lock()
+		s.reads.records.running++
+		s.reads.mu.Unlock()
 		defer s.startNext(read)
 		return read(ctx, keys, f)
 	}
@@ -195,29 +195,29 @@ func (s *Store) counted(read func(ctx context.Context, keys []string, f *flight)
 // if keys wait for it: under the same lifetime, deadline and hooks as fly's
 // reads, for every decision that put keys in it. After Close the waiting
 // read fails with errClosed.
-func (s *Store) startNext(read func(ctx context.Context, keys []string, f *flight) error) {
-	s.loads.mu.Lock()
-	b := &s.loads.records
+func (s reader) startNext(read func(ctx context.Context, keys []string, f *flight) error) {
+	s.reads.mu.Lock()
+	b := &s.reads.records
 	b.running--
 	f, keys, decisions := b.next, b.keys, b.decisions
 	b.next, b.keys, b.decisions = nil, nil, nil
 	if f == nil {
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		return
 	}
 	f.queued = false
 	f.start = time.Now()
 	if s.closed.Load() {
 		for _, k := range keys {
-			delete(s.loads.m, k)
+			delete(s.reads.m, k)
 		}
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		f.err = errClosed
 		close(f.done)
 		return
 	}
 	s.wg.Add(1) // under the lock: Close waits for the read
-	s.loads.mu.Unlock()
+	s.reads.mu.Unlock()
 	go func() {
 		ctx, cancel := s.prepare(f, decisions)
 		s.runRead(f, keys, ctx, cancel, s.counted(read))
@@ -228,15 +228,15 @@ func (s *Store) startNext(read func(ctx context.Context, keys []string, f *fligh
 // started it, under the store's lifetime and a deadline of its own (see
 // WithCallContext), and tells the decisions that joined it meanwhile (see
 // WithCallJoin). No lock is held while the hooks run.
-func (s *Store) prepare(f *flight, decisions []context.Context) (context.Context, context.CancelFunc) {
+func (s reader) prepare(f *flight, decisions []context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(s.life, s.flightTimeout())
 	ctx = s.callContext(ctx, decisions)
 	join := joinOf(ctx)
-	s.loads.mu.Lock()
+	s.reads.mu.Lock()
 	f.ready, f.join = true, join
 	pending := f.pending
 	f.pending = nil
-	s.loads.mu.Unlock()
+	s.reads.mu.Unlock()
 	if join != nil {
 		s.tellJoins(join, pending)
 	}
@@ -245,7 +245,7 @@ func (s *Store) prepare(f *flight, decisions []context.Context) (context.Context
 
 // runRead runs flight f's read of keys on ctx, recovering a panic, and ends
 // the flight. The caller has counted it in s.wg.
-func (s *Store) runRead(f *flight, keys []string, ctx context.Context, cancel context.CancelFunc, read func(ctx context.Context, keys []string, f *flight) error) {
+func (s reader) runRead(f *flight, keys []string, ctx context.Context, cancel context.CancelFunc, read func(ctx context.Context, keys []string, f *flight) error) {
 	defer s.wg.Done()
 	defer cancel()
 	defer func() {
@@ -256,11 +256,11 @@ func (s *Store) runRead(f *flight, keys []string, ctx context.Context, cancel co
 			s.log.WithField("panic", fmt.Sprint(r)).Error("a read panicked; the decisions waiting for it are refused")
 			f.err = fmt.Errorf("dynamo: read of %d keys panicked: %v: %w", len(keys), r, errContended)
 		}
-		s.loads.mu.Lock()
+		s.reads.mu.Lock()
 		for _, k := range keys {
-			delete(s.loads.m, k)
+			delete(s.reads.m, k)
 		}
-		s.loads.mu.Unlock()
+		s.reads.mu.Unlock()
 		close(f.done)
 	}()
 	f.err = read(ctx, keys, f)
@@ -268,7 +268,7 @@ func (s *Store) runRead(f *flight, keys []string, ctx context.Context, cancel co
 
 // recoverHook, deferred around a hook (name) the store runs, recovers a
 // panic of the hook: it logs it and calls then.
-func (s *Store) recoverHook(name string, then func()) {
+func (s reader) recoverHook(name string, then func()) {
 	if r := recover(); r != nil {
 		s.log.WithFields(map[string]any{"hook": name, "panic": fmt.Sprint(r)}).Error("a hook panicked")
 		then()
@@ -277,9 +277,12 @@ func (s *Store) recoverHook(name string, then func()) {
 
 // tellJoins tells join of each of decisions; a join that panics is
 // logged and not told of the others.
-func (s *Store) tellJoins(join func(decision context.Context), decisions []context.Context) {
+func (s reader) tellJoins(join func(decision context.Context), decisions []context.Context) {
 	defer s.recoverHook("call-join", func() {})
 	for _, d := range decisions {
 		join(d)
 	}
 }
+
+// reader runs the shared reads of items and records in flight (flight.go).
+type reader struct{ *Store }

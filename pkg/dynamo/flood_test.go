@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -83,7 +84,7 @@ func TestFloodKeepsHotCaches(t *testing.T) {
 // still made, by reads and writes alike.
 func TestHookPanics(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	var calls atomic.Int64
@@ -112,7 +113,7 @@ func TestHookPanics(t *testing.T) {
 // releases its keys: the next decision reads them again.
 func TestReadPanics(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	s := newStore(t, f, "t", newClock())
@@ -138,7 +139,7 @@ func TestReadPanics(t *testing.T) {
 // the lock of the reads in flight, the nested decision would deadlock.
 func TestHooksRunWithoutStoreLocks(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	l := mustLimit(t, 10, time.Second, 0)
@@ -248,7 +249,7 @@ type decisionKey struct{}
 // store's locks, so it can) is told to the join hook all the same.
 func TestJoinWhileContextIsMade(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	entered, release := make(chan struct{}), make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -53,7 +54,7 @@ func acquireAgainstReference(t *testing.T, data []byte) {
 	keys := []cascade.Key{{Entity: "a", Resource: "r"}, {Entity: "b", Resource: "r"}, {Namespace: "n", Entity: "a", Resource: "r"}, {Entity: "p", Resource: "r"}, {Entity: "t", Resource: "r"}}
 	{
 		fake := dynamotest.NewFake()
-		if err := dynamo.CreateTable(context.Background(), fake, "t"); err != nil {
+		if err := admin.CreateTable(context.Background(), fake, "t"); err != nil {
 			t.Fatal(err)
 		}
 		c := newClock()

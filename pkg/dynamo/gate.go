@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // gateWindow is how long after an item's last refusal (its retry-after) a
@@ -74,10 +75,10 @@ func stopped(parts []*part) bool {
 func (s *Store) notSent(parts []*part) {
 	now := s.nowMs()
 	for _, pt := range parts {
-		img := s.cachedImage(pt.b.pk(pt.shard))
+		img := cacher{s}.cachedImage(pt.b.pk(pt.shard))
 		pt.dec = cascade.Decision{Statuses: make([]cascade.Status, len(pt.debits))}
 		for i, d := range pt.debits {
-			lv, _ := startLevel(img, limitPrefix(d.Limit), d.Bucket, now)
+			lv, _ := startLevel(img, item.LimitPrefix(d.Limit), d.Bucket, now)
 			st := lv.State()
 			pt.dec.Statuses[i] = cascade.Status{
 				OK:         true,

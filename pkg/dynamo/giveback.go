@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // How a give-back of a refused plan ended (Observer.GaveBack). A give-back
@@ -78,8 +80,8 @@ type givebacks struct {
 
 type pendingGiveBack struct {
 	c     *part     // the give-back (the retrier's alone)
-	since time.Time // when its plan was refused
-	next  time.Time // when it is tried next
+	since time.Time // when its plan was refused (the store's clock)
+	next  time.Time // when it is tried next (the runtime's clock: a wait)
 	tries int       // background tries so far
 	busy  bool      // a try is in flight (guarded by givebacks.mu)
 }
@@ -100,7 +102,7 @@ func giveBackResult(err error, late bool) string {
 		return GiveBackApplied
 	case errors.Is(err, errClosed):
 		return GiveBackDroppedClosed
-	case errors.Is(err, ErrNoTable), errors.Is(err, ErrSchema):
+	case errors.Is(err, ErrNoTable), errors.Is(err, item.ErrSchema):
 		return GiveBackMoot
 	case errors.Is(err, errOutcomeUnknown):
 		return GiveBackUnknown
@@ -121,14 +123,14 @@ func giveBackBackoff(n int) time.Duration {
 // the same item, shard and amounts (so the same refund, at most once),
 // none of the results of the tries before.
 func (c *part) again() *part {
-	r := &part{b: c.b, debits: c.debits, scale: c.scale, from: c.from}
+	r := &part{kind: c.kind, b: c.b, debits: c.debits, scale: c.scale, from: c.from}
 	r.choose(c.shard)
 	return r
 }
 
 // gaveBack counts a give-back that ended, and logs those that leave tokens
 // consumed.
-func (s *Store) gaveBack(result string, c *part, err error) {
+func (s giveBacker) gaveBack(result string, c *part, err error) {
 	s.obs.GaveBack(result)
 	switch result {
 	case GiveBackUnknown:
@@ -144,7 +146,7 @@ func (s *Store) gaveBack(result string, c *part, err error) {
 // and may land later, to be retried in the background. Past the bound the
 // oldest pending give-back not in flight is dropped (when all are in
 // flight, c is); after Close began, c is.
-func (s *Store) keep(c *part, since time.Time) {
+func (s giveBacker) keep(c *part, since time.Time) {
 	g := &s.gb
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -183,7 +185,7 @@ func (s *Store) keep(c *part, since time.Time) {
 // retryGiveBacks tries the pending give-backs as they come due, at most
 // giveBackParallel at once, each with a deadline of its own, until none is
 // pending or Close drains them.
-func (s *Store) retryGiveBacks() {
+func (s giveBacker) retryGiveBacks() {
 	g := &s.gb
 	defer g.wg.Done()
 	for {
@@ -194,12 +196,12 @@ func (s *Store) retryGiveBacks() {
 		default:
 		}
 		g.mu.Lock()
-		now := time.Now()
+		wall, now := time.Now(), s.now() // the schedule is a wait; the age, a reading of the clock
 		var due []*pendingGiveBack
 		var next time.Time
 		for i := 0; i < len(g.q); {
 			p := g.q[i]
-			if p.next.After(now) || len(due) == giveBackParallel {
+			if p.next.After(wall) || len(due) == giveBackParallel {
 				if next.IsZero() || p.next.Before(next) {
 					next = p.next
 				}
@@ -250,7 +252,7 @@ func (s *Store) retryGiveBacks() {
 
 // tryGiveBacks tries each give-back once, in its item's lane, each with a
 // budget of 4×Config.Timeout within ctx.
-func (s *Store) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
+func (s giveBacker) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		c := p.c.again()
@@ -267,7 +269,7 @@ func (s *Store) tryGiveBacks(ctx context.Context, ps []*pendingGiveBack) {
 // drainGiveBacks is Close's last try of the pending give-backs: each is
 // tried once more, giveBackParallel at a time, while a short deadline
 // lasts; what did not land then is dropped.
-func (s *Store) drainGiveBacks() {
+func (s giveBacker) drainGiveBacks() {
 	g := &s.gb
 	g.mu.Lock()
 	ps := g.q
@@ -298,7 +300,7 @@ func (s *Store) drainGiveBacks() {
 // closeGiveBacks makes the store keep no more give-backs and waits for the
 // retrier to drain those pending. It runs before Close closes the lanes,
 // which the last tries need.
-func (s *Store) closeGiveBacks() {
+func (s giveBacker) closeGiveBacks() {
 	g := &s.gb
 	g.mu.Lock()
 	if !g.closing {
@@ -308,3 +310,6 @@ func (s *Store) closeGiveBacks() {
 	g.mu.Unlock()
 	g.wg.Wait()
 }
+
+// giveBacker keeps, retries and drains the give-backs of refused plans (giveback.go).
+type giveBacker struct{ *Store }

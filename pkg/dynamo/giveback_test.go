@@ -19,6 +19,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -126,6 +127,7 @@ type giveBackEnv struct {
 	obs   *countingObserver
 	lim   tokenbucket.Limit
 	b     cascade.Key
+	clock *clock // the stores' clock
 }
 
 const giveBackTimeout = 50 * time.Millisecond
@@ -139,7 +141,7 @@ func newGiveBackEnv(t *testing.T, opts ...dynamo.Option) *giveBackEnv {
 func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.Option) *giveBackEnv {
 	t.Helper()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	// A throttled give-back would double a's shard count: let that fail,
@@ -147,6 +149,7 @@ func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.O
 	failOn(f, "TransactWriteItems", 0, serverError())
 	e := &giveBackEnv{api: &scripted{API: f}, obs: &countingObserver{}, lim: mustLimit(t, 10, time.Hour, 0), b: cascade.Key{Entity: "b", Resource: "r"}}
 	c := newClock()
+	e.clock = c
 	e.s = newStoreCfg(t, e.api, dynamo.Config{Table: "t", Timeout: timeout, RejectionCacheSize: dynamo.RejectionCacheOff}, c,
 		append([]dynamo.Option{dynamo.WithObserver(e.obs)}, opts...)...)
 	e.other = newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
@@ -437,6 +440,7 @@ func TestGiveBackBoundAndAge(t *testing.T) {
 				if n := e.obs.pending.Load(); int(n) != c.pendingAt {
 					t.Errorf("pending after %d refusals = %d, want %d", c.plans, n, c.pendingAt)
 				}
+				e.clock.Advance(c.wait) // before the wait: the retrier sees the age while DynamoDB is down
 				time.Sleep(c.wait)
 				down.Store(false)
 				waitFor(t, "every give-back to end", func() bool { return e.obs.pending.Load() == 0 })
@@ -444,16 +448,64 @@ func TestGiveBackBoundAndAge(t *testing.T) {
 				if !maps.Equal(got, c.want) {
 					t.Errorf("give-backs = %v, want %v", got, c.want)
 				}
+				// The stores' clock moved by c.wait: each item refilled that much
+				// (10 tokens an hour).
+				refill := tokenbucket.Millitokens(int64(c.wait) * 10000 / int64(time.Hour))
 				var sum tokenbucket.Millitokens
 				for _, k := range keys {
-					tk := e.tokens(t, k)
+					tk := e.tokens(t, k) - refill
 					if tk != 4000 && tk != 5000 {
-						t.Errorf("tokens of %s = %d, want 5000 (given back) or 4000 (dropped)", k.Entity, tk)
+						t.Errorf("tokens of %s = %d less %d refilled, want 5000 (given back) or 4000 (dropped)", k.Entity, tk+refill, refill)
 					}
 					sum += tk
 				}
 				if want := tokenbucket.Millitokens(5000*got[dynamo.GiveBackAppliedRetry] + 4000*(c.plans-got[dynamo.GiveBackAppliedRetry])); sum != want {
 					t.Errorf("tokens of the a items add up to %d, want %d", sum, want)
+				}
+			})
+		})
+	}
+}
+
+// TestGiveBackAgeReadsTheStoreClock keeps give-backs pending on a store
+// whose clock is years from the wall clock: one whose store clock passes
+// the maximum age is dropped although little real time passed, and one
+// whose real time passes the maximum age lands while its store clock has
+// not. An age read from the wall clock fails both.
+func TestGiveBackAgeReadsTheStoreClock(t *testing.T) {
+	cases := []struct {
+		name    string
+		advance time.Duration // the store's clock, after the refusal
+		wait    time.Duration // real time, after the refusal
+		want    string
+	}{
+		{"the store clock passes the age", 2 * time.Minute, time.Second, dynamo.GiveBackDroppedAge},
+		{"real time passes the age", 0, 2 * time.Minute, dynamo.GiveBackAppliedRetry},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				e := newGiveBackEnv(t, dynamo.WithGiveBackLimits(time.Minute, 8))
+				e.clock.Advance(-20 * 365 * 24 * time.Hour) // years before the wall clock
+				var down atomic.Bool
+				down.Store(true)
+				e.api.write = func(_ string, n int) (error, bool) {
+					if n > 1 && down.Load() {
+						return throttled(), false
+					}
+					return nil, false
+				}
+				e.api.arm()
+				e.refuse(t, e.key("a0"))
+				if n := e.obs.pending.Load(); n != 1 {
+					t.Fatalf("pending after the refusal = %d, want 1", n)
+				}
+				e.clock.Advance(c.advance) // before the wait, as in TestGiveBackBoundAndAge
+				time.Sleep(c.wait)
+				down.Store(false)
+				waitFor(t, "the give-back to end", func() bool { return e.obs.pending.Load() == 0 })
+				if got, want := e.obs.givenBack(), map[string]int{c.want: 1}; !maps.Equal(got, want) {
+					t.Errorf("give-backs = %v, want %v", got, want)
 				}
 			})
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -97,28 +98,28 @@ func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]t
 	if s.closed.Load() {
 		return BucketState{}, errClosed
 	}
-	_, imgs, err := s.readShards(ctx, key)
+	_, imgs, err := inspector{s}.readShards(ctx, key)
 	if err != nil {
 		return BucketState{}, err
 	}
-	return s.bucketState(key, imgs, limits), nil
+	return inspector{s}.bucketState(key, imgs, limits), nil
 }
 
 // readShards reads shard 0 of key's bucket, then every other shard its
 // shard count names.
-func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*image, error) {
+func (s inspector) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
 	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	first, err := s.readBucket(cctx, b.pk(0))
 	if err != nil {
 		return b, nil, err
 	}
-	imgs := []*image{first}
-	if !first.exists {
+	imgs := []*item.Image{first}
+	if !first.Exists {
 		return b, imgs, nil
 	}
-	for sh := 1; sh < first.shardCount; sh++ {
+	for sh := 1; sh < first.ShardCount; sh++ {
 		img, err := s.readBucket(cctx, b.pk(sh))
 		if err != nil {
 			return b, nil, err
@@ -129,16 +130,16 @@ func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucket, []*ima
 }
 
 // bucketState decodes the shards' images at the store's clock.
-func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]tokenbucket.Limit) BucketState {
+func (s inspector) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
 	now := s.nowMs()
 	key.Namespace = s.ns(key)
 	n := len(imgs)
 	st := BucketState{Key: key, ShardCount: n, At: time.UnixMilli(now)}
 	for sh, img := range imgs {
-		ss := ShardState{Shard: sh, Exists: img.exists}
+		ss := ShardState{Shard: sh, Exists: img.Exists}
 		for prefix, l := range shardLimits(img, limits) {
 			lv, fresh := startLevel(img, prefix, l.Limit, now)
-			li, _ := img.has(prefix)
+			li, _ := img.Has(prefix)
 			ls := lv.State()
 			ss.Limits = append(ss.Limits, LimitState{
 				Name: l.Name, Limit: l.Limit, Stored: !fresh, Consumed: li.Consumed,
@@ -156,12 +157,12 @@ func (s *Store) bucketState(key cascade.Key, imgs []*image, limits map[string]to
 // written with, and those given that it does not store (a level without a
 // valid limit is read with the one given, else left out: it cannot be
 // read).
-func shardLimits(img *image, limits map[string]tokenbucket.Limit) map[string]LimitState {
+func shardLimits(img *item.Image, limits map[string]tokenbucket.Limit) map[string]LimitState {
 	out := map[string]LimitState{}
 	for name, l := range limits {
-		out[limitPrefix(name)] = LimitState{Name: name, Limit: l}
+		out[item.LimitPrefix(name)] = LimitState{Name: name, Limit: l}
 	}
-	for prefix, li := range img.limitsOrNil() {
+	for prefix, li := range img.LimitsOrNil() {
 		if li.Shape.Validate() != nil {
 			continue
 		}
@@ -203,8 +204,8 @@ const resetAttempts = 3
 // Cost: 2 write units per shard and 2 for the audit record, and a read
 // unit per shard.
 func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
-	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*image, before BucketState) error {
-		return s.writeReset(ctx, b, imgs, limits, before)
+	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
+		return inspector{s}.writeReset(ctx, b, imgs, limits, before)
 	})
 }
 
@@ -212,7 +213,7 @@ func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[str
 // resetAttempts reads) while write's condition on the shard count fails,
 // then forgets the images it changed. It returns the bucket as it was, and
 // false with no write when the bucket has no item.
-func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*image, BucketState) error) (BucketState, bool, error) {
+func (s inspector) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*item.Image, BucketState) error) (BucketState, bool, error) {
 	if s.closed.Load() {
 		return BucketState{}, false, errClosed
 	}
@@ -226,14 +227,14 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 			return before, false, nil
 		}
 		err = write(b, imgs, before)
-		if errors.Is(err, errCondition) && attempt < resetAttempts {
+		if errors.Is(err, ErrCondition) && attempt < resetAttempts {
 			continue
 		}
 		if err != nil {
 			return BucketState{}, false, err
 		}
 		for sh := range imgs {
-			s.forgetImage(b.pk(sh))
+			cacher{s.Store}.forgetImage(b.pk(sh))
 		}
 		return before, true, nil
 	}
@@ -241,30 +242,30 @@ func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]
 
 // writeReset writes the full levels of every existing shard of b and the
 // audit record in one transaction.
-func (s *Store) writeReset(ctx context.Context, b bucket, imgs []*image, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s inspector) writeReset(ctx context.Context, b bucket, imgs []*item.Image, limits map[string]tokenbucket.Limit, before BucketState) error {
 	now := s.nowMs()
 	n := len(imgs)
 	var tx []types.TransactWriteItem
 	for sh, img := range imgs {
-		if !img.exists {
+		if !img.Exists {
 			continue
 		}
-		e := newExpr()
+		e := item.NewExpr()
 		for prefix, l := range shardLimits(img, limits) {
-			e.setAttr(prefix+"_"+fieldLevel, bigAV(l.Limit.Full(now).X))
+			e.SetAttr(prefix+"_"+item.FieldLevel, item.BigAV(l.Limit.Full(now).X))
 			setShape(e, prefix, l.Limit)
 		}
-		e.setAttr(attrTTL, numAV(now/1000+int64(minBucketTTL.Seconds())))
-		e.removeAttr(attrEmpty)
-		e.condition("attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		e.SetAttr(item.AttrTTL, item.NumAV(now/1000+int64(minBucketTTL.Seconds())))
+		e.RemoveAttr(item.AttrEmpty)
+		e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
-	cctx, cancel := s.adminCall(ctx)
+	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("reset bucket", err)
+		return Classify("reset bucket", err)
 	}
 	return nil
 }
@@ -294,3 +295,6 @@ func formatTokens(m tokenbucket.Millitokens) string {
 	}
 	return fmt.Sprintf("%.3f", float64(m)/float64(tokenbucket.PerToken))
 }
+
+// inspector reads and rewrites a bucket's shards for the admin commands (inspect.go, topup.go).
+type inspector struct{ *Store }

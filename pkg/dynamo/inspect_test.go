@@ -14,6 +14,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -82,7 +83,7 @@ func TestBucketShowAndReset(t *testing.T) {
 			if got := st.Total()["rpm"]; got.Tokens != 100*tokenbucket.PerToken || got.Consumed != 5*int64(tokenbucket.PerToken) {
 				t.Errorf("Bucket() after the reset = %d tokens, %d consumed, want 100 tokens and the usage kept (5 000)", got.Tokens, got.Consumed)
 			}
-			recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"})
+			recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"})
 			if err != nil || len(recs) != 1 {
 				t.Fatalf("Audit(tenant) = %+v, %v, want the reset", recs, err)
 			}
@@ -95,7 +96,7 @@ func TestBucketShowAndReset(t *testing.T) {
 			if _, reset, err := s.ResetBucket(ctx, none, map[string]tokenbucket.Limit{"rpm": lim}); err != nil || reset {
 				t.Errorf("ResetBucket(a bucket without an item) = %t, %v, want false: nothing to reset", reset, err)
 			}
-			if recs, _ := s.Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "nobody"}); len(recs) != 0 {
+			if recs, _ := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "nobody"}); len(recs) != 0 {
 				t.Errorf("Audit(nobody) = %+v, want none", recs)
 			}
 		})
@@ -165,7 +166,7 @@ func TestResetBucketRacesADoubling(t *testing.T) {
 			t.Errorf("shard %d holds %d after the reset, want its share 5 000 (the new shard no longer empty)", sh.Shard, got)
 		}
 	}
-	if recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"}); err != nil || len(recs) != 1 {
+	if recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"}); err != nil || len(recs) != 1 {
 		t.Errorf("Audit(tenant) = %+v, %v, want one record: the failed transaction wrote none", recs, err)
 	}
 }

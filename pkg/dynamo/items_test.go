@@ -15,13 +15,14 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 func fakeTable(t *testing.T) *dynamotest.Fake {
 	t.Helper()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	return f
@@ -169,7 +170,7 @@ func TestConfigWithDefaults(t *testing.T) {
 // message that names both versions.
 func TestOldSchemaRefused(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.PutItem(context.Background(), putVersion("t", "1")); err != nil {

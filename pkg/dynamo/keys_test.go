@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -65,12 +66,12 @@ func TestKeyInjection(t *testing.T) {
 func TestConfigResolution(t *testing.T) {
 	api, table := backends()[0].api(t)
 	c := newClock()
-	admin := newStore(t, api, table, c)
+	adm := admin.New(newStore(t, api, table, c))
 	ctx := context.Background()
 	yaml := mustLimit(t, 100, time.Second, 0)
 	set := func(sc dynamo.Scope, tokens uint64) {
 		t.Helper()
-		if err := admin.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rpm": mustLimit(t, tokens, time.Minute, 0)}); err != nil {
+		if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rpm": mustLimit(t, tokens, time.Minute, 0)}); err != nil {
 			t.Fatalf("SetLimits(%v) = %v", sc, err)
 		}
 	}
@@ -111,10 +112,10 @@ func TestConfigResolution(t *testing.T) {
 	if dec, err := s.Acquire(ctx, p); err != nil || dec.Statuses[0].Remaining != 2*tokenbucket.PerToken {
 		t.Errorf("Acquire(e4/r2) = %+v, %v, want the entity default (3 tokens, 2 left)", dec, err)
 	}
-	if err := admin.DeleteLimits(ctx, dynamo.Scope{System: true}); err != nil {
+	if err := adm.DeleteLimits(ctx, dynamo.Scope{System: true}); err != nil {
 		t.Errorf("DeleteLimits(system) = %v", err)
 	}
-	if _, err := admin.Limits(ctx, dynamo.Scope{System: true}); err == nil {
+	if _, err := adm.Limits(ctx, dynamo.Scope{System: true}); err == nil {
 		t.Errorf("Limits(system) after delete = nil error, want ErrNotFound")
 	}
 }
@@ -140,7 +141,7 @@ func TestParseLimit(t *testing.T) {
 		{spec: "x:-1", bad: true},
 	}
 	for _, c := range cases {
-		name, l, err := dynamo.ParseLimit(c.spec)
+		name, l, err := admin.ParseLimit(c.spec)
 		if c.bad {
 			if err == nil {
 				t.Errorf("ParseLimit(%q) = %v, nil, want an error", c.spec, l)
@@ -150,7 +151,7 @@ func TestParseLimit(t *testing.T) {
 		if err != nil || name != c.name || l.Capacity != c.cap || l.RefillAmount != c.ra || l.RefillPeriod != c.period {
 			t.Errorf("ParseLimit(%q) = %q, %+v, %v, want %q cap %d refill %d/%v", c.spec, name, l, err, c.name, c.cap, c.ra, c.period)
 		}
-		if back := dynamo.FormatLimit(name, l); back != c.spec && !(c.spec == "rps:5" && back == "rps:5/sec") && !(c.spec == "h:1/hour:1" && back == "h:1/hour") {
+		if back := admin.FormatLimit(name, l); back != c.spec && !(c.spec == "rps:5" && back == "rps:5/sec") && !(c.spec == "h:1/hour:1" && back == "h:1/hour") {
 			t.Errorf("FormatLimit(ParseLimit(%q)) = %q", c.spec, back)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -19,7 +20,7 @@ type bucket struct {
 	base string // escaped namespace, entity and resource: shard counts and refusals are kept by it
 }
 
-func (b bucket) pk(shard int) string { return bucketPK(b.ns, b.key.Entity, b.key.Resource, shard) }
+func (b bucket) pk(shard int) string { return item.BucketPK(b.ns, b.key.Entity, b.key.Resource, shard) }
 
 // bucketsOf returns the distinct bucket items of p, in plan order.
 func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
@@ -35,15 +36,27 @@ func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
 		}
 		if !seen {
 			ns := s.ns(k)
-			out = append(out, bucket{key: k, ns: ns, base: nsPart(ns) + "/" + esc(k.Entity) + "#" + esc(k.Resource)})
+			out = append(out, bucket{key: k, ns: ns, base: item.NSPart(ns) + "/" + item.Esc(k.Entity) + "#" + item.Esc(k.Resource)})
 		}
 	}
 	return out
 }
 
+// partKind is what a part is for.
+type partKind uint8
+
+const (
+	// decisionPart: the debits of a plan being decided.
+	decisionPart partKind = iota
+	// giveBackPart: the refund of what a part of a refused plan consumed
+	// (compensation), its amounts already scaled (part.scale).
+	giveBackPart
+)
+
 // part is the debits of one plan on one bucket item: what an item's lane
 // decides. Fields below the line are the lane's to write until done closes.
 type part struct {
+	kind   partKind
 	b      bucket
 	debits []cascade.Debit // in plan order; amounts for one whole bucket unless scale > 0
 	idx    []int           // each debit's index in the plan
@@ -66,6 +79,26 @@ type part struct {
 	start *partStart // what the decision was made on (nil: not by a batch)
 }
 
+// givesBack reports whether pt is a give-back rather than a decision.
+func (pt *part) givesBack() bool { return pt.kind == giveBackPart }
+
+// ended reports whether pt needs no other try: it failed, it was
+// admitted, or its budget ran out.
+func (pt *part) ended(ctx context.Context) bool {
+	return pt.err != nil || pt.dec.Admitted || ctx.Err() != nil
+}
+
+// mayTryAnotherShard reports whether pt, refused on one shard, may try
+// another: a decision with nothing to charge or refund, on a bucket of
+// more than one shard, that has not tried two other shards or all of them.
+func (pt *part) mayTryAnotherShard() bool {
+	return pt.n > 1 && !pt.givesBack() && !pt.hasCost() && !pt.triedShards()
+}
+
+// triedShards reports whether pt has tried as many other shards as it may:
+// two, or every other one.
+func (pt *part) triedShards() bool { return pt.tried >= 2 || pt.tried+1 >= pt.n }
+
 // itemError is pt's failure as a cascade.ItemError naming its item.
 func (pt *part) itemError() error {
 	return &cascade.ItemError{Key: pt.b.key, Err: pt.err}
@@ -78,7 +111,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
 		parts[i] = &part{b: b}
-		parts[i].choose(s.pickShard(s.shardCount(b.base)))
+		parts[i].choose(s.pickShard(cacher{s}.shardCount(b.base)))
 	}
 	for i := range p.Debits {
 		d := p.Debits[i]
@@ -110,7 +143,7 @@ var errShardGone = fmt.Errorf("dynamo: shard merged away: %w", errContended)
 // was taken on, are multiplied for the new count instead: it gives back
 // the same share of the whole bucket.
 func (s *Store) rehome(pt *part) {
-	n := s.shardCount(pt.b.base)
+	n := cacher{s}.shardCount(pt.b.base)
 	if pt.scale > 0 && pt.scale != n {
 		for i := range pt.debits {
 			pt.debits[i].Amount = mulSat(pt.debits[i].Amount/tokenbucket.Millitokens(pt.scale), n)
@@ -132,7 +165,7 @@ func (s *Store) pickShard(n int) int {
 // shards: a shard's level is kept in whole-bucket units and holds 1/n of
 // it, so every amount counts n times.
 func (pt *part) plan(n int) *cascade.Plan {
-	if pt.scale > 0 {
+	if pt.givesBack() {
 		n = 1
 	}
 	q := &cascade.Plan{Debits: append([]cascade.Debit(nil), pt.debits...)}
@@ -158,7 +191,7 @@ func (pt *part) hasCost() bool {
 // compensation returns the part that gives back what an admitted part
 // consumed, on the same shard and in the same units, or nil.
 func (pt *part) compensation() *part {
-	c := &part{b: pt.b, scale: max(pt.n, 1), of: pt, from: pt.from}
+	c := &part{kind: giveBackPart, b: pt.b, scale: max(pt.n, 1), of: pt, from: pt.from}
 	for i, d := range pt.debits {
 		if d.Op != cascade.Consume || !pt.dec.Statuses[i].OK || d.Amount <= 0 {
 			continue
@@ -207,7 +240,7 @@ type lane struct {
 
 // await queues pt in its item's lane and waits for the decision. A part
 // still queued when ctx ends is withdrawn and refused as contended (its own
-// key was too busy); one already in a write waits for that write, whose
+// Key was too busy); one already in a write waits for that write, whose
 // outcome is what the table holds. A part that charges or refunds is never
 // withdrawn, and is queued again when its item was too busy, for up to
 // four budgets; but a give-back still queued when ctx ends is withdrawn, and
@@ -217,7 +250,8 @@ type lane struct {
 // shards.
 func (s *Store) await(ctx context.Context, pt *part) {
 	// A part with cost that its item kept too busy is queued again for up
-	// to this long.
+	// to this long: a wait, on the runtime's clock like the deadlines of
+	// the calls it bounds (see WithClock).
 	costDeadline := time.Now().Add(4 * s.cfg.Timeout)
 	for {
 		if !s.enqueue(pt) {
@@ -230,19 +264,19 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			// A part that charges or refunds reports cost already spent: it
 			// stays queued rather than be dropped. A give-back is tried
 			// again by its owner (compensate, retryGiveBacks).
-			if pt.scale > 0 && s.withdraw(pt) {
+			if pt.givesBack() && s.withdraw(pt) {
 				pt.err = fmt.Errorf("dynamo: give back on %s: budget ended while queued: %w", pt.pk, errContended)
 				return
 			}
 			if !pt.hasCost() && s.withdraw(pt) {
-				pt.dec = contended(pt, s.cachedImage(pt.pk), s.nowMs())
+				pt.dec = contended(pt, cacher{s}.cachedImage(pt.pk), s.nowMs())
 				s.obs.Contended(ContendedQueued)
 				return
 			}
 			<-pt.done
 		}
 		if errors.Is(pt.err, errContended) {
-			if time.Now().Before(costDeadline) && (pt.scale == 0 || ctx.Err() == nil) {
+			if time.Now().Before(costDeadline) && (!pt.givesBack() || ctx.Err() == nil) {
 				if errors.Is(pt.err, errShardGone) {
 					s.rehome(pt)
 				} else {
@@ -251,14 +285,14 @@ func (s *Store) await(ctx context.Context, pt *part) {
 				continue
 			}
 			s.obs.Contended(ContendedRaced)
-			if pt.scale > 0 {
+			if pt.givesBack() {
 				pt.err = fmt.Errorf("dynamo: give back on %s: bucket too busy: %w", pt.pk, errContended)
 				return
 			}
-			pt.err, pt.dec = nil, contended(pt, s.cachedImage(pt.pk), s.nowMs())
+			pt.err, pt.dec = nil, contended(pt, cacher{s}.cachedImage(pt.pk), s.nowMs())
 			return
 		}
-		if pt.err != nil || pt.dec.Admitted || pt.n <= 1 || pt.tried >= 2 || pt.tried+1 >= pt.n || pt.hasCost() || pt.scale > 0 || ctx.Err() != nil {
+		if pt.ended(ctx) || !pt.mayTryAnotherShard() {
 			return
 		}
 		pt.tried++
@@ -321,7 +355,7 @@ func (s *Store) run(pk string, ln *lane) {
 			pt.taken = true
 		}
 		s.lanes.mu.Unlock()
-		s.runBatch(pk, batch)
+		batchWriter{s}.runBatch(pk, batch)
 		for _, pt := range batch {
 			close(pt.done)
 		}
@@ -332,10 +366,10 @@ func (s *Store) run(pk string, ln *lane) {
 // because of its own key: every consume and charge refused (a charge that
 // was not written did not land), retry after contendedRetry; statuses from
 // the last image when there is one.
-func contended(pt *part, img *image, nowMs int64) cascade.Decision {
+func contended(pt *part, img *item.Image, nowMs int64) cascade.Decision {
 	dec := cascade.Busy(pt.debits, contendedRetry)
 	for i, d := range pt.debits {
-		if l, ok := img.has(limitPrefix(d.Limit)); ok {
+		if l, ok := img.Has(item.LimitPrefix(d.Limit)); ok {
 			dec.Statuses[i].Remaining = d.Bucket.Tokens(stateOf(l), nowMs)
 		}
 	}

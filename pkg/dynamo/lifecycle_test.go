@@ -13,6 +13,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -38,7 +39,7 @@ func itemsUnder(f *dynamotest.Fake, prefix string) []string {
 func TestNamespaceLifecycle(t *testing.T) {
 	ctx := context.Background()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+	if err := admin.CreateTable(ctx, f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	c := newClock()
@@ -53,12 +54,12 @@ func TestNamespaceLifecycle(t *testing.T) {
 				t.Fatalf("Acquire(%v) = %v", key, err)
 			}
 		}
-		if err := s.SetLimits(ctx, dynamo.Scope{Namespace: ns, Entity: "e0"}, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
+		if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Namespace: ns, Entity: "e0"}, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
 			t.Fatalf("SetLimits(%s) = %v", ns, err)
 		}
 	}
 	for _, ns := range []string{"team-a", "team-b"} {
-		if _, err := s.RegisterNamespace(ctx, ns); err != nil {
+		if _, err := admin.New(s).RegisterNamespace(ctx, ns); err != nil {
 			t.Fatalf("RegisterNamespace(%s) = %v", ns, err)
 		}
 	}
@@ -67,7 +68,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 	fill("stray", 3) // never registered
 	keepB := itemsUnder(f, "nteam-b/")
 
-	if _, err := s.PurgeNamespace(ctx, "team-a", nil); !errors.Is(err, dynamo.ErrNamespaceActive) {
+	if _, err := admin.New(s).PurgeNamespace(ctx, "team-a", nil); !errors.Is(err, admin.ErrNamespaceActive) {
 		t.Fatalf("PurgeNamespace(active team-a) = %v, want ErrNamespaceActive", err)
 	}
 	for _, step := range []struct {
@@ -76,29 +77,29 @@ func TestNamespaceLifecycle(t *testing.T) {
 		moved bool
 		state string
 	}{
-		{"delete", s.DeleteNamespace, true, dynamo.NamespaceDeleted},
-		{"delete again", s.DeleteNamespace, false, dynamo.NamespaceDeleted},
-		{"recover", s.RecoverNamespace, true, dynamo.NamespaceActive},
-		{"recover again", s.RecoverNamespace, false, dynamo.NamespaceActive},
-		{"delete before the purge", s.DeleteNamespace, true, dynamo.NamespaceDeleted},
+		{"delete", admin.New(s).DeleteNamespace, true, admin.NamespaceDeleted},
+		{"delete again", admin.New(s).DeleteNamespace, false, admin.NamespaceDeleted},
+		{"recover", admin.New(s).RecoverNamespace, true, admin.NamespaceActive},
+		{"recover again", admin.New(s).RecoverNamespace, false, admin.NamespaceActive},
+		{"delete before the purge", admin.New(s).DeleteNamespace, true, admin.NamespaceDeleted},
 	} {
 		moved, err := step.do(ctx, "team-a")
-		got, gerr := s.Namespace(ctx, "team-a")
+		got, gerr := admin.New(s).Namespace(ctx, "team-a")
 		if err != nil || moved != step.moved || gerr != nil || got.State != step.state {
 			t.Fatalf("%s: = %t, %v; state %q (%v), want %t and %q", step.name, moved, err, got.State, gerr, step.moved, step.state)
 		}
 	}
-	if _, err := s.DeleteNamespace(ctx, "nowhere"); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := admin.New(s).DeleteNamespace(ctx, "nowhere"); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Errorf("DeleteNamespace(unregistered) = %v, want ErrNotFound", err)
 	}
 
-	orphans, err := s.Orphans(ctx)
+	orphans, err := admin.New(s).Orphans(ctx)
 	if err != nil || len(orphans) != 1 || orphans[0].Name != "stray" || orphans[0].Items != 5 {
 		t.Fatalf("Orphans() = %+v, %v, want stray with 5 items (3 buckets, its stored limits and their audit record)", orphans, err)
 	}
 
 	var progress []int
-	n, err := s.PurgeNamespace(ctx, "team-a", func(d int) { progress = append(progress, d) })
+	n, err := admin.New(s).PurgeNamespace(ctx, "team-a", func(d int) { progress = append(progress, d) })
 	if err != nil || n < 61 || len(progress) < 3 || progress[len(progress)-1] != n {
 		t.Fatalf("PurgeNamespace(team-a) = %d, %v (progress %v), want at least 61 items (60 buckets, limits, audit) in 3 or more batches", n, err, progress)
 	}
@@ -108,18 +109,18 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if got := itemsUnder(f, "nteam-b/"); strings.Join(got, "\n") != strings.Join(keepB, "\n") {
 		t.Errorf("items under nteam-b/ after purging team-a = %d, want the %d there before, untouched", len(got), len(keepB))
 	}
-	recs, err := s.Audit(ctx, dynamo.Scope{Namespace: "team-a", System: true})
+	recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "team-a", System: true})
 	if err != nil || len(recs) != 1 || recs[0].Action != "namespace.purge" || recs[0].Principal != "ops@example" || !strings.Contains(recs[0].After, fmt.Sprintf("deleted %d items", n)) {
 		t.Errorf("Audit(team-a system) = %+v, %v, want the purge by ops@example", recs, err)
 	}
-	if got, _ := s.Namespace(ctx, "team-a"); got.State != dynamo.NamespacePurged {
+	if got, _ := admin.New(s).Namespace(ctx, "team-a"); got.State != admin.NamespacePurged {
 		t.Errorf("team-a after the purge: state %q, want purged", got.State)
 	}
 
-	if n, err := s.PurgeNamespace(ctx, "stray", nil); err != nil || n != 5 {
+	if n, err := admin.New(s).PurgeNamespace(ctx, "stray", nil); err != nil || n != 5 {
 		t.Errorf("PurgeNamespace(orphan stray) = %d, %v, want 5", n, err)
 	}
-	if orphans, err := s.Orphans(ctx); err != nil || len(orphans) != 0 {
+	if orphans, err := admin.New(s).Orphans(ctx); err != nil || len(orphans) != 0 {
 		t.Errorf("Orphans() after purging stray = %+v, %v, want none (stray is registered, purged)", orphans, err)
 	}
 }
@@ -131,20 +132,20 @@ func TestNamespaceLifecycle(t *testing.T) {
 func TestDeletedNamespaces(t *testing.T) {
 	ctx := context.Background()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(ctx, f, "t"); err != nil {
+	if err := admin.CreateTable(ctx, f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	s := newStore(t, f, "t", newClock())
 	for _, ns := range []string{"team-a", "team-b"} {
-		if _, err := s.RegisterNamespace(ctx, ns); err != nil {
+		if _, err := admin.New(s).RegisterNamespace(ctx, ns); err != nil {
 			t.Fatalf("RegisterNamespace(%s) = %v", ns, err)
 		}
 	}
-	d := dynamo.NewDeletedNamespaces("team-b")
+	d := admin.NewDeletedNamespaces("team-b")
 	names := []string{"", "team-a", "nowhere"}
 	check := func(step string, wantA, wantDeployment bool) {
 		t.Helper()
-		if err := d.Refresh(ctx, s, names); err != nil {
+		if err := d.Refresh(ctx, admin.New(s), names); err != nil {
 			t.Fatalf("%s: Refresh() = %v", step, err)
 		}
 		if d.Deleted("team-a") != wantA || d.Deleted("") != wantDeployment || d.Deleted("team-b") != wantDeployment || d.Deleted("nowhere") {
@@ -153,20 +154,20 @@ func TestDeletedNamespaces(t *testing.T) {
 		}
 	}
 	check("all active", false, false)
-	if _, err := s.DeleteNamespace(ctx, "team-a"); err != nil {
+	if _, err := admin.New(s).DeleteNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
 	}
 	check("team-a deleted", true, false)
-	if _, err := s.DeleteNamespace(ctx, "team-b"); err != nil {
+	if _, err := admin.New(s).DeleteNamespace(ctx, "team-b"); err != nil {
 		t.Fatal(err)
 	}
 	check("the deployment's deleted", true, true)
-	if _, err := s.RecoverNamespace(ctx, "team-a"); err != nil {
+	if _, err := admin.New(s).RecoverNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
 	}
 	check("team-a recovered", false, true)
 	f.SetFail(func(context.Context, string) error { return errors.New("down") })
-	if err := d.Refresh(ctx, s, names); err == nil || !d.Deleted("") || d.Deleted("team-a") {
+	if err := d.Refresh(ctx, admin.New(s), names); err == nil || !d.Deleted("") || d.Deleted("team-a") {
 		t.Errorf("Refresh() on a failing table = %v, set %v; want an error and the set read last", err, d.Names())
 	}
 }

@@ -1,18 +1,13 @@
 package dynamo
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -30,7 +25,7 @@ type Scope struct {
 	Resource  string
 }
 
-func (sc Scope) validate() error {
+func (sc Scope) Validate() error {
 	switch {
 	case sc.System && (sc.Entity != "" || sc.Resource != ""):
 		return errors.New("dynamo: scope: system scope takes no entity or resource")
@@ -40,17 +35,17 @@ func (sc Scope) validate() error {
 	return nil
 }
 
-// key returns the config record's key in namespace ns.
-func (sc Scope) key(ns string) (pk, sk string) {
+// Key returns the config record's key in namespace ns.
+func (sc Scope) Key(ns string) (pk, sk string) {
 	switch {
 	case sc.System:
-		return systemPK(ns), skConfig
+		return item.SystemPK(ns), item.SKConfig
 	case sc.Entity != "" && sc.Resource != "":
-		return entityPK(ns, sc.Entity), entityConfigSK(sc.Resource)
+		return item.EntityPK(ns, sc.Entity), item.EntityConfigSK(sc.Resource)
 	case sc.Entity != "":
-		return entityPK(ns, sc.Entity), entityDefaultSK
+		return item.EntityPK(ns, sc.Entity), item.EntityDefaultSK
 	default:
-		return resourcePK(ns, sc.Resource), skConfig
+		return item.ResourcePK(ns, sc.Resource), item.SKConfig
 	}
 }
 
@@ -68,8 +63,8 @@ func (sc Scope) String() string {
 	}
 }
 
-func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.Limit {
-	m, ok := item[attrLimits].(*types.AttributeValueMemberM)
+func DecodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
+	m, ok := it[AttrLimits].(*types.AttributeValueMemberM)
 	if !ok {
 		return nil
 	}
@@ -80,9 +75,9 @@ func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.L
 			continue
 		}
 		l, err := tokenbucket.NewLimit(
-			tokenbucket.Millitokens(getN(lm.Value, "cp")),
-			tokenbucket.Millitokens(getN(lm.Value, "ra")),
-			time.Duration(getN(lm.Value, "rp"))*time.Millisecond)
+			tokenbucket.Millitokens(item.GetN(lm.Value, "cp")),
+			tokenbucket.Millitokens(item.GetN(lm.Value, "ra")),
+			time.Duration(item.GetN(lm.Value, "rp"))*time.Millisecond)
 		if err == nil {
 			out[name] = l
 		}
@@ -90,202 +85,12 @@ func decodeLimits(item map[string]types.AttributeValue) map[string]tokenbucket.L
 	return out
 }
 
-func encodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
+func EncodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
 	out := map[string]types.AttributeValue{}
 	for name, l := range m {
 		out[name] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"cp": numAV(int64(l.Capacity)), "ra": numAV(int64(l.RefillAmount)), "rp": numAV(l.RefillPeriod.Milliseconds()),
+			"cp": item.NumAV(int64(l.Capacity)), "ra": item.NumAV(int64(l.RefillAmount)), "rp": item.NumAV(l.RefillPeriod.Milliseconds()),
 		}}
 	}
 	return &types.AttributeValueMemberM{Value: out}
-}
-
-// Limits returns the limits stored at scope (ErrNotFound when none).
-func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
-	if err := sc.validate(); err != nil {
-		return nil, err
-	}
-	pk, sk := sc.key(s.nsOr(sc.Namespace))
-	item, err := s.getItem(ctx, pk, sk)
-	if err != nil {
-		return nil, err
-	}
-	l := decodeLimits(item)
-	if l == nil {
-		return nil, fmt.Errorf("dynamo: limits of %s: %w", sc, ErrNotFound)
-	}
-	return l, nil
-}
-
-// SetLimits stores limits at scope, merged over those already there, and
-// writes an audit record.
-func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
-	if err := sc.validate(); err != nil {
-		return err
-	}
-	if len(limits) == 0 {
-		return errors.New("dynamo: set limits: no limits given")
-	}
-	ns := s.nsOr(sc.Namespace)
-	before, err := s.Limits(ctx, sc)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	after := map[string]tokenbucket.Limit{}
-	for k, v := range before {
-		after[k] = v
-	}
-	for k, v := range limits {
-		after[k] = v
-	}
-	if err := s.putConfig(ctx, sc, ns, after); err != nil {
-		return err
-	}
-	return s.audit(ctx, ns, sc, "limits.set", FormatLimits(before), FormatLimits(after))
-}
-
-// DeleteLimits removes the named limits at scope (all of them when names is
-// empty) and writes an audit record.
-func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
-	if err := sc.validate(); err != nil {
-		return err
-	}
-	ns := s.nsOr(sc.Namespace)
-	before, err := s.Limits(ctx, sc)
-	if err != nil {
-		return err
-	}
-	after := map[string]tokenbucket.Limit{}
-	if len(names) > 0 {
-		for k, v := range before {
-			after[k] = v
-		}
-		for _, n := range names {
-			if _, ok := after[n]; !ok {
-				return fmt.Errorf("dynamo: delete limit %q of %s: %w", n, sc, ErrNotFound)
-			}
-			delete(after, n)
-		}
-	}
-	pk, sk := sc.key(ns)
-	if len(after) == 0 {
-		cctx, cancel := s.adminCall(ctx)
-		defer cancel()
-		if _, err := s.api.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(pk, sk)}); err != nil {
-			return classify("delete limits", err)
-		}
-	} else if err := s.putConfig(ctx, sc, ns, after); err != nil {
-		return err
-	}
-	s.forgetConfig(pk, sk)
-	return s.audit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
-}
-
-func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[string]tokenbucket.Limit) error {
-	pk, sk := sc.key(ns)
-	item := itemKey(pk, sk)
-	item[attrLimits] = encodeLimits(limits)
-	item[attrNamespace] = strAV(ns)
-	if sc.Entity != "" {
-		item[attrEntity] = strAV(sc.Entity)
-	}
-	if sc.Resource != "" {
-		item[attrResource] = strAV(sc.Resource)
-	}
-	cctx, cancel := s.adminCall(ctx)
-	defer cancel()
-	if _, err := s.api.PutItem(cctx, &dynamodb.PutItemInput{TableName: aws.String(s.cfg.Table), Item: item}); err != nil {
-		return classify("put limits", err)
-	}
-	s.forgetConfig(pk, sk)
-	return nil
-}
-
-func (s *Store) forgetConfig(pk, sk string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.configs.remove(pk + "\x00" + sk)
-}
-
-// adminCall bounds an admin call: admin commands are not on the decision
-// path and get a longer deadline than Timeout.
-func (s *Store) adminCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, max(s.cfg.Timeout, startTimeout))
-}
-
-func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
-	cctx, cancel := s.adminCall(ctx)
-	defer cancel()
-	out, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(pk, sk), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, classify("get "+s.cfg.Table, err)
-	}
-	return out.Item, nil
-}
-
-// ParseLimit parses "name:rate[/sec|/min|/hour|/day][:burst]" (rate per
-// second when the unit is omitted): e.g. "rpm:100/min", "tpm:50000/min:80000".
-func ParseLimit(spec string) (string, tokenbucket.Limit, error) {
-	parts := strings.Split(spec, ":")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
-		return "", tokenbucket.Limit{}, fmt.Errorf("dynamo: limit %q: want name:rate[/sec|/min|/hour|/day][:burst]", spec)
-	}
-	rate, unit, _ := strings.Cut(parts[1], "/")
-	period := time.Second
-	switch unit {
-	case "", "s", "sec", "second":
-	case "m", "min", "minute":
-		period = time.Minute
-	case "h", "hour":
-		period = time.Hour
-	case "d", "day":
-		period = 24 * time.Hour
-	default:
-		return "", tokenbucket.Limit{}, fmt.Errorf("dynamo: limit %q: unknown unit %q (sec, min, hour, day)", spec, unit)
-	}
-	n, err := strconv.ParseUint(rate, 10, 64)
-	if err != nil {
-		return "", tokenbucket.Limit{}, fmt.Errorf("dynamo: limit %q: rate: %w", spec, err)
-	}
-	var burst uint64
-	if len(parts) == 3 {
-		if burst, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
-			return "", tokenbucket.Limit{}, fmt.Errorf("dynamo: limit %q: burst: %w", spec, err)
-		}
-	}
-	l, err := tokenbucket.Rate(n, period, burst)
-	if err != nil {
-		return "", tokenbucket.Limit{}, fmt.Errorf("dynamo: limit %q: %w", spec, err)
-	}
-	return parts[0], l, nil
-}
-
-// FormatLimit renders a limit in ParseLimit's syntax when it has one (whole
-// tokens, period of a second, minute, hour or day), else as
-// name:capacity=…,refill=…/period in millitokens.
-func FormatLimit(name string, l tokenbucket.Limit) string {
-	units := map[time.Duration]string{time.Second: "sec", time.Minute: "min", time.Hour: "hour", 24 * time.Hour: "day"}
-	u, ok := units[l.RefillPeriod]
-	if ok && l.RefillAmount%tokenbucket.PerToken == 0 && l.Capacity%tokenbucket.PerToken == 0 {
-		s := fmt.Sprintf("%s:%d/%s", name, l.RefillAmount/tokenbucket.PerToken, u)
-		if l.Capacity != l.RefillAmount {
-			s += fmt.Sprintf(":%d", l.Capacity/tokenbucket.PerToken)
-		}
-		return s
-	}
-	return fmt.Sprintf("%s:capacity=%dmt,refill=%dmt/%v", name, l.Capacity, l.RefillAmount, l.RefillPeriod)
-}
-
-// FormatLimits renders limits sorted by name, space separated.
-func FormatLimits(m map[string]tokenbucket.Limit) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = FormatLimit(n, m[n])
-	}
-	return strings.Join(out, " ")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -21,7 +22,7 @@ import (
 // bucket is measured again). It does nothing when a shard is missing,
 // already merged, holds a level no limit reads, or was written recently by
 // any replica (its last two writes closer than twice 1/ShardMergeRate).
-func (s *Store) merge(ctx context.Context, b bucket, n int) error {
+func (s sharder) merge(ctx context.Context, b bucket, n int) error {
 	imgs, err := s.readCount(ctx, b, n)
 	if err != nil || imgs == nil || !s.idleShards(imgs) {
 		return err
@@ -31,37 +32,37 @@ func (s *Store) merge(ctx context.Context, b bucket, n int) error {
 	if !ok {
 		return nil
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
-		cerr := classify("merge shards "+s.cfg.Table, err)
-		if errors.Is(cerr, errCondition) || errors.Is(cerr, ErrConflict) {
+		cerr := Classify("merge shards "+s.cfg.Table, err)
+		if errors.Is(cerr, ErrCondition) || errors.Is(cerr, ErrConflict) {
 			return nil // written meanwhile, or resized by another replica
 		}
 		return cerr
 	}
 	s.obs.ShardMerged()
 	s.log.WithField("shards", n/2).Info("halved the shard count of an idle bucket")
-	s.shrinkShards(b.base, n/2)
+	cacher{s.Store}.shrinkShards(b.base, n/2)
 	for sh := range n {
-		s.forgetImage(b.pk(sh))
+		cacher{s.Store}.forgetImage(b.pk(sh))
 	}
 	return nil
 }
 
 // readCount reads shards 0..n−1 of b, strongly consistent, and returns
 // their images, or nil when they are not all there with the count n.
-func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*image, error) {
-	cctx, cancel := s.adminCall(ctx)
+func (s sharder) readCount(ctx context.Context, b bucket, n int) ([]*item.Image, error) {
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
-	imgs := make([]*image, n)
+	imgs := make([]*item.Image, n)
 	for sh := range n {
 		img, err := s.readBucket(cctx, b.pk(sh))
 		if err != nil {
 			return nil, err
 		}
-		if !img.exists || img.merged || img.shardCount != n {
+		if !img.Exists || img.Merged || img.ShardCount != n {
 			return nil, nil
 		}
 		imgs[sh] = img
@@ -74,14 +75,14 @@ func (s *Store) readCount(ctx context.Context, b bucket, n int) ([]*image, error
 // before, or that long ago (after the merge, a shard takes the writes of
 // two). A shard whose two clocks are equal shows no rate (its first write
 // records its own clock twice) and does not stop a merge.
-func (s *Store) idleShards(imgs []*image) bool {
+func (s sharder) idleShards(imgs []*item.Image) bool {
 	if s.cfg.ShardMergeRate <= 0 {
 		return false
 	}
 	gap := int64(2000 / s.cfg.ShardMergeRate)
 	now := s.nowMs()
 	for _, img := range imgs {
-		if img.wroteMs != img.prevMs && img.wroteMs-img.prevMs < gap && now-img.wroteMs < gap {
+		if img.WroteMs != img.PrevMs && img.WroteMs-img.PrevMs < gap && now-img.WroteMs < gap {
 			return false
 		}
 	}
@@ -91,7 +92,7 @@ func (s *Store) idleShards(imgs []*image) bool {
 // mergeTx builds the merge of imgs (shards 0..n−1 of b): one update per
 // shard. It returns false when some shard holds a level that no limit
 // reads.
-func (s *Store) mergeTx(b bucket, imgs []*image, now int64) ([]types.TransactWriteItem, bool) {
+func (s sharder) mergeTx(b bucket, imgs []*item.Image, now int64) ([]types.TransactWriteItem, bool) {
 	n, half := len(imgs), len(imgs)/2
 	tx := make([]types.TransactWriteItem, 0, n)
 	for i := range half {
@@ -103,15 +104,15 @@ func (s *Store) mergeTx(b bucket, imgs []*image, now int64) ([]types.TransactWri
 	}
 	for i := half; i < n; i++ {
 		e := s.unchanged(imgs[i], n)
-		e.setAttr(attrShardCount, numAV(int64(half)))
-		e.setAttr(attrMerged, boolAV(true))
-		e.setAttr(attrTTL, numAV(now/1000+int64(minBucketTTL.Seconds())+1))
-		for p := range imgs[i].limits {
-			e.removeAttr(p + "_" + fieldLevel)
-			e.removeAttr(p + "_" + fieldConsumed) // usage is counted by its changes: nothing to count here
-			e.removeAttr(p + "_" + fieldShape)
+		e.SetAttr(item.AttrShardCount, item.NumAV(int64(half)))
+		e.SetAttr(item.AttrMerged, item.BoolAV(true))
+		e.SetAttr(item.AttrTTL, item.NumAV(now/1000+int64(minBucketTTL.Seconds())+1))
+		for p := range imgs[i].Limits {
+			e.RemoveAttr(p + "_" + item.FieldLevel)
+			e.RemoveAttr(p + "_" + item.FieldConsumed) // usage is counted by its changes: nothing to count here
+			e.RemoveAttr(p + "_" + item.FieldShape)
 		}
-		stampWriter(e, now)
+		item.StampWriter(e, now)
 		tx = append(tx, s.txUpdate(b.pk(i), e))
 	}
 	return tx, true
@@ -120,18 +121,18 @@ func (s *Store) mergeTx(b bucket, imgs []*image, now int64) ([]types.TransactWri
 // unchanged conditions a merge's update of a shard on what its image img
 // says: the shard count n, not merged, every level and the clocks of its
 // last two writers (every bucket write sets them).
-func (s *Store) unchanged(img *image, n int) *expr {
-	e := newExpr()
-	e.condition(e.name(attrShardCount) + " = " + e.num(int64(n)))
-	e.condition("attribute_not_exists(" + e.name(attrMerged) + ")")
-	for p, l := range img.limits {
-		e.condition(e.name(p+"_"+fieldLevel) + " = " + e.value(bigAV(l.Level)))
+func (s sharder) unchanged(img *item.Image, n int) *item.Expr {
+	e := item.NewExpr()
+	e.Condition(e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
+	e.Condition("attribute_not_exists(" + e.Name(item.AttrMerged) + ")")
+	for p, l := range img.Limits {
+		e.Condition(e.Name(p+"_"+item.FieldLevel) + " = " + e.Value(item.BigAV(l.Level)))
 	}
-	for attr, v := range map[string]int64{attrWriter: img.wroteMs, attrPrevWriter: img.prevMs} {
+	for attr, v := range map[string]int64{item.AttrWriter: img.WroteMs, item.AttrPrevWriter: img.PrevMs} {
 		if v == 0 {
-			e.condition("attribute_not_exists(" + e.name(attr) + ")")
+			e.Condition("attribute_not_exists(" + e.Name(attr) + ")")
 		} else {
-			e.condition(e.name(attr) + " = " + e.num(v))
+			e.Condition(e.Name(attr) + " = " + e.Num(v))
 		}
 	}
 	return e
@@ -147,9 +148,9 @@ func (s *Store) unchanged(img *image, n int) *expr {
 // shard is marked so, and such a limit starts empty (it could forfeit
 // tokens, never create them). It returns false when a level has no limit
 // to read it with.
-func mergeInto(e *expr, keep, gone *image, n int, now int64) bool {
+func mergeInto(e *item.Expr, keep, gone *item.Image, n int, now int64) bool {
 	half := n / 2
-	e.setAttr(attrShardCount, numAV(int64(half)))
+	e.SetAttr(item.AttrShardCount, item.NumAV(int64(half)))
 	fullAt := now/1000 + int64(minBucketTTL.Seconds())
 	for p, l := range pairLimits(keep, gone) {
 		if l.Validate() != nil {
@@ -159,15 +160,15 @@ func mergeInto(e *expr, keep, gone *image, n int, now int64) bool {
 		gl, _ := startLevel(gone, p, l, now)
 		t := shardShare(l.Tokens(kl.State(), now), n) + shardShare(l.Tokens(gl.State(), now), n)
 		st := l.Holding(t*tokenbucket.Millitokens(half), now)
-		e.setAttr(p+"_"+fieldLevel, bigAV(st.X))
+		e.SetAttr(p+"_"+item.FieldLevel, item.BigAV(st.X))
 		setShape(e, p, l)
 		fullAt = max(fullAt, ceilSecond(l.FullAt(st)))
 	}
-	if gone.empty && !keep.empty {
-		e.setAttr(attrEmpty, boolAV(true))
+	if gone.Empty && !keep.Empty {
+		e.SetAttr(item.AttrEmpty, item.BoolAV(true))
 	}
-	e.setAttr(attrTTL, numAV(fullAt+1))
-	stampWriter(e, now)
+	e.SetAttr(item.AttrTTL, item.NumAV(fullAt+1))
+	item.StampWriter(e, now)
 	return true
 }
 
@@ -176,10 +177,10 @@ func mergeInto(e *expr, keep, gone *image, n int, now int64) bool {
 // gone's (startLevel restates a level written under another limit). A
 // level that neither holds with a valid limit is returned with the zero
 // Limit.
-func pairLimits(keep, gone *image) map[string]tokenbucket.Limit {
+func pairLimits(keep, gone *item.Image) map[string]tokenbucket.Limit {
 	out := map[string]tokenbucket.Limit{}
-	for _, img := range []*image{gone, keep} {
-		for p, li := range img.limits {
+	for _, img := range []*item.Image{gone, keep} {
+		for p, li := range img.Limits {
 			if li.Shape.Validate() == nil {
 				out[p] = li.Shape
 			} else if _, ok := out[p]; !ok {
@@ -200,3 +201,6 @@ func shardShare(t tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
 	}
 	return q
 }
+
+// sharder doubles and merges the shards of buckets as their write rates ask (merge.go, resize.go).
+type sharder struct{ *Store }

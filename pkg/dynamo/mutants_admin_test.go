@@ -14,6 +14,8 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -32,17 +34,17 @@ func TestAdminWritesFailLoudly(t *testing.T) {
 	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
 	failOn(f, "PutItem", 2, serverError()) // the limits record lands, its audit record not
-	if err := s.SetLimits(ctx, dynamo.Scope{Resource: "r"}, lim); !errors.Is(err, dynamo.ErrUnavailable) {
+	if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Resource: "r"}, lim); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("SetLimits() with its audit failing = %v, want ErrUnavailable", err)
 	}
 
 	f = fakeTable(t)
 	s = newStore(t, f, "t", newClock())
-	if _, err := s.RegisterNamespace(ctx, "team-a"); err != nil {
+	if _, err := admin.New(s).RegisterNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
 	}
 	failOn(f, "UpdateItem", 0, serverError())
-	if _, err := s.DeleteNamespace(ctx, "team-a"); !errors.Is(err, dynamo.ErrUnavailable) {
+	if _, err := admin.New(s).DeleteNamespace(ctx, "team-a"); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("DeleteNamespace() with its update failing = %v, want ErrUnavailable", err)
 	}
 
@@ -53,12 +55,12 @@ func TestAdminWritesFailLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	failOn(f, "BatchWriteItem", 0, serverError())
-	if _, err := s.PurgeNamespace(ctx, "stray", nil); !errors.Is(err, dynamo.ErrUnavailable) {
+	if _, err := admin.New(s).PurgeNamespace(ctx, "stray", nil); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("PurgeNamespace() with its deletes failing = %v, want ErrUnavailable", err)
 	}
 
 	failOn(f, "TransactWriteItems", 0, &types.TransactionCanceledException{Message: aws.String("cancelled")})
-	if err := s.SetStreamCheckpoint(ctx, "me", "shard-1", dynamo.Checkpoint{Sequence: "1"}); err == nil {
+	if err := usage.Of(s).SetStreamCheckpoint(ctx, "me", "shard-1", usage.Checkpoint{Sequence: "1"}); err == nil {
 		t.Error("SetStreamCheckpoint() cancelled without a reason = nil error")
 	}
 }
@@ -72,10 +74,10 @@ func TestPurgeOrphanRegistersIt(t *testing.T) {
 	if _, err := s.Acquire(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.PurgeNamespace(ctx, "stray", nil); err != nil || n != 1 {
+	if n, err := admin.New(s).PurgeNamespace(ctx, "stray", nil); err != nil || n != 1 {
 		t.Fatalf("PurgeNamespace(stray) = %d, %v, want 1 item", n, err)
 	}
-	if ns, err := s.Namespace(ctx, "stray"); err != nil || ns.State != dynamo.NamespacePurged {
+	if ns, err := admin.New(s).Namespace(ctx, "stray"); err != nil || ns.State != admin.NamespacePurged {
 		t.Errorf("Namespace(stray) after its purge = %+v, %v, want purged", ns, err)
 	}
 }
@@ -105,7 +107,7 @@ func TestPurgeSendsUnprocessedAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				n, err := s.PurgeNamespace(ctx, "stray", nil)
+				n, err := admin.New(s).PurgeNamespace(ctx, "stray", nil)
 				waited := time.Since(start)
 				if !errors.Is(err, c.wantErr) || (c.wantErr == nil && n != 1) {
 					t.Errorf("PurgeNamespace() with the deletes left unprocessed %d times = %d, %v, want 1 item and %v", c.left, n, err, c.wantErr)
@@ -147,13 +149,13 @@ func TestEntityNamesItsNamespace(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := s.Entity(ctx, "team-a", "old"); err != nil || e.Namespace != "team-a" || e.ID != "old" {
+	if e, err := admin.New(s).Entity(ctx, "team-a", "old"); err != nil || e.Namespace != "team-a" || e.ID != "old" {
 		t.Errorf("Entity(team-a, old) without a namespace attribute = %+v, %v, want namespace team-a", e, err)
 	}
-	if err := s.PutEntity(ctx, dynamo.Entity{Namespace: "team-b", ID: "new"}); err != nil {
+	if err := admin.New(s).PutEntity(ctx, dynamo.Entity{Namespace: "team-b", ID: "new"}); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := s.Entity(ctx, "team-b", "new"); err != nil || e.Namespace != "team-b" {
+	if e, err := admin.New(s).Entity(ctx, "team-b", "new"); err != nil || e.Namespace != "team-b" {
 		t.Errorf("Entity(team-b, new) = %+v, %v, want namespace team-b", e, err)
 	}
 }
@@ -162,11 +164,11 @@ func TestEntityNamesItsNamespace(t *testing.T) {
 // state.
 func TestNamespaceStatesOfUnregistered(t *testing.T) {
 	s := newStore(t, fakeTable(t), "t", newClock())
-	if _, err := s.RegisterNamespace(context.Background(), "a"); err != nil {
+	if _, err := admin.New(s).RegisterNamespace(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.NamespaceStates(context.Background(), []string{"a", "b"})
-	if _, has := got["b"]; err != nil || got["a"] != dynamo.NamespaceActive || has {
+	got, err := admin.New(s).NamespaceStates(context.Background(), []string{"a", "b"})
+	if _, has := got["b"]; err != nil || got["a"] != admin.NamespaceActive || has {
 		t.Errorf("NamespaceStates(a, b) = %v, %v, want only a, active", got, err)
 	}
 }
@@ -176,7 +178,7 @@ func TestStreamLeaseTTL(t *testing.T) {
 	f := fakeTable(t)
 	c := newClock()
 	s := newStore(t, f, "t", c)
-	if ok, err := s.StreamLease(context.Background(), "me", time.Minute); err != nil || !ok {
+	if ok, err := usage.Of(s).StreamLease(context.Background(), "me", time.Minute); err != nil || !ok {
 		t.Fatalf("StreamLease() = %t, %v", ok, err)
 	}
 	want := strconv.FormatInt(c.Now().Add(time.Minute+48*time.Hour).Unix(), 10)

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -21,7 +22,7 @@ type behindRecorder struct {
 func (r *behindRecorder) ClockBehind(d time.Duration) { r.behind = d }
 
 func writtenAt(ms int64) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrWriter: &types.AttributeValueMemberN{Value: strconv.FormatInt(ms, 10)}}
+	return map[string]types.AttributeValue{item.AttrWriter: &types.AttributeValueMemberN{Value: strconv.FormatInt(ms, 10)}}
 }
 
 // TestSawWriterWindow pins the minute over which the largest offset is

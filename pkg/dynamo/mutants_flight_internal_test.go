@@ -23,7 +23,7 @@ func newBareStore(t *testing.T) *Store {
 	l.SetOutput(io.Discard)
 	s := &Store{cfg: Config{Table: "t", Timeout: time.Second}.WithDefaults(), now: time.Now, log: logrus.NewEntry(l), obs: nopObserver{}}
 	s.lanes.m = map[string]*lane{}
-	s.loads.m = map[string]*flight{}
+	s.reads.m = map[string]*flight{}
 	s.gb.init()
 	s.life, s.stop = context.WithCancel(context.Background())
 	t.Cleanup(func() { _ = s.Close() })
@@ -32,9 +32,9 @@ func newBareStore(t *testing.T) *Store {
 
 // running returns how many reads of stored records the batcher counts.
 func (s *Store) running() int {
-	s.loads.mu.Lock()
-	defer s.loads.mu.Unlock()
-	return s.loads.records.running
+	s.reads.mu.Lock()
+	defer s.reads.mu.Unlock()
+	return s.reads.records.running
 }
 
 // TestRecordReadsRunAtMostMaxRunning: with maxRunning reads of stored
@@ -59,7 +59,7 @@ func TestRecordReadsRunAtMostMaxRunning(t *testing.T) {
 	decision := []context.Context{context.Background()}
 	var fs []*flight
 	for _, k := range []string{"k0", "k1", "k2", "k3"} {
-		got := s.flyRecords([]string{k}, decision, read)
+		got := reader{s}.flyRecords([]string{k}, decision, read)
 		if len(got) != 1 || got[0].queued {
 			t.Fatalf("flyRecords(%s) with fewer than %d reads running = %d flights (queued: %v), want one read started", k, maxRunning, len(got), len(got) == 1 && got[0].queued)
 		}
@@ -78,11 +78,11 @@ func TestRecordReadsRunAtMostMaxRunning(t *testing.T) {
 			t.Fatalf("reads running = %d and begun = %d, want %d", s.running(), begun(), maxRunning)
 		}
 	}
-	next := s.flyRecords([]string{"k4", "k5"}, decision, read)
+	next := reader{s}.flyRecords([]string{"k4", "k5"}, decision, read)
 	if len(next) != 1 || !next[0].queued {
 		t.Fatalf("flyRecords(k4, k5) with %d reads running = %d flights, want one queued read", maxRunning, len(next))
 	}
-	if again := s.flyRecords([]string{"k5", "k6"}, decision, read); len(again) != 1 || again[0] != next[0] {
+	if again := (reader{s}).flyRecords([]string{"k5", "k6"}, decision, read); len(again) != 1 || again[0] != next[0] {
 		t.Fatalf("flyRecords(k5, k6) = %d flights, want the one queued read", len(again))
 	}
 	unblock()

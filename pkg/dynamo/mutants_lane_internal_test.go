@@ -53,6 +53,9 @@ func TestPartPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pt := &part{debits: d, scale: tt.scale}
+		if tt.scale > 0 {
+			pt.kind = giveBackPart
+		}
 		q := pt.plan(tt.n)
 		for i, want := range tt.want {
 			if got := q.Debits[i].Amount; got != want {
@@ -87,6 +90,9 @@ func TestCompensation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pt := &part{debits: tt.debits, dec: cascade.Decision{Statuses: tt.statuses}, n: tt.n, scale: tt.scale, shard: 1}
+		if tt.scale > 0 {
+			pt.kind = giveBackPart
+		}
 		c := pt.compensation()
 		if tt.want == nil {
 			if c != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -33,20 +34,20 @@ func TestLimitsWritesFailClosed(t *testing.T) {
 	ctx := context.Background()
 	sc := dynamo.Scope{Resource: "r"}
 	lim := map[string]tokenbucket.Limit{"rpm": mustLimit(t, 10, time.Minute, 0)}
-	if err := s.SetLimits(ctx, sc, lim); err != nil {
+	if err := admin.New(s).SetLimits(ctx, sc, lim); err != nil {
 		t.Fatal(err)
 	}
 	failOn(f, "GetItem", 0, serverError())
 	puts := f.Calls("PutItem")
-	if err := s.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); err == nil || f.Calls("PutItem") != puts {
+	if err := admin.New(s).SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); err == nil || f.Calls("PutItem") != puts {
 		t.Errorf("SetLimits with its read failing = %v after %d writes, want an error and none", err, f.Calls("PutItem")-puts)
 	}
 	failOn(f, "PutItem", 0, serverError())
-	if err := s.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); !errors.Is(err, dynamo.ErrUnavailable) || !strings.Contains(err.Error(), "put limits") {
+	if err := admin.New(s).SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rps": mustLimit(t, 1, time.Second, 0)}); !errors.Is(err, dynamo.ErrUnavailable) || !strings.Contains(err.Error(), "put limits") {
 		t.Errorf("SetLimits with PutItem failing = %v, want ErrUnavailable from putting the limits", err)
 	}
 	failOn(f, "DeleteItem", 0, serverError())
-	if err := s.DeleteLimits(ctx, sc); !errors.Is(err, dynamo.ErrUnavailable) {
+	if err := admin.New(s).DeleteLimits(ctx, sc); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("DeleteLimits with DeleteItem failing = %v, want ErrUnavailable", err)
 	}
 }
@@ -58,7 +59,7 @@ func TestLimitsRecordNamesItsEntity(t *testing.T) {
 	s := newStore(t, f, "t", newClock())
 	lim := map[string]tokenbucket.Limit{"rpm": mustLimit(t, 10, time.Minute, 0)}
 	for _, sc := range []dynamo.Scope{{Entity: "acme", Resource: "r"}, {Resource: "q"}} {
-		if err := s.SetLimits(context.Background(), sc, lim); err != nil {
+		if err := admin.New(s).SetLimits(context.Background(), sc, lim); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,11 +94,11 @@ func TestLimitsRecordNamesItsEntity(t *testing.T) {
 func TestStaleLimitsRefresh(t *testing.T) {
 	f := fakeTable(t)
 	clk := newClock()
-	admin := newStore(t, f, "t", clk)
+	adm := admin.New(newStore(t, f, "t", clk))
 	s := newStore(t, f, "t", clk)
 	ctx := context.Background()
 	sc := dynamo.Scope{Resource: "r"}
-	if err := admin.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1, time.Hour, 0)}); err != nil {
+	if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1, time.Hour, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1000, time.Second, 0), Amount: tokenbucket.PerToken}}}
@@ -106,7 +107,7 @@ func TestStaleLimitsRefresh(t *testing.T) {
 			t.Fatalf("Acquire() #%d on 1/hour = %+v, %v, want admitted %t", i+1, dec, err, want)
 		}
 	}
-	if err := admin.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1000, time.Second, 0)}); err != nil {
+	if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1000, time.Second, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(2 * dynamo.DefaultConfigCacheTTL)
@@ -131,7 +132,7 @@ func TestStaleLimitsRefresh(t *testing.T) {
 func TestCreateTableSchemaRecord(t *testing.T) {
 	f := fakeTable(t)
 	failOn(f, "PutItem", 0, serverError())
-	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
+	if err := admin.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("CreateTable() with PutItem failing = %v, want ErrUnavailable", err)
 	}
 	f.SetFail(nil)
@@ -148,7 +149,7 @@ func TestCreateTableSchemaRecord(t *testing.T) {
 	if _, err := f.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dynamo.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrSchema) {
+	if err := admin.CreateTable(context.Background(), f, "t"); !errors.Is(err, dynamo.ErrSchema) {
 		t.Errorf("CreateTable() over another schema version = %v, want ErrSchema", err)
 	}
 }

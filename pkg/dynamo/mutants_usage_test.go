@@ -10,6 +10,8 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -30,12 +32,12 @@ func TestUsageGroupsFillTransactions(t *testing.T) {
 		f := fakeTable(t)
 		clk := newClock()
 		s := newStore(t, f, "t", clk)
-		var recs []dynamo.UsageRecord
+		var recs []usage.UsageRecord
 		for i := range c.recs {
-			recs = append(recs, dynamo.UsageRecord{ID: "r" + strconv.Itoa(i), At: clk.Now(), Usage: []dynamo.Usage{{Namespace: "default", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 1000}}})
+			recs = append(recs, usage.UsageRecord{ID: "r" + strconv.Itoa(i), At: clk.Now(), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 1000}}})
 		}
 		before := f.Calls("TransactWriteItems")
-		rep, err := s.ApplyUsage(context.Background(), recs)
+		rep, err := usage.Of(s).ApplyUsage(context.Background(), recs)
 		if err != nil || rep.Applied != c.recs {
 			t.Fatalf("ApplyUsage(%d records) = %+v, %v", c.recs, rep, err)
 		}
@@ -72,7 +74,7 @@ func TestOrphanNamedByItsKey(t *testing.T) {
 	if _, err := ghost.Warm(context.Background(), dynamo.WarmOptions{Conns: 1}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Orphans(context.Background())
+	got, err := admin.New(s).Orphans(context.Background())
 	if err != nil || len(got) != 2 || got[0].Name != "ghost" || got[1].Name != "stray" {
 		t.Errorf("Orphans() = %+v, %v, want ghost and stray", got, err)
 	}

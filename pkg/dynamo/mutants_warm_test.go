@@ -13,6 +13,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // warmScript makes every call on a warm-up item take pause, and can apply a
@@ -55,7 +56,7 @@ func TestWarmRounds(t *testing.T) {
 		t.Run(c.pause.String(), func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
 				f := dynamotest.NewFake()
-				if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+				if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 					t.Fatal(err)
 				}
 				log, hook := logtest.NewNullLogger()

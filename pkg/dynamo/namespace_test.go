@@ -13,6 +13,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -116,7 +117,7 @@ func TestEmptyNamespaceIsTheStores(t *testing.T) {
 	ctx := context.Background()
 	set := func(sc dynamo.Scope, name string, tokens uint64) {
 		t.Helper()
-		if err := s.SetLimits(ctx, sc, map[string]tokenbucket.Limit{name: mustLimit(t, tokens, time.Hour, 0)}); err != nil {
+		if err := admin.New(s).SetLimits(ctx, sc, map[string]tokenbucket.Limit{name: mustLimit(t, tokens, time.Hour, 0)}); err != nil {
 			t.Fatalf("SetLimits(%v) = %v", sc, err)
 		}
 	}
@@ -124,19 +125,19 @@ func TestEmptyNamespaceIsTheStores(t *testing.T) {
 	set(dynamo.Scope{Entity: "e"}, "daily", 50)
 	set(dynamo.Scope{Resource: "r"}, "burst", 40)
 	set(dynamo.Scope{System: true}, "global", 30)
-	if err := s.PutEntity(ctx, dynamo.Entity{ID: "e", Parent: "org", Cascade: true}); err != nil {
+	if err := admin.New(s).PutEntity(ctx, dynamo.Entity{ID: "e", Parent: "org", Cascade: true}); err != nil {
 		t.Fatalf("PutEntity() = %v", err)
 	}
-	if ent, err := s.Entity(ctx, "team-a", "e"); err != nil || ent.Parent != "org" {
+	if ent, err := admin.New(s).Entity(ctx, "team-a", "e"); err != nil || ent.Parent != "org" {
 		t.Errorf("Entity(team-a, e) = %+v, %v, want the entity put without a namespace", ent, err)
 	}
-	if kids, err := s.Children(ctx, "", "org"); err != nil || len(kids) != 1 || kids[0] != "e" {
+	if kids, err := admin.New(s).Children(ctx, "", "org"); err != nil || len(kids) != 1 || kids[0] != "e" {
 		t.Errorf("Children(\"\", org) = %v, %v, want [e]", kids, err)
 	}
-	if _, err := s.Audit(ctx, dynamo.Scope{Entity: "e"}); err != nil {
+	if _, err := admin.New(s).Audit(ctx, dynamo.Scope{Entity: "e"}); err != nil {
 		t.Errorf("Audit(e) = %v", err)
 	}
-	if got, err := s.Limits(ctx, dynamo.Scope{Namespace: "team-a", Entity: "e", Resource: "r"}); err != nil || len(got) != 1 {
+	if got, err := admin.New(s).Limits(ctx, dynamo.Scope{Namespace: "team-a", Entity: "e", Resource: "r"}); err != nil || len(got) != 1 {
 		t.Errorf("Limits(team-a/e/r) = %v, %v, want the limits set without a namespace", got, err)
 	}
 
@@ -228,16 +229,16 @@ func TestNamespacesShareNoState(t *testing.T) {
 	a := newStoreCfg(t, f, dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second}, c, dynamo.WithObserver(obs))
 	b := newStoreCfg(t, f, dynamo.Config{Table: "t", Namespace: "team-b", Timeout: time.Second}, c)
 	lim := mustLimit(t, 3, time.Hour, 0)
-	if err := a.SetLimits(ctx, dynamo.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": mustLimit(t, 2, time.Hour, 0)}); err != nil {
+	if err := admin.New(a).SetLimits(ctx, dynamo.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": mustLimit(t, 2, time.Hour, 0)}); err != nil {
 		t.Fatalf("SetLimits(team-a) = %v", err)
 	}
-	if err := a.PutEntity(ctx, dynamo.Entity{ID: "e"}); err != nil {
+	if err := admin.New(a).PutEntity(ctx, dynamo.Entity{ID: "e"}); err != nil {
 		t.Fatalf("PutEntity(team-a) = %v", err)
 	}
-	if _, err := b.Limits(ctx, dynamo.Scope{Entity: "e"}); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := admin.New(b).Limits(ctx, dynamo.Scope{Entity: "e"}); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Errorf("team-b Limits(e) = %v, want ErrNotFound", err)
 	}
-	if _, err := b.Entity(ctx, "", "e"); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := admin.New(b).Entity(ctx, "", "e"); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Errorf("team-b Entity(e) = %v, want ErrNotFound", err)
 	}
 

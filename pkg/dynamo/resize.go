@@ -18,13 +18,13 @@ const resizeBudget = 5 * time.Second
 // loads measures the rate of this replica's writes to each bucket (all its
 // shards), in windows of loadWindow, and says when to double or halve its
 // shard count. Safe for concurrent use.
-type loads struct {
+type writeRates struct {
 	mu sync.Mutex
-	m  *lru[*load] // by bucket base
+	m  *lru[*writeRate] // by bucket base
 }
 
 // load is one bucket's measure.
-type load struct {
+type writeRate struct {
 	startMs int64 // when the window began
 	writes  int   // this replica's writes to the bucket in the window
 	calmMs  int64 // since when every window was below the merge rate (0: not calm)
@@ -37,12 +37,12 @@ type load struct {
 // items), n/2 when, measured on closed windows, the bucket stayed below
 // Config.ShardMergeRate per shard of n/2 for Config.ShardMergeAfter; else
 // n (nothing to do). A move returned is under way until done.
-func (l *loads) count(base string, n int, nowMs int64, c Config) int {
+func (l *writeRates) count(base string, n int, nowMs int64, c Config) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ld, ok := l.m.get(base)
 	if !ok {
-		ld = &load{startMs: nowMs}
+		ld = &writeRate{startMs: nowMs}
 		l.m.add(base, ld)
 	}
 	if elapsed := nowMs - ld.startMs; elapsed >= loadWindow.Milliseconds() {
@@ -72,18 +72,18 @@ func (l *loads) count(base string, n int, nowMs int64, c Config) int {
 }
 
 // done ends a move that count returned: the bucket is measured afresh.
-func (l *loads) done(base string, nowMs int64) {
+func (l *writeRates) done(base string, nowMs int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ld, ok := l.m.peek(base); ok {
-		*ld = load{startMs: nowMs}
+		*ld = writeRate{startMs: nowMs}
 	}
 }
 
 // wrote counts a write of this replica to b, whose shard count is n, and
 // starts a doubling or a merge in the background when count says so.
-func (s *Store) wrote(b bucket, n int, nowMs int64) {
-	to := s.sizes.count(b.base, n, nowMs, s.cfg)
+func (s sharder) wrote(b bucket, n int, nowMs int64) {
+	to := s.rates.count(b.base, n, nowMs, s.cfg)
 	if to == n {
 		return
 	}
@@ -98,7 +98,7 @@ func (s *Store) wrote(b bucket, n int, nowMs int64) {
 // Losing a race (another replica's doubling or merge, a write between the
 // merge's read and its transaction) is no error: the bucket is measured
 // again.
-func (s *Store) resize(b bucket, n, to int) {
+func (s sharder) resize(b bucket, n, to int) {
 	ctx, cancel := context.WithTimeout(s.life, resizeBudget)
 	defer cancel()
 	var err error
@@ -110,5 +110,5 @@ func (s *Store) resize(b bucket, n, to int) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.WithError(err).WithField("shards", n).Warn("changing the shard count of a bucket failed")
 	}
-	s.sizes.done(b.base, s.nowMs())
+	s.rates.done(b.base, s.nowMs())
 }

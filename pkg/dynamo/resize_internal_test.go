@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -13,7 +14,7 @@ import (
 // that is not calm, and idle windows (a merge after ShardMergeAfter).
 func TestLoadsCount(t *testing.T) {
 	c := Config{ShardWriteRate: 100, ShardMergeRate: 10, ShardMergeAfter: time.Minute}
-	l := loads{m: newLRU[*load]("load", 10)}
+	l := writeRates{m: newLRU[*writeRate]("load", 10)}
 	for i := 1; i < 100; i++ {
 		if to := l.count("b", 1, 0, c); to != 1 {
 			t.Fatalf("write %d of a window at 100/s per shard: count = %d, want 1", i, to)
@@ -72,9 +73,9 @@ func TestShardShare(t *testing.T) {
 func TestRehome(t *testing.T) {
 	s := &Store{caches: newCaches(10, 10)}
 	b := bucket{key: cascade.Key{Entity: "e", Resource: "r"}, ns: "default", base: "b"}
-	s.learnShards(b.base, 4)
-	s.shrinkShards(b.base, 2)
-	give := &part{b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
+	cacher{s}.learnShards(b.base, 4)
+	cacher{s}.shrinkShards(b.base, 2)
+	give := &part{kind: giveBackPart, b: b, scale: 4, debits: []cascade.Debit{{Amount: 4 * 333}, {Amount: 4 * tokenbucket.PerToken}}}
 	give.choose(3)
 	s.rehome(give)
 	if give.scale != 2 || give.debits[0].Amount != 2*333 || give.debits[1].Amount != 2*tokenbucket.PerToken {
@@ -110,7 +111,7 @@ func TestIdleShards(t *testing.T) {
 		{5000, 5000, true},
 		{9999, 9999, true},
 	} {
-		if got := s.idleShards([]*image{{wroteMs: c.wrote, prevMs: c.prev}}); got != c.idle {
+		if got := (sharder{s}).idleShards([]*item.Image{{WroteMs: c.wrote, PrevMs: c.prev}}); got != c.idle {
 			t.Errorf("idleShards(written at %d after %d, now 10000) = %t, want %t", c.wrote, c.prev, got, c.idle)
 		}
 	}
@@ -136,7 +137,7 @@ func TestLoadsCalmAtTheMergeRate(t *testing.T) {
 		writes int
 		want   int
 	}{{18, 2}, {20, 4}} {
-		l := loads{m: newLRU[*load]("load", 10)}
+		l := writeRates{m: newLRU[*writeRate]("load", 10)}
 		for range tc.writes {
 			l.count("b", 4, 10_000, c)
 		}
@@ -145,7 +146,7 @@ func TestLoadsCalmAtTheMergeRate(t *testing.T) {
 			t.Errorf("%d writes in the first second on 4 shards, then one a minute on: count = %d, want %d", tc.writes, got, tc.want)
 		}
 	}
-	l := loads{m: newLRU[*load]("load", 10)}
+	l := writeRates{m: newLRU[*writeRate]("load", 10)}
 	hot := Config{ShardWriteRate: 100, ShardMergeRate: -1}
 	got := 2
 	for range 200 { // 100 a shard in one window

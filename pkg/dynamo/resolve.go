@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -22,14 +23,7 @@ type cachedConfig struct {
 	limits  map[string]tokenbucket.Limit // nil: no record
 }
 
-const attrLimits = "limits"
-
-func (s *Store) nsOr(ns string) string {
-	if ns == "" {
-		return s.cfg.Namespace
-	}
-	return ns
-}
+const AttrLimits = "limits"
 
 // configChain is where stored limits for one bucket item are looked up, in
 // order: entity+resource, entity default, resource, system. The entity is
@@ -37,12 +31,12 @@ func (s *Store) nsOr(ns string) string {
 // the other entries of its branch after it, and the entity's stored limits
 // apply to each of its branches.
 func configChain(b bucket) [4][2]string {
-	id, _ := splitEntity(b.key.Entity)
+	id, _ := SplitEntity(b.key.Entity)
 	return [4][2]string{
-		{entityPK(b.ns, id), entityConfigSK(b.key.Resource)},
-		{entityPK(b.ns, id), entityDefaultSK},
-		{resourcePK(b.ns, b.key.Resource), skConfig},
-		{systemPK(b.ns), skConfig},
+		{item.EntityPK(b.ns, id), item.EntityConfigSK(b.key.Resource)},
+		{item.EntityPK(b.ns, id), item.EntityDefaultSK},
+		{item.ResourcePK(b.ns, b.key.Resource), item.SKConfig},
+		{item.SystemPK(b.ns), item.SKConfig},
 	}
 }
 
@@ -77,7 +71,7 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 	}
 	if len(missing) > 0 {
 		for _, f := range s.loadRecords(ctx, missing) {
-			if err := s.wait(ctx, f); err != nil {
+			if err := (reader{s}).wait(ctx, f); err != nil {
 				return err
 			}
 		}
@@ -107,14 +101,14 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 // ("PK\x00SK"; an entity record's SK is #META) for the decision on ctx, starting one read for the keys no
 // flight has yet.
 func (s *Store) loadRecords(ctx context.Context, keys []string) []*flight {
-	return s.flyRecords(keys, []context.Context{ctx}, s.readRecords)
+	return reader{s}.flyRecords(keys, []context.Context{ctx}, s.readRecords)
 }
 
 func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error {
 	req := make([]map[string]types.AttributeValue, len(keys))
 	for i, k := range keys {
 		pk, sk, _ := strings.Cut(k, "\x00")
-		req[i] = itemKey(pk, sk)
+		req[i] = item.Key(pk, sk)
 	}
 	got, err := s.batchGet(ctx, req, false, &f.throttled)
 	if err != nil {
@@ -125,12 +119,12 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		expires := now.Add(s.cacheTTL())
-		if pk, sk, _ := strings.Cut(k, "\x00"); sk == skMeta {
-			ent, ok := entityOf(got[k])
+		if pk, sk, _ := strings.Cut(k, "\x00"); sk == item.SKMeta {
+			ent, ok := EntityOf(got[k])
 			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
 			continue
 		}
-		s.configs.add(k, cachedConfig{expires: expires, limits: decodeLimits(got[k])})
+		s.configs.add(k, cachedConfig{expires: expires, limits: DecodeLimits(got[k])})
 	}
 	return nil
 }
@@ -151,20 +145,20 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 		req := map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys[:n], ConsistentRead: aws.Bool(consistent)}}
 		keys = keys[n:]
 		for round := 0; len(req) > 0; round++ {
-			if round > 0 && !sleep(ctx, backoff(round)) {
+			if round > 0 && !Sleep(ctx, Backoff(round)) {
 				return nil, fmt.Errorf("dynamo: batch get %s: not read within the budget: %w", s.cfg.Table, ErrUnavailable)
 			}
 			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 			if err != nil {
-				cerr := classify("batch get "+s.cfg.Table, err)
+				cerr := Classify("batch get "+s.cfg.Table, err)
 				if errors.Is(cerr, ErrThrottled) {
 					throttled.Store(true)
 					continue // retried within ctx, after a backoff
 				}
 				return nil, cerr
 			}
-			for _, item := range res.Responses[s.cfg.Table] {
-				out[getS(item, attrPK)+"\x00"+getS(item, attrSK)] = item
+			for _, it := range res.Responses[s.cfg.Table] {
+				out[item.GetS(it, item.AttrPK)+"\x00"+item.GetS(it, item.AttrSK)] = it
 			}
 			req = res.UnprocessedKeys
 			if len(req) > 0 {

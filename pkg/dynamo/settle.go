@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // markerMargin is how long past its settlement's Expires a marker lives
@@ -40,7 +41,7 @@ type settlement struct {
 // shard its debits name, or shard 0 when that item does not exist.
 type target struct {
 	pt  *part
-	img *image
+	img *item.Image
 	j   *judgement
 }
 
@@ -66,17 +67,17 @@ func (s *Store) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Set
 	if s.closed.Load() {
 		return cascade.Settled{}, errClosed
 	}
-	stl, err := s.newSettlement(ctx, st)
+	stl, err := settler{s}.newSettlement(ctx, st)
 	if err != nil {
 		return cascade.Settled{}, err
 	}
 	ctx, cancel := s.budget(ctx, stl.plan)
 	defer cancel()
-	return s.settle(ctx, stl)
+	return settler{s}.settle(ctx, stl)
 }
 
 // newSettlement checks st and splits it by bucket item and shard.
-func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*settlement, error) {
+func (s settler) newSettlement(ctx context.Context, st *cascade.Settlement) (*settlement, error) {
 	if st == nil {
 		return nil, fmt.Errorf("dynamo: settle: nil settlement: %w", cascade.ErrSettlement)
 	}
@@ -96,7 +97,7 @@ func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*set
 		ns = p.Debits[0].Key.Namespace
 	}
 	stl := &settlement{
-		id: st.ID, from: ctx, plan: p, pk: leasePK(ns, st.ID), nonce: rand.Text(),
+		id: st.ID, from: ctx, plan: p, pk: item.LeasePK(ns, st.ID), nonce: rand.Text(),
 		ttl: st.Expires.Add(markerMargin).Unix(),
 	}
 	stl.parts = s.settleParts(p, func(i int) int { return p.Debits[i].Shard })
@@ -108,7 +109,7 @@ func (s *Store) newSettlement(ctx context.Context, st *cascade.Settlement) (*set
 
 // settleParts splits p by bucket item and the shard shardOf gives each
 // debit (by its index), in plan order.
-func (s *Store) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
+func (s settler) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
 	var parts []*part
 	buckets := s.bucketsOf(p)
 	for i := range p.Debits {
@@ -138,22 +139,22 @@ func (s *Store) settleParts(p *cascade.Plan, shardOf func(i int) int) []*part {
 }
 
 // settle writes stl, trying again within ctx (see Settle).
-func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, error) {
-	imgs := map[string]*image{} // images DynamoDB returned during this call
+func (s settler) settle(ctx context.Context, stl *settlement) (cascade.Settled, error) {
+	imgs := map[string]*item.Image{} // images DynamoDB returned during this call
 	var last error
 	for attempt := 0; ; attempt++ {
 		res, done, err := s.settleAttempt(ctx, stl, imgs)
 		switch {
 		case done:
 			return res, err
-		case err != nil && !retryable(err):
+		case err != nil && !Retryable(err):
 			return cascade.Settled{}, fmt.Errorf("dynamo: settle %q: %w", stl.id, err)
 		case err != nil:
 			last = err
 		}
 		// A bucket condition that failed is decided again at once, on what
 		// DynamoDB returned; anything else after a backoff.
-		if ctx.Err() != nil || err != nil && !sleep(ctx, backoff(attempt)) {
+		if ctx.Err() != nil || err != nil && !Sleep(ctx, Backoff(attempt)) {
 			if last == nil {
 				last = errors.New("bucket conditions kept failing")
 			}
@@ -166,11 +167,11 @@ func (s *Store) settle(ctx context.Context, stl *settlement) (cascade.Settled, e
 // that trying again cannot cure (a validation error, access denied).
 var errRefusedCall = fmt.Errorf("dynamo: call refused: %w", ErrUnavailable)
 
-// retryable reports whether a settlement attempt that failed with err (a
+// Retryable reports whether a settlement attempt that failed with err (a
 // classified error) is tried again: a read that waited on others, a
 // conflict, throttling, no answer; not a missing table or credentials, an
 // item this schema cannot read, or a call DynamoDB refused.
-func retryable(err error) bool {
+func Retryable(err error) bool {
 	switch {
 	case errors.Is(err, errContended), errors.Is(err, ErrConflict), errors.Is(err, ErrThrottled):
 		return true
@@ -184,7 +185,7 @@ func retryable(err error) bool {
 // It reports done with the outcome, or not done with the error to try
 // again on (nil when a bucket condition failed: imgs then holds what the
 // items hold).
-func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*image) (cascade.Settled, bool, error) {
+func (s settler) settleAttempt(ctx context.Context, stl *settlement, imgs map[string]*item.Image) (cascade.Settled, bool, error) {
 	targets, err := s.settleTargets(ctx, stl, imgs)
 	if err != nil {
 		return cascade.Settled{}, false, err
@@ -198,11 +199,11 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 		if !tg.j.changed {
 			continue // nothing to write (amounts of zero): the statuses stand
 		}
-		u := s.txUpdate(tg.pt.pk, s.writeExpr(tg.pt.b, tg.img, tg.j, now))
+		u := s.txUpdate(tg.pt.pk, batchWriter{s.Store}.writeExpr(tg.pt.b, tg.img, tg.j, now))
 		u.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		tx = append(tx, u)
 		written = append(written, tg)
-		s.forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
+		cacher{s.Store}.forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
 	}
 	cctx, cancel := s.call(s.callContext(ctx, []context.Context{stl.from}))
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
@@ -216,7 +217,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 	}
 	reasons := tce.CancellationReasons
 	if aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
-		if getS(reasons[0].Item, attrNonce) != stl.nonce {
+		if item.GetS(reasons[0].Item, item.AttrNonce) != stl.nonce {
 			return cascade.Settled{Duplicate: true}, true, nil
 		}
 		// An earlier attempt of this call landed, unanswered.
@@ -233,7 +234,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 			return cascade.Settled{}, true, fmt.Errorf("dynamo: settle %q: %w", stl.id, err)
 		}
 		imgs[written[i].pt.pk] = img
-		s.keepImage(written[i].pt.b, written[i].pt.pk, img)
+		cacher{s.Store}.keepImage(written[i].pt.b, written[i].pt.pk, img)
 		lost = true
 	}
 	if lost {
@@ -246,7 +247,7 @@ func (s *Store) settleAttempt(ctx context.Context, stl *settlement, imgs map[str
 // error that is neither a conflict nor throttling (nor a cancellation for
 // those) wraps errRefusedCall.
 func classifySettle(err error) error {
-	cerr := classify("settle", err)
+	cerr := Classify("settle", err)
 	if errors.Is(cerr, ErrThrottled) || errors.Is(cerr, ErrNoCredentials) || errors.Is(cerr, ErrNoTable) {
 		return cerr
 	}
@@ -270,15 +271,15 @@ func classifySettle(err error) error {
 
 // marker is the Put of stl's marker item, on the condition that there is
 // none, returning the one there when there is.
-func (s *Store) marker(stl *settlement) types.TransactWriteItem {
-	e := newExpr()
-	e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
-	item := itemKey(stl.pk, skSettled)
-	item[attrTTL] = numAV(stl.ttl)
-	item[attrNonce] = strAV(stl.nonce)
+func (s settler) marker(stl *settlement) types.TransactWriteItem {
+	e := item.NewExpr()
+	e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
+	it := item.Key(stl.pk, item.SKSettled)
+	it[item.AttrTTL] = item.NumAV(stl.ttl)
+	it[item.AttrNonce] = item.StrAV(stl.nonce)
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.cfg.Table), Item: item,
-		ConditionExpression: e.conditionExpr(), ExpressionAttributeNames: e.attrNames(),
+		TableName: aws.String(s.cfg.Table), Item: it,
+		ConditionExpression: e.ConditionExpr(), ExpressionAttributeNames: e.AttrNames(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
@@ -289,7 +290,7 @@ func (s *Store) marker(stl *settlement) types.TransactWriteItem {
 // whose item does not exist goes to shard 0 (the item's shards expired
 // since, or it never had that many), merged with a part there; so does a
 // part on a shard a merge removed (image.gone).
-func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*image) ([]target, error) {
+func (s settler) settleTargets(ctx context.Context, stl *settlement, imgs map[string]*item.Image) ([]target, error) {
 	shardOf := make([]int, len(stl.plan.Debits))
 	for _, pt := range stl.parts {
 		img, err := s.settleImage(ctx, stl, pt.b, pt.pk, imgs)
@@ -297,7 +298,7 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 			return nil, err
 		}
 		sh := pt.shard
-		if (!img.exists && sh > 0) || img.gone(sh) {
+		if (!img.Exists && sh > 0) || img.Gone(sh) {
 			sh = 0
 		}
 		for _, i := range pt.idx {
@@ -318,14 +319,14 @@ func (s *Store) settleTargets(ctx context.Context, stl *settlement, imgs map[str
 
 // settleImage returns the image of pk a settlement decides on (see
 // settleTargets) and keeps it in imgs.
-func (s *Store) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*image) (*image, error) {
+func (s settler) settleImage(ctx context.Context, stl *settlement, b bucket, pk string, imgs map[string]*item.Image) (*item.Image, error) {
 	if img, ok := imgs[pk]; ok {
 		return img, nil
 	}
-	img := s.cachedImage(pk)
-	if img == nil || !img.exists || s.nowMs()-img.atMs > maxRejection.Milliseconds() {
+	img := cacher{s.Store}.cachedImage(pk)
+	if img == nil || !img.Exists || s.nowMs()-img.AtMs > maxRejection.Milliseconds() {
 		var err error
-		if img, err = s.fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
+		if img, err = (batchWriter{s.Store}).fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
 			return nil, err
 		}
 	}
@@ -349,11 +350,11 @@ func settledStatuses(stl *settlement, targets []target) []cascade.Status {
 // landed reports stl applied by an earlier attempt of this call: statuses
 // of what the items hold now, read again (decided as debits of nothing,
 // so that nothing is applied twice).
-func (s *Store) landed(ctx context.Context, stl *settlement) (cascade.Settled, error) {
+func (s settler) landed(ctx context.Context, stl *settlement) (cascade.Settled, error) {
 	for _, pt := range stl.parts {
-		s.forgetImage(pt.pk)
+		cacher{s.Store}.forgetImage(pt.pk)
 	}
-	targets, err := s.settleTargets(ctx, stl, map[string]*image{})
+	targets, err := s.settleTargets(ctx, stl, map[string]*item.Image{})
 	if err != nil {
 		return cascade.Settled{}, fmt.Errorf("dynamo: settle %q: applied, then reading it: %w", stl.id, err)
 	}
@@ -369,3 +370,6 @@ func (s *Store) landed(ctx context.Context, stl *settlement) (cascade.Settled, e
 	}
 	return cascade.Settled{Statuses: settledStatuses(stl, targets)}, nil
 }
+
+// settler settles leases: one transaction over a settlement's bucket items (settle.go).
+type settler struct{ *Store }

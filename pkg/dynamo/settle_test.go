@@ -17,6 +17,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -39,7 +40,7 @@ func (l *lossy) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 func newFakeTable(t *testing.T) *dynamotest.Fake {
 	t.Helper()
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	return f

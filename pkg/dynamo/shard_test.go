@@ -16,6 +16,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -76,7 +77,7 @@ func throttleWrites(f *dynamotest.Fake, n int64) {
 // the sharded bucket then admits exactly its capacity, no more.
 func TestShardDoubling(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}
@@ -130,7 +131,7 @@ func TestShardDoubling(t *testing.T) {
 // ON_UNAVAILABLE could turn into an admission.
 func TestThrottledRefuses(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}
@@ -168,7 +169,7 @@ func TestThrottledRefuses(t *testing.T) {
 // mutant: ARITHMETIC_BASE calls.go `b.base, 2*n` learnShards after double: the batch reads its item again at once (img = nil), and keeping that image teaches the cache shard_count 2n; only a batch racing in between would pick among n shards.
 func TestDoublingFromTwoShards(t *testing.T) {
 	f := dynamotest.NewFake()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable() = %v", err)
 	}
 	obs := &countingObserver{}

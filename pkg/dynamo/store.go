@@ -50,6 +50,11 @@ const (
 	// DefaultShardMergeAfter is Config.ShardMergeAfter's default.
 	DefaultShardMergeAfter = 5 * time.Minute
 
+	// DefaultUsageRetention is how long a usage snapshot lives past the end
+	// of its window (Config.UsageRetention, USAGE_RETENTION): thirteen
+	// months and a bit, so a monthly snapshot outlives a year's comparison.
+	DefaultUsageRetention = 400 * 24 * time.Hour
+
 	// MaxShards bounds shard doubling (a doubling is one transaction over
 	// every old and new shard, at most 100 items).
 	MaxShards = 32
@@ -60,7 +65,6 @@ const (
 
 	maxImages    = 100000
 	minBucketTTL = 7 * 24 * time.Hour
-	startTimeout = 5 * time.Second
 	// costBudget is the least budget of a plan of charges and refunds.
 	costBudget = time.Second
 	// contendedRetry is the retry-after of a decision refused because its
@@ -209,7 +213,12 @@ type Observer interface {
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock sets the store's clock (default time.Now).
+// WithClock sets the store's clock (default time.Now). Every reading of the
+// time that a decision or its give-backs depend on goes through it: the
+// levels of buckets, the clocks written to items, the age of a pending
+// give-back and the budget of a part re-queued after contention. What the
+// store waits for (the deadlines of its calls, backoffs, the schedule of
+// background retries) runs on the runtime's timers.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 // WithLogger sets the store's logger.
@@ -266,7 +275,7 @@ func (s *Store) callContext(call context.Context, decisions []context.Context) (
 	if s.callCtx == nil || len(decisions) == 0 {
 		return call
 	}
-	defer s.recoverHook("call-context", func() { ctx = call })
+	defer reader{s}.recoverHook("call-context", func() { ctx = call })
 	return s.callCtx(call, decisions)
 }
 
@@ -284,6 +293,7 @@ func (nopObserver) GiveBacksPending(int)      {}
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
+	tbl *Table // the table, as every room reaches it
 	api API
 	cfg Config
 	now func() time.Time
@@ -307,10 +317,10 @@ type Store struct {
 	caches // guarded by mu
 
 	lanes lanes
-	loads flights
-	gb    givebacks // give-backs retried in the background (giveback.go)
-	sizes loads     // write rates that double or merge shards (resize.go)
-	skew  skewWatch // clocks of other replicas (clock.go)
+	reads flights    // reads of items and records in flight, shared (flight.go)
+	gb    givebacks  // give-backs retried in the background (giveback.go)
+	rates writeRates // write rates that double or merge shards (resize.go)
+	skew  skewWatch  // clocks of other replicas (clock.go)
 }
 
 var _ interface {
@@ -330,18 +340,19 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 		caches: newCaches(maxImages, cfg.RejectionCacheSize),
 	}
 	s.lanes.m = map[string]*lane{}
-	s.loads.m = map[string]*flight{}
+	s.reads.m = map[string]*flight{}
 	s.gb.init()
 	for _, o := range opts {
 		o(s)
 	}
-	s.sizes.m = newLRU[*load]("load", s.images.capacity)
+	s.rates.m = newLRU[*writeRate]("load", s.images.capacity)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
 		s.log = logrus.NewEntry(l)
 	}
 	s.log = s.log.WithField("component", "dynamo")
+	s.tbl = &Table{API: api, Name: cfg.Table, Namespace: cfg.Namespace, Timeout: cfg.Timeout, Now: s.now, Log: s.log, Principal: s.principal}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if err := s.checkVersion(ctx); err != nil {
 		s.stop()
@@ -350,17 +361,24 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 	return s, nil
 }
 
+// Table returns the handle of the store's table, for the rooms that share
+// it (pkg/dynamo/admin, pkg/dynamo/usage).
+func (s *Store) Table() *Table { return s.tbl }
+
+// Config returns the store's configuration, defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
 // Close stops the store. Give-backs still pending are tried once more
 // within a short deadline (4×Config.Timeout, at least 250 ms), and dropped
 // if they do not land then; then work in flight (batched writes, reads that
 // fill the caches, give-backs) is cancelled and waited for. No goroutine of
 // the store outlives Close; calls after Close fail.
 func (s *Store) Close() error {
-	s.closeGiveBacks()
+	giveBacker{s}.closeGiveBacks()
 	s.lanes.mu.Lock()
-	s.loads.mu.Lock()
+	s.reads.mu.Lock()
 	s.closed.Store(true) // under both locks: no lane or flight starts after this
-	s.loads.mu.Unlock()
+	s.reads.mu.Unlock()
 	s.lanes.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
@@ -427,7 +445,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		}
 		return cascade.Decision{}, err
 	}
-	if dec, ok := s.fromRejectionCache(p, buckets); ok {
+	if dec, ok := (cacher{s}).fromRejectionCache(p, buckets); ok {
 		s.obs.RejectionCacheHit()
 		return dec, nil
 	}
@@ -599,7 +617,7 @@ func (s *Store) compensate(comp []*part) {
 			// whose write went unanswered may have landed, and is not.
 			for attempt := 0; ; attempt++ {
 				s.await(ctx, c)
-				if giveBackResult(c.err, false) != "" || !sleep(ctx, backoff(attempt)) {
+				if giveBackResult(c.err, false) != "" || !Sleep(ctx, Backoff(attempt)) {
 					return
 				}
 				c.choose(c.shard)
@@ -607,14 +625,14 @@ func (s *Store) compensate(comp []*part) {
 		})
 	}
 	wg.Wait()
-	refused := time.Now()
+	refused := s.now()
 	for _, c := range comp {
 		if res := giveBackResult(c.err, false); res != "" {
-			s.gaveBack(res, c, c.err)
+			giveBacker{s}.gaveBack(res, c, c.err)
 			continue
 		}
 		s.log.WithError(c.err).WithField("item", c.pk).Debug("a give-back of a refused plan did not land within its budget: retrying it in the background")
-		s.keep(c.again(), refused)
+		giveBacker{s}.keep(c.again(), refused)
 	}
 }
 

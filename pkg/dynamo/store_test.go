@@ -13,6 +13,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/storetest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -40,7 +41,7 @@ func backends() []backend {
 	return []backend{
 		{"fake", func(t *testing.T) (dynamo.API, string) {
 			f := dynamotest.NewFake()
-			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 				t.Fatalf("CreateTable(fake) = %v", err)
 			}
 			return f, "t"

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -33,23 +34,23 @@ func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount 
 	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
 		return BucketState{}, false, fmt.Errorf("dynamo: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
 	}
-	return s.rewrite(ctx, key, limits, func(b bucket, imgs []*image, before BucketState) error {
+	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
 		if _, ok := before.Total()[name]; !ok {
 			return fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 		}
-		return s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
+		return inspector{s}.writeTopUp(ctx, b, imgs, name, amount, limits, before)
 	})
 }
 
 // writeTopUp lowers the limit's level on every existing shard by its share
 // of amount and writes the audit record, in one transaction.
-func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s inspector) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
 	n := len(imgs)
-	prefix := limitPrefix(name)
+	prefix := item.LimitPrefix(name)
 	var tx []types.TransactWriteItem
 	for sh, img := range imgs {
 		l, ok := shardLimits(img, limits)[prefix]
-		if !img.exists || !ok {
+		if !img.Exists || !ok {
 			continue
 		}
 		share := amount / tokenbucket.Millitokens(n)
@@ -61,17 +62,17 @@ func (s *Store) writeTopUp(ctx context.Context, b bucket, imgs []*image, name st
 		}
 		// A shard's level is kept in whole-bucket units, of which the
 		// shard holds 1/n: its share counts n times (as part.plan does).
-		e := newExpr()
-		e.addBig(prefix+"_"+fieldLevel, tokenbucket.Mul(int64(mulSat(share, n)), l.Limit.RefillPeriod.Milliseconds()).Neg())
-		e.condition("attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrShardCount) + " = " + e.num(int64(n)))
+		e := item.NewExpr()
+		e.AddBig(prefix+"_"+item.FieldLevel, tokenbucket.Mul(int64(mulSat(share, n)), l.Limit.RefillPeriod.Milliseconds()).Neg())
+		e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
-	cctx, cancel := s.adminCall(ctx)
+	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return classify("top up bucket", err)
+		return Classify("top up bucket", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -19,11 +20,11 @@ func TestJudgeCountsCompensationAlone(t *testing.T) {
 	}
 	key := cascade.Key{Entity: "e", Resource: "r"}
 	b := bucket{key: key, ns: "default", base: "ndefault/e#r"}
-	img := &image{exists: true, shardCount: 4, limits: map[string]limitImage{}}
+	img := &item.Image{Exists: true, ShardCount: 4, Limits: map[string]item.LimitImage{}}
 	now := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC).UnixMilli()
-	img.limits[limitPrefix("x")] = limitImage{Level: lim.Full(now).X, Shape: lim}
+	img.Limits[item.LimitPrefix("x")] = item.LimitImage{Level: lim.Full(now).X, Shape: lim}
 	consume := &part{b: b, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 3 * tokenbucket.PerToken}}}
-	giveBack := &part{b: b, scale: 4, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 4 * 2 * tokenbucket.PerToken, Op: cascade.Refund, Role: cascade.Advisory}}}
+	giveBack := &part{kind: giveBackPart, b: b, scale: 4, debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: 4 * 2 * tokenbucket.PerToken, Op: cascade.Refund, Role: cascade.Advisory}}}
 	j := judge([]*part{consume, giveBack}, img, now)
 	if len(j.used) != 1 || j.used[0] != int64(tokenbucket.PerToken) {
 		t.Errorf("judge(consume 3, give back 2 on 4 shards).used = %v, want [%d]", j.used, tokenbucket.PerToken)

@@ -16,14 +16,16 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 var usageAt = time.Date(2026, 11, 26, 14, 30, 0, 0, time.UTC)
 
 // usageRec is a record of mt millitokens on limit "rps" (and "day", twice
 // as many) of entity e's resource "api".
-func usageRec(id, e string, mt int64) dynamo.UsageRecord {
-	return dynamo.UsageRecord{ID: id, At: usageAt, Usage: []dynamo.Usage{
+func usageRec(id, e string, mt int64) usage.UsageRecord {
+	return usage.UsageRecord{ID: id, At: usageAt, Usage: []usage.Usage{
 		{Namespace: "default", Entity: e, Resource: "api", Limit: "rps", Millitokens: mt},
 		{Namespace: "default", Entity: e, Resource: "api", Limit: "day", Millitokens: 2 * mt},
 	}}
@@ -64,12 +66,12 @@ func (w *txWatch) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	return w.API.TransactWriteItems(ctx, in, o...)
 }
 
-func snapshotTotals(t *testing.T, s *dynamo.Store, entities int, w dynamo.Window) map[string]int64 {
+func snapshotTotals(t *testing.T, s *dynamo.Store, entities int, w usage.Window) map[string]int64 {
 	t.Helper()
 	got := map[string]int64{}
 	for i := range entities {
 		e := fmt.Sprintf("e%d", i)
-		snaps, err := s.Usage(context.Background(), "", e, "", w, usageAt.Add(-time.Minute))
+		snaps, err := usage.Of(s).Usage(context.Background(), "", e, "", w, usageAt.Add(-time.Minute))
 		if err != nil {
 			t.Fatalf("Usage(%s) = %v", e, err)
 		}
@@ -89,7 +91,7 @@ func TestApplyUsageExactlyOnce(t *testing.T) {
 	f := newFakeTable(t)
 	w := &txWatch{API: f}
 	s := newStore(t, w, "t", newClock())
-	var recs []dynamo.UsageRecord
+	var recs []usage.UsageRecord
 	want := map[string]int64{}
 	for i := range 250 {
 		e := fmt.Sprintf("e%d", i%40)
@@ -97,24 +99,24 @@ func TestApplyUsageExactlyOnce(t *testing.T) {
 		want[e+"/rps"] += int64(i + 1)
 		want[e+"/day"] += 2 * int64(i+1)
 	}
-	recs = append(recs, dynamo.UsageRecord{ID: "empty", At: usageAt})
-	rep, err := s.ApplyUsage(context.Background(), recs[:200])
+	recs = append(recs, usage.UsageRecord{ID: "empty", At: usageAt})
+	rep, err := usage.Of(s).ApplyUsage(context.Background(), recs[:200])
 	if err != nil || rep.Applied != 200 || rep.Duplicates != 0 || len(rep.Failed) != 0 {
 		t.Fatalf("ApplyUsage(200) = %+v, %v", rep, err)
 	}
 	if w.txs < 3 || rep.WriteUnits != 2*float64(w.items) {
 		t.Errorf("ApplyUsage(200): %d transactions of %d items, %v write units; want several, 2 units an item", w.txs, w.items, rep.WriteUnits)
 	}
-	again := append(append([]dynamo.UsageRecord(nil), recs[150:]...), recs[:10]...)
+	again := append(append([]usage.UsageRecord(nil), recs[150:]...), recs[:10]...)
 	again = append(again, recs[160])
-	rep, err = s.ApplyUsage(context.Background(), again)
+	rep, err = usage.Of(s).ApplyUsage(context.Background(), again)
 	if err != nil || rep.Applied != 51 || rep.Duplicates != 61 || len(rep.Failed) != 0 {
 		t.Fatalf("ApplyUsage(again) = %+v, %v, want 51 applied (50 and the empty one), 61 duplicates", rep, err)
 	}
 	if len(w.bad) > 0 {
 		t.Errorf("transactions: %v", w.bad)
 	}
-	for _, win := range dynamo.Windows {
+	for _, win := range usage.Windows {
 		if got := snapshotTotals(t, s, 40, win); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s totals = %v, want %v", win, got, want)
 		}
@@ -128,11 +130,11 @@ func TestApplyUsageAnswerLost(t *testing.T) {
 	l := &lossy{Fake: f}
 	l.lose.Store(1)
 	s := newStore(t, l, "t", newClock())
-	rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{usageRec("1", "e0", 1000), usageRec("2", "e0", 500)})
+	rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{usageRec("1", "e0", 1000), usageRec("2", "e0", 500)})
 	if err != nil || rep.Duplicates != 2 || len(rep.Failed) != 0 {
 		t.Fatalf("ApplyUsage() = %+v, %v, want both found applied by the lost try", rep, err)
 	}
-	if got := snapshotTotals(t, s, 1, dynamo.Hourly); got["e0/rps"] != 1500 || got["e0/day"] != 3000 {
+	if got := snapshotTotals(t, s, 1, usage.Hourly); got["e0/rps"] != 1500 || got["e0/day"] != 3000 {
 		t.Errorf("totals = %v, want rps 1500, day 3000", got)
 	}
 }
@@ -154,7 +156,7 @@ func TestApplyUsageFails(t *testing.T) {
 			f := newFakeTable(t)
 			s := newStore(t, f, "t", newClock())
 			failOn(f, "TransactWriteItems", 0, tt.err)
-			rep, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{usageRec("1", "e0", 1), usageRec("2", "e1", 1), {ID: "3", At: usageAt}})
+			rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{usageRec("1", "e0", 1), usageRec("2", "e1", 1), {ID: "3", At: usageAt}})
 			if !errors.Is(err, tt.want) || !reflect.DeepEqual(rep.Failed, []string{"1", "2"}) || rep.Applied != 1 {
 				t.Errorf("ApplyUsage() = %+v, %v, want 1 and 2 failed (%v), 3 applied", rep, err, tt.want)
 			}
@@ -169,8 +171,8 @@ func TestApplyUsageFails(t *testing.T) {
 func TestUsageSnapshotItem(t *testing.T) {
 	f := newFakeTable(t)
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, UsageRetention: 24 * time.Hour}, newClock())
-	rec := dynamo.UsageRecord{ID: "ev/1", At: usageAt, Usage: []dynamo.Usage{{Namespace: "team a", Entity: "org/x", Resource: "api", Limit: "per%20min", Millitokens: 7}}}
-	if _, err := s.ApplyUsage(context.Background(), []dynamo.UsageRecord{rec}); err != nil {
+	rec := usage.UsageRecord{ID: "ev/1", At: usageAt, Usage: []usage.Usage{{Namespace: "team a", Entity: "org/x", Resource: "api", Limit: "per%20min", Millitokens: 7}}}
+	if _, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil {
 		t.Fatalf("ApplyUsage() = %v", err)
 	}
 	got := map[string]string{}
@@ -196,7 +198,7 @@ func TestUsageSnapshotItem(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("items = %v, want %v", got, want)
 	}
-	snaps, err := s.Usage(context.Background(), "team a", "org/x", "api", dynamo.Daily, usageAt)
+	snaps, err := usage.Of(s).Usage(context.Background(), "team a", "org/x", "api", usage.Daily, usageAt)
 	if err != nil || len(snaps) != 1 || snaps[0].Limits["per min"] != 7 || snaps[0].Entity != "org/x" || !snaps[0].Start.Equal(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("Usage(daily) = %+v, %v, want one snapshot of 7 on \"per min\"", snaps, err)
 	}
@@ -206,36 +208,36 @@ func TestUsageSnapshotItem(t *testing.T) {
 func TestUsageReader(t *testing.T) {
 	f := newFakeTable(t)
 	s := newStore(t, f, "t", newClock())
-	var recs []dynamo.UsageRecord
+	var recs []usage.UsageRecord
 	for h := range 30 {
 		for _, r := range []string{"api", "batch"} {
-			recs = append(recs, dynamo.UsageRecord{ID: fmt.Sprint(r, h), At: usageAt.Add(time.Duration(h) * time.Hour), Usage: []dynamo.Usage{{Namespace: "default", Entity: "e", Resource: r, Limit: "rps", Millitokens: 1000}}})
+			recs = append(recs, usage.UsageRecord{ID: fmt.Sprint(r, h), At: usageAt.Add(time.Duration(h) * time.Hour), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: r, Limit: "rps", Millitokens: 1000}}})
 		}
 	}
-	if _, err := s.ApplyUsage(context.Background(), recs); err != nil {
+	if _, err := usage.Of(s).ApplyUsage(context.Background(), recs); err != nil {
 		t.Fatalf("ApplyUsage() = %v", err)
 	}
 	tests := []struct {
 		resource string
-		w        dynamo.Window
+		w        usage.Window
 		since    time.Time
 		want     []string // resource@start=rps
 	}{
-		{"api", dynamo.Daily, usageAt.Add(-48 * time.Hour), []string{"api@2026-11-26=10000", "api@2026-11-27=20000"}},
-		{"", dynamo.Daily, usageAt.Add(20 * time.Hour), []string{"api@2026-11-27=20000", "batch@2026-11-27=20000"}},
-		{"batch", dynamo.Monthly, usageAt, []string{"batch@2026-11-01=30000"}},
-		{"api", dynamo.Hourly, usageAt.Add(28 * time.Hour), []string{"api@2026-11-27T18=1000", "api@2026-11-27T19=1000"}},
-		{"other", dynamo.Hourly, usageAt, nil},
+		{"api", usage.Daily, usageAt.Add(-48 * time.Hour), []string{"api@2026-11-26=10000", "api@2026-11-27=20000"}},
+		{"", usage.Daily, usageAt.Add(20 * time.Hour), []string{"api@2026-11-27=20000", "batch@2026-11-27=20000"}},
+		{"batch", usage.Monthly, usageAt, []string{"batch@2026-11-01=30000"}},
+		{"api", usage.Hourly, usageAt.Add(28 * time.Hour), []string{"api@2026-11-27T18=1000", "api@2026-11-27T19=1000"}},
+		{"other", usage.Hourly, usageAt, nil},
 	}
 	for _, tt := range tests {
-		snaps, err := s.Usage(context.Background(), "", "e", tt.resource, tt.w, tt.since)
+		snaps, err := usage.Of(s).Usage(context.Background(), "", "e", tt.resource, tt.w, tt.since)
 		if err != nil {
 			t.Fatalf("Usage(%q, %s) = %v", tt.resource, tt.w, err)
 		}
 		var got []string
 		for _, sn := range snaps {
 			layout := "2006-01-02"
-			if tt.w == dynamo.Hourly {
+			if tt.w == usage.Hourly {
 				layout = "2006-01-02T15"
 			}
 			got = append(got, fmt.Sprintf("%s@%s=%d", sn.Resource, sn.Start.Format(layout), sn.Limits["rps"]))
@@ -244,18 +246,18 @@ func TestUsageReader(t *testing.T) {
 			t.Errorf("Usage(%q, %s, %v) = %v, want %v", tt.resource, tt.w, tt.since, got, tt.want)
 		}
 	}
-	if _, err := s.Usage(context.Background(), "", "e", "", dynamo.Window("weekly"), usageAt); err == nil {
+	if _, err := usage.Of(s).Usage(context.Background(), "", "e", "", usage.Window("weekly"), usageAt); err == nil {
 		t.Errorf("Usage(weekly) = nil error, want one")
 	}
 }
 
 func TestParseWindow(t *testing.T) {
-	for _, w := range dynamo.Windows {
-		if got, err := dynamo.ParseWindow(string(w)); got != w || err != nil {
+	for _, w := range usage.Windows {
+		if got, err := usage.ParseWindow(string(w)); got != w || err != nil {
 			t.Errorf("ParseWindow(%q) = %q, %v", w, got, err)
 		}
 	}
-	if _, err := dynamo.ParseWindow("weekly"); err == nil {
+	if _, err := usage.ParseWindow("weekly"); err == nil {
 		t.Errorf("ParseWindow(weekly) = nil error, want one")
 	}
 }
@@ -267,7 +269,7 @@ func BenchmarkApplyUsage(b *testing.B) {
 	for _, spread := range []int{1, 10, 1000} {
 		b.Run(fmt.Sprintf("entities=%d", spread), func(b *testing.B) {
 			f := dynamotest.NewFake()
-			if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+			if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 				b.Fatal(err)
 			}
 			s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second})
@@ -278,11 +280,11 @@ func BenchmarkApplyUsage(b *testing.B) {
 			var units, writes float64
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				recs := make([]dynamo.UsageRecord, 1000)
+				recs := make([]usage.UsageRecord, 1000)
 				for j := range recs {
 					recs[j] = usageRec(fmt.Sprintf("%d-%d", i, j), fmt.Sprintf("e%d", j%spread), 1000)
 				}
-				rep, err := s.ApplyUsage(context.Background(), recs)
+				rep, err := usage.Of(s).ApplyUsage(context.Background(), recs)
 				if err != nil {
 					b.Fatal(err)
 				}

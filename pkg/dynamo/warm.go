@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/sirupsen/logrus"
 )
 
@@ -52,7 +53,7 @@ type WarmOptions struct {
 // WarmReport is what Warm did.
 type WarmReport struct {
 	// DescribeSkipped: the principal may not call DescribeTable, so the
-	// key schema was not checked (the schema version record was).
+	// Key schema was not checked (the schema version record was).
 	DescribeSkipped bool
 	// Rounds is how many rounds of calls each connection made.
 	Rounds int
@@ -88,14 +89,14 @@ type WarmReport struct {
 func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 	var rep WarmReport
 	if o.Credentials != nil {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		_, err := o.Credentials.Retrieve(cctx)
 		cancel()
 		if err != nil {
 			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrNoCredentials, err)
 		}
 	}
-	skipped, err := s.describe(ctx)
+	skipped, err := warmer{s}.describe(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -106,7 +107,7 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 	}
 	fast := min(s.cfg.Timeout/2, warmFast)
 	for rep.Rounds < warmMaxRounds {
-		slowest, err := s.warmRound(ctx, conns)
+		slowest, err := warmer{s}.warmRound(ctx, conns)
 		if err != nil {
 			return rep, err
 		}
@@ -122,8 +123,8 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 
 // describe checks the table's status and key schema. It reports true when
 // the principal may not describe the table.
-func (s *Store) describe(ctx context.Context) (bool, error) {
-	cctx, cancel := s.adminCall(ctx)
+func (s warmer) describe(ctx context.Context) (bool, error) {
+	cctx, cancel := s.tbl.Call(ctx)
 	defer cancel()
 	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
 	if err != nil {
@@ -131,7 +132,7 @@ func (s *Store) describe(ctx context.Context) (bool, error) {
 		if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
 			return true, nil
 		}
-		return false, fmt.Errorf("dynamo: warm-up: %w", classify("describe table "+s.cfg.Table, err))
+		return false, fmt.Errorf("dynamo: warm-up: %w", Classify("describe table "+s.cfg.Table, err))
 	}
 	if err := checkTable(out.Table); err != nil {
 		return false, fmt.Errorf("dynamo: warm-up: table %s: %w", s.cfg.Table, err)
@@ -140,7 +141,7 @@ func (s *Store) describe(ctx context.Context) (bool, error) {
 }
 
 // checkTable checks what a store needs of a described table: ACTIVE, the
-// key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
+// Key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
 func checkTable(t *types.TableDescription) error {
 	if t == nil {
 		return fmt.Errorf("no description: %w", ErrUnavailable)
@@ -160,26 +161,26 @@ func checkTable(t *types.TableDescription) error {
 		}
 		return fmt.Sprint(parts)
 	}
-	want := fmt.Sprintf("[%s HASH S %s RANGE S]", attrPK, attrSK)
+	want := fmt.Sprintf("[%s HASH S %s RANGE S]", item.AttrPK, item.AttrSK)
 	if got := keys(t.KeySchema); got != want {
-		return fmt.Errorf("key schema %s, want %s (a table made by `ratelimit table create` or the same definition): %w", got, want, ErrSchema)
+		return fmt.Errorf("key schema %s, want %s (a table made by `ratelimit table create` or the same definition): %w", got, want, item.ErrSchema)
 	}
-	wantGSI := fmt.Sprintf("[%s HASH S %s RANGE S]", attrGSI1PK, attrGSI1SK)
+	wantGSI := fmt.Sprintf("[%s HASH S %s RANGE S]", item.AttrGSI1PK, item.AttrGSI1SK)
 	i := slices.IndexFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(g.IndexName) == "GSI1"
 	})
 	if i < 0 {
-		return fmt.Errorf("no index GSI1 (%s): %w", wantGSI, ErrSchema)
+		return fmt.Errorf("no index GSI1 (%s): %w", wantGSI, item.ErrSchema)
 	}
 	if got := keys(t.GlobalSecondaryIndexes[i].KeySchema); got != wantGSI {
-		return fmt.Errorf("index GSI1 key schema %s, want %s: %w", got, wantGSI, ErrSchema)
+		return fmt.Errorf("index GSI1 key schema %s, want %s: %w", got, wantGSI, item.ErrSchema)
 	}
 	return nil
 }
 
 // warmRound makes one round of every kind of call on conns connections at
 // once and returns its slowest call.
-func (s *Store) warmRound(ctx context.Context, conns int) (time.Duration, error) {
+func (s warmer) warmRound(ctx context.Context, conns int) (time.Duration, error) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -204,14 +205,14 @@ func (s *Store) warmRound(ctx context.Context, conns int) (time.Duration, error)
 	return slowest, nil
 }
 
-func warmPK(ns string, i int) string { return nsPart(ns) + "/WARMUP#" + strconv.Itoa(i) }
+func warmPK(ns string, i int) string { return item.NSPart(ns) + "/WARMUP#" + strconv.Itoa(i) }
 
 // warmCalls makes each kind of call a decision makes on the warm-up item
 // pk, one after the other (so on one connection), and returns the slowest.
-func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
+func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
 	var slowest time.Duration
 	timed := func(what string, f func(context.Context) error) error {
-		cctx, cancel := s.adminCall(ctx)
+		cctx, cancel := s.tbl.Call(ctx)
 		defer cancel()
 		start := time.Now()
 		err := f(cctx)
@@ -221,13 +222,13 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 		}
 		return nil
 	}
-	key := itemKey(pk, warmSK)
+	key := item.Key(pk, warmSK)
 	if err := timed("GetItem", func(ctx context.Context) error {
 		_, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.cfg.Table), Key: key,
 			ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return classify("get "+s.cfg.Table, err)
+		return Classify("get "+s.cfg.Table, err)
 	}); err != nil {
 		return 0, err
 	}
@@ -236,31 +237,31 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 			RequestItems:           map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: []map[string]types.AttributeValue{key}}},
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return classify("batch get "+s.cfg.Table, err)
+		return Classify("batch get "+s.cfg.Table, err)
 	}); err != nil {
 		return 0, err
 	}
 	write := func(pass bool) func(context.Context) error {
 		return func(ctx context.Context) error {
-			e := newExpr()
-			e.setAttr(attrTTL, numAV(s.now().Add(warmItemTTL).Unix()))
-			e.addNum("n", 1)
-			n := e.name("n")
+			e := item.NewExpr()
+			e.SetAttr(item.AttrTTL, item.NumAV(s.now().Add(warmItemTTL).Unix()))
+			e.AddNum("n", 1)
+			n := e.Name("n")
 			if pass {
-				e.condition("attribute_not_exists(" + e.name(attrPK) + ") OR " + n + " >= " + e.num(0))
+				e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR " + n + " >= " + e.Num(0))
 			} else {
-				e.condition(n + " < " + e.num(0))
+				e.Condition(n + " < " + e.Num(0))
 			}
 			_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(s.cfg.Table), Key: key,
-				UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-				ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+				UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
+				ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 				ReturnValues:                        types.ReturnValueAllNew,
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
 			})
-			err = classify("update "+s.cfg.Table, err)
-			if !pass && errors.Is(err, errCondition) {
+			err = Classify("update "+s.cfg.Table, err)
+			if !pass && errors.Is(err, ErrCondition) {
 				return nil // the refusal it was meant to make
 			}
 			if !pass && err == nil {
@@ -277,3 +278,6 @@ func (s *Store) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 	}
 	return slowest, nil
 }
+
+// warmer opens and warms the store's connections (warm.go).
+type warmer struct{ *Store }

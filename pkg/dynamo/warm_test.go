@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // TestWarm: on a table made by CreateTable, on the fake and on DynamoDB
@@ -118,7 +119,7 @@ func TestWarmFails(t *testing.T) {
 
 func ratelimitTable(t *testing.T, f *dynamotest.Fake) string {
 	t.Helper()
-	if err := dynamo.CreateTable(context.Background(), f, "t"); err != nil {
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
 		t.Fatalf("CreateTable(fake) = %v", err)
 	}
 	return "t"

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // Usage returns the usage snapshots of one entity (its id, as in
@@ -25,38 +26,31 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 		return nil, fmt.Errorf("dynamo: usage: unknown window %q", w)
 	}
 	if ns == "" {
-		ns = s.cfg.Namespace
+		ns = s.t.Namespace
 	}
-	e := newExpr()
-	cond := e.name(attrPK) + " = " + e.value(strAV(entityPK(ns, entity)))
+	e := item.NewExpr()
+	cond := e.Name(item.AttrPK) + " = " + e.Value(item.StrAV(item.EntityPK(ns, entity)))
 	if resource != "" {
 		lo := usageSK(resource, w.Key(since))
 		hi := usageSK(resource, w.prefix()+"~") // '~' sorts after every digit
-		cond += " AND " + e.name(attrSK) + " BETWEEN " + e.value(strAV(lo)) + " AND " + e.value(strAV(hi))
+		cond += " AND " + e.Name(item.AttrSK) + " BETWEEN " + e.Value(item.StrAV(lo)) + " AND " + e.Value(item.StrAV(hi))
 	} else {
-		cond += " AND begins_with(" + e.name(attrSK) + ", " + e.value(strAV(skUsage)) + ")"
+		cond += " AND begins_with(" + e.Name(item.AttrSK) + ", " + e.Value(item.StrAV(skUsage)) + ")"
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.cfg.Table), KeyConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		TableName: aws.String(s.t.Name), KeyConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}
 	var out []UsageSnapshot
-	for {
-		cctx, cancel := s.adminCall(ctx)
-		page, err := s.api.Query(cctx, in)
-		cancel()
-		if err != nil {
-			return nil, classify("usage "+entity, err)
-		}
-		for _, item := range page.Items {
-			if snap, ok := decodeSnapshot(item, w); ok && snap.Window.End(snap.Start).After(since) {
+	err := s.t.Query(ctx, "usage "+entity, in, func(items []map[string]types.AttributeValue) {
+		for _, it := range items {
+			if snap, ok := decodeSnapshot(it, w); ok && snap.Window.End(snap.Start).After(since) {
 				out = append(out, snap)
 			}
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].Start.Equal(out[j].Start) {
@@ -68,21 +62,21 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 }
 
 // decodeSnapshot decodes a snapshot item of window w.
-func decodeSnapshot(item map[string]types.AttributeValue, w Window) (UsageSnapshot, bool) {
-	win, start, ok := parseWindowKey(getS(item, attrWindow))
+func decodeSnapshot(it map[string]types.AttributeValue, w Window) (UsageSnapshot, bool) {
+	win, start, ok := parseWindowKey(item.GetS(it, attrWindow))
 	if !ok || win != w {
 		return UsageSnapshot{}, false
 	}
 	snap := UsageSnapshot{
-		Namespace: getS(item, attrNamespace), Entity: getS(item, attrEntity), Resource: getS(item, attrResource),
+		Namespace: item.GetS(it, item.AttrNamespace), Entity: item.GetS(it, item.AttrEntity), Resource: item.GetS(it, item.AttrResource),
 		Window: win, Start: start, Limits: map[string]int64{},
 	}
-	for name, av := range item {
+	for name, av := range it {
 		l, ok := strings.CutPrefix(name, usagePre)
 		if !ok {
 			continue
 		}
-		if v, ok := number(av); ok {
+		if v, ok := item.Number(av); ok {
 			snap.Limits[unesc(l)] = v
 		}
 	}

@@ -1,4 +1,4 @@
-package aggregator_test
+package usage_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // streamed is the fake with a stream: every write call is serialised and
@@ -23,7 +23,7 @@ type streamed struct {
 	at    time.Time
 
 	mu   sync.Mutex
-	recs []aggregator.Record
+	recs []usage.Record
 }
 
 func (st *streamed) images() map[string]map[string]types.AttributeValue {
@@ -45,14 +45,14 @@ func (st *streamed) write(call func() error) error {
 		old, ok := before[k]
 		switch {
 		case !ok:
-			st.add(aggregator.Insert, nil, nw)
+			st.add(usage.Insert, nil, nw)
 		case !maps.EqualFunc(old, nw, func(a, b types.AttributeValue) bool { return fmt.Sprint(a) == fmt.Sprint(b) }):
-			st.add(aggregator.Modify, old, nw)
+			st.add(usage.Modify, old, nw)
 		}
 	}
 	for k, old := range before {
 		if _, ok := after[k]; !ok {
-			st.add(aggregator.Remove, old, nil)
+			st.add(usage.Remove, old, nil)
 		}
 	}
 	return err
@@ -60,13 +60,13 @@ func (st *streamed) write(call func() error) error {
 
 func (st *streamed) add(name string, old, nw map[string]types.AttributeValue) {
 	id := fmt.Sprintf("ev-%06d", len(st.recs))
-	st.recs = append(st.recs, aggregator.Record{ID: id, Name: name, Sequence: id, At: st.at, Old: old, New: nw})
+	st.recs = append(st.recs, usage.Record{ID: id, Name: name, Sequence: id, At: st.at, Old: old, New: nw})
 }
 
-func (st *streamed) records() []aggregator.Record {
+func (st *streamed) records() []usage.Record {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return append([]aggregator.Record(nil), st.recs...)
+	return append([]usage.Record(nil), st.recs...)
 }
 
 func (st *streamed) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (out *dynamodb.UpdateItemOutput, err error) {

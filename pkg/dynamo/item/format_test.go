@@ -1,4 +1,4 @@
-package dynamo
+package item
 
 import (
 	"strings"
@@ -27,12 +27,12 @@ func TestEsc(t *testing.T) {
 		{"separators and the escape itself", "#%~ ", "%23%25%7E%20"},
 		{"a byte past ASCII", "\xe9", "%E9"},
 		{"empty", "", ""},
-		{"exactly maxComponent bytes escaped", strings.Repeat("%", maxComponent/3) + "a", strings.Repeat("%25", maxComponent/3) + "a"},
-		{"one byte more is hashed", strings.Repeat("a", maxComponent+1), "~" + "635361c48bb9eab14198e76ea8ab7f1a41685d6ad62aa9146d301d4f17eb0ae0"},
+		{"exactly maxComponent bytes escaped", strings.Repeat("%", MaxComponent/3) + "a", strings.Repeat("%25", MaxComponent/3) + "a"},
+		{"one byte more is hashed", strings.Repeat("a", MaxComponent+1), "~" + "635361c48bb9eab14198e76ea8ab7f1a41685d6ad62aa9146d301d4f17eb0ae0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := esc(tt.in); got != tt.want {
+			if got := Esc(tt.in); got != tt.want {
 				t.Errorf("esc(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
@@ -45,20 +45,20 @@ func TestEsc(t *testing.T) {
 func TestExprUpdate(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func(e *expr)
+		build func(e *Expr)
 		want  string // "" for no expression
 	}{
-		{"nothing", func(*expr) {}, ""},
-		{"set only", func(e *expr) { e.setAttr("x", numAV(1)) }, "SET #a0 = :v0"},
-		{"add only", func(e *expr) { e.addNum("x", 1) }, "ADD #a0 :v0"},
-		{"both", func(e *expr) { e.setAttr("x", numAV(1)); e.addNum("y", 2); e.addNum("x", 3) }, "SET #a0 = :v0 ADD #a1 :v1, #a0 :v2"},
+		{"nothing", func(*Expr) {}, ""},
+		{"set only", func(e *Expr) { e.SetAttr("x", NumAV(1)) }, "SET #a0 = :v0"},
+		{"add only", func(e *Expr) { e.AddNum("x", 1) }, "ADD #a0 :v0"},
+		{"both", func(e *Expr) { e.SetAttr("x", NumAV(1)); e.AddNum("y", 2); e.AddNum("x", 3) }, "SET #a0 = :v0 ADD #a1 :v1, #a0 :v2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newExpr()
+			e := NewExpr()
 			tt.build(e)
 			got := ""
-			if u := e.update(); u != nil {
+			if u := e.Update(); u != nil {
 				got = *u
 			}
 			if got != tt.want {

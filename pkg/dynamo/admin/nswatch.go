@@ -1,4 +1,4 @@
-package dynamo
+package admin
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // NamespaceStates reads the registry records of names (one GetItem each,
@@ -16,11 +18,11 @@ import (
 func (s *Store) NamespaceStates(ctx context.Context, names []string) (map[string]string, error) {
 	out := make(map[string]string, len(names))
 	for _, name := range names {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: itemKey(versionPK, namespaceSK(name))})
+		cctx, cancel := s.t.Call(ctx)
+		res, err := s.t.API.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.Name), Key: item.Key(item.VersionPK, item.NamespaceSK(name))})
 		cancel()
 		if err != nil {
-			return nil, classify("get namespace "+name, err)
+			return nil, dynamo.Classify("get namespace "+name, err)
 		}
 		if len(res.Item) > 0 {
 			out[name] = namespaceOf(res.Item).State
@@ -43,7 +45,7 @@ type DeletedNamespaces struct {
 // namespace of rules without one (Config.Namespace).
 func NewDeletedNamespaces(deployment string) *DeletedNamespaces {
 	if deployment == "" {
-		deployment = DefaultNamespace
+		deployment = dynamo.DefaultNamespace
 	}
 	return &DeletedNamespaces{deployment: deployment}
 }

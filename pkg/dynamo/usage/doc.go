@@ -1,4 +1,9 @@
-// Package aggregator turns the table's stream records into usage: what
+// Package usage is the usage history of a dynalimit table: the snapshots of
+// what each entity and resource consumed per hour, day and month, the
+// folding of the table's stream records into them (Aggregator, Process)
+// exactly once, and the stream poller's checkpoints and lease.
+//
+// The Aggregator turns the table's stream records into usage: what
 // each entity consumed of each limit of each resource, per hour, day and
 // month. It is the one entry point of both consumers of the stream, the
 // Lambda (cmd/aggregator-lambda) and the poller (ratelimit aggregator):
@@ -27,9 +32,12 @@
 // GiveBackMaxAge) leaves the plan's consume counted, as the tokens stayed
 // consumed.
 //
-// Snapshots are written by the store (dynamo.Store.ApplyUsage) at most
+// Snapshots are written by the store (Store.ApplyUsage) at most
 // once per record, whatever the redeliveries: see docs/usage.md.
 //
-// Deltas and the windows are pure; an Aggregator is safe for concurrent
+// The windows are pure; an Aggregator is safe for concurrent
 // use if its Writer and Observer are.
-package aggregator
+//
+// It shares the decision store's table handle (dynamo.Table) and imports
+// pkg/dynamo and pkg/dynamo/item; the decision store does not import it.
+package usage

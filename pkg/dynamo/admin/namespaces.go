@@ -1,4 +1,4 @@
-package dynamo
+package admin
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // Namespace states in the registry. A record without one is active.
@@ -33,12 +35,12 @@ const (
 var ErrNamespaceActive = errors.New("dynamo: namespace is active")
 
 // namespaceOf decodes a registry record.
-func namespaceOf(item map[string]types.AttributeValue) Namespace {
-	ns := Namespace{Name: getS(item, "name"), ID: getS(item, "id"), State: getS(item, attrState)}
+func namespaceOf(it map[string]types.AttributeValue) Namespace {
+	ns := Namespace{Name: item.GetS(it, "name"), ID: item.GetS(it, "id"), State: item.GetS(it, attrState)}
 	if ns.State == "" {
 		ns.State = NamespaceActive
 	}
-	if at := getN(item, attrChangedAt); at > 0 {
+	if at := item.GetN(it, attrChangedAt); at > 0 {
 		ns.Changed = time.UnixMilli(at)
 	}
 	return ns
@@ -47,14 +49,14 @@ func namespaceOf(item map[string]types.AttributeValue) Namespace {
 // Namespace returns the registry record of name, ErrNotFound when it is
 // not registered.
 func (s *Store) Namespace(ctx context.Context, name string) (Namespace, error) {
-	item, err := s.getItem(ctx, versionPK, namespaceSK(name))
+	it, err := s.t.Get(ctx, item.VersionPK, item.NamespaceSK(name))
 	if err != nil {
 		return Namespace{}, err
 	}
-	if len(item) == 0 {
-		return Namespace{}, fmt.Errorf("dynamo: namespace %q is not registered: %w", name, ErrNotFound)
+	if len(it) == 0 {
+		return Namespace{}, fmt.Errorf("dynamo: namespace %q is not registered: %w", name, dynamo.ErrNotFound)
 	}
-	return namespaceOf(item), nil
+	return namespaceOf(it), nil
 }
 
 // DeleteNamespace soft-deletes a registered namespace: its record's state
@@ -87,33 +89,33 @@ func (s *Store) changeNamespace(ctx context.Context, name, to, action string, fr
 	if err := s.moveNamespace(ctx, cur, to, from...); err != nil {
 		return false, err
 	}
-	return true, s.audit(ctx, name, Scope{System: true}, action, "state="+cur.State, "state="+to)
+	return true, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, action, "state="+cur.State, "state="+to)
 }
 
 // moveNamespace sets the state of cur's record to to, on the condition
 // that it is in one of from (a record without a state is active).
 func (s *Store) moveNamespace(ctx context.Context, cur Namespace, to string, from ...string) error {
 	name := cur.Name
-	e := newExpr()
-	e.setAttr(attrState, strAV(to))
-	e.setAttr(attrChangedAt, numAV(s.nowMs()))
+	e := item.NewExpr()
+	e.SetAttr(attrState, item.StrAV(to))
+	e.SetAttr(attrChangedAt, item.NumAV(s.t.Now().UnixMilli()))
 	conds := make([]string, 0, len(from)+1)
 	for _, f := range from {
-		conds = append(conds, e.name(attrState)+" = "+e.value(strAV(f)))
+		conds = append(conds, e.Name(attrState)+" = "+e.Value(item.StrAV(f)))
 		if f == NamespaceActive {
-			conds = append(conds, "attribute_not_exists("+e.name(attrState)+")")
+			conds = append(conds, "attribute_not_exists("+e.Name(attrState)+")")
 		}
 	}
-	e.condition("attribute_exists(" + e.name(attrPK) + ") AND (" + strings.Join(conds, " OR ") + ")")
-	cctx, cancel := s.adminCall(ctx)
+	e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND (" + strings.Join(conds, " OR ") + ")")
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
-	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: itemKey(versionPK, namespaceSK(name)),
-		UpdateExpression: e.update(), ConditionExpression: e.conditionExpr(),
-		ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+	_, err := s.t.API.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.t.Name), Key: item.Key(item.VersionPK, item.NamespaceSK(name)),
+		UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
+		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	})
-	if err := classify("namespace "+to, err); errors.Is(err, errCondition) {
-		return fmt.Errorf("dynamo: namespace %q: its state changed meanwhile (it was %s): %w", name, cur.State, ErrConflict)
+	if err := dynamo.Classify("namespace "+to, err); errors.Is(err, dynamo.ErrCondition) {
+		return fmt.Errorf("dynamo: namespace %q: its state changed meanwhile (it was %s): %w", name, cur.State, dynamo.ErrConflict)
 	} else if err != nil {
 		return err
 	}
@@ -142,12 +144,12 @@ func (s *Store) Orphans(ctx context.Context) ([]Orphan, error) {
 	}
 	registered := map[string]bool{}
 	for _, ns := range reg {
-		registered[nsPart(ns.Name)] = true
+		registered[item.NSPart(ns.Name)] = true
 	}
 	counts := map[string]*Orphan{}
-	err = s.scan(ctx, "n", []string{attrPK, attrNamespace}, func(items []map[string]types.AttributeValue) error {
+	err = s.scan(ctx, "n", []string{item.AttrPK, item.AttrNamespace}, func(items []map[string]types.AttributeValue) error {
 		for _, it := range items {
-			part, _, _ := strings.Cut(getS(it, attrPK), "/")
+			part, _, _ := strings.Cut(item.GetS(it, item.AttrPK), "/")
 			if registered[part] {
 				continue
 			}
@@ -156,7 +158,7 @@ func (s *Store) Orphans(ctx context.Context) ([]Orphan, error) {
 				o = &Orphan{Name: namespaceName(part)}
 				counts[part] = o
 			}
-			if raw := getS(it, attrNamespace); raw != "" {
+			if raw := item.GetS(it, item.AttrNamespace); raw != "" {
 				o.Name = raw
 			}
 			o.Items++
@@ -191,7 +193,7 @@ const scanPage = 1000
 // scan reads every item whose partition key begins with prefix (attrs
 // only), a page at a time, and hands each page's items to page.
 func (s *Store) scan(ctx context.Context, prefix string, attrs []string, page func([]map[string]types.AttributeValue) error) error {
-	names := map[string]string{"#p": attrPK}
+	names := map[string]string{"#p": item.AttrPK}
 	proj := make([]string, len(attrs))
 	for i, a := range attrs {
 		proj[i] = "#x" + strconv.Itoa(i)
@@ -199,15 +201,15 @@ func (s *Store) scan(ctx context.Context, prefix string, attrs []string, page fu
 	}
 	var start map[string]types.AttributeValue
 	for {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.Scan(cctx, &dynamodb.ScanInput{
-			TableName: aws.String(s.cfg.Table), Limit: aws.Int32(scanPage), ExclusiveStartKey: start,
+		cctx, cancel := s.t.Call(ctx)
+		res, err := s.t.API.Scan(cctx, &dynamodb.ScanInput{
+			TableName: aws.String(s.t.Name), Limit: aws.Int32(scanPage), ExclusiveStartKey: start,
 			FilterExpression: aws.String("begins_with(#p, :p)"), ProjectionExpression: aws.String(strings.Join(proj, ", ")),
-			ExpressionAttributeNames: names, ExpressionAttributeValues: map[string]types.AttributeValue{":p": strAV(prefix)},
+			ExpressionAttributeNames: names, ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(prefix)},
 		})
 		cancel()
 		if err != nil {
-			return classify("scan "+s.cfg.Table, err)
+			return dynamo.Classify("scan "+s.t.Name, err)
 		}
 		if err := page(res.Items); err != nil {
 			return err

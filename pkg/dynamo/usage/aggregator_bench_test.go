@@ -1,4 +1,4 @@
-package aggregator_test
+package usage_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // BenchmarkProcess reports records per second through Deltas and
@@ -22,15 +22,15 @@ func BenchmarkProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	a := aggregator.New(s)
-	batch := make([]aggregator.Record, 100)
+	a := usage.NewAggregator(usage.Of(s))
+	batch := make([]usage.Record, 100)
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
 		for i := range batch {
 			e := "e" + strconv.Itoa(i%10)
 			tc := strconv.Itoa(1000 * (n + 1))
-			batch[i] = aggregator.Record{ID: fmt.Sprint("ev-", n), Name: aggregator.Modify, At: at,
+			batch[i] = usage.Record{ID: fmt.Sprint("ev-", n), Name: usage.Modify, At: at,
 				Old: bucket(e, "api", "0", map[string]string{"rps": strconv.Itoa(1000 * n), "day": "0"}),
 				New: bucket(e, "api", "0", map[string]string{"rps": tc, "day": tc})}
 			n++

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // The stream poller's records, under the table's system partition (the
@@ -40,12 +42,12 @@ type Checkpoint struct {
 // StreamCheckpoint returns the checkpoint of a stream shard (zero when it
 // has none).
 func (s *Store) StreamCheckpoint(ctx context.Context, shard string) (Checkpoint, error) {
-	item, err := s.getItem(ctx, versionPK, skStreamShard+shard)
+	it, err := s.t.Get(ctx, item.VersionPK, skStreamShard+shard)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	cp := Checkpoint{Sequence: getS(item, attrSequence)}
-	if b, ok := item[attrClosed].(*types.AttributeValueMemberBOOL); ok {
+	cp := Checkpoint{Sequence: item.GetS(it, attrSequence)}
+	if b, ok := it[attrClosed].(*types.AttributeValueMemberBOOL); ok {
 		cp.Closed = b.Value
 	}
 	return cp, nil
@@ -60,31 +62,31 @@ func (s *Store) SetStreamCheckpoint(ctx context.Context, owner, shard string, cp
 	if shard == "" {
 		return errors.New("dynamo: stream checkpoint: empty shard id")
 	}
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
-	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err := s.t.API.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{
-			TableName:                 aws.String(s.cfg.Table),
-			Key:                       itemKey(versionPK, skStreamLease),
+			TableName:                 aws.String(s.t.Name),
+			Key:                       item.Key(item.VersionPK, skStreamLease),
 			ConditionExpression:       aws.String("#o = :me"),
 			ExpressionAttributeNames:  map[string]string{"#o": attrOwner},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": strAV(owner)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": item.StrAV(owner)},
 		}},
 		{Put: &types.Put{
-			TableName: aws.String(s.cfg.Table),
+			TableName: aws.String(s.t.Name),
 			Item: map[string]types.AttributeValue{
-				attrPK: strAV(versionPK), attrSK: strAV(skStreamShard + shard),
-				attrSequence: strAV(cp.Sequence), attrClosed: &types.AttributeValueMemberBOOL{Value: cp.Closed},
-				attrTTL: numAV(s.now().Add(streamRecordLife).Unix()),
+				item.AttrPK: item.StrAV(item.VersionPK), item.AttrSK: item.StrAV(skStreamShard + shard),
+				attrSequence: item.StrAV(cp.Sequence), attrClosed: &types.AttributeValueMemberBOOL{Value: cp.Closed},
+				item.AttrTTL: item.NumAV(s.t.Now().Add(streamRecordLife).Unix()),
 			},
 		}},
 	}})
 	if err != nil {
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			return fmt.Errorf("dynamo: stream checkpoint of %s: %s does not hold the poller's lease: %w", shard, owner, ErrConflict)
+			return fmt.Errorf("dynamo: stream checkpoint of %s: %s does not hold the poller's lease: %w", shard, owner, dynamo.ErrConflict)
 		}
-		return classify("stream checkpoint "+s.cfg.Table, err)
+		return dynamo.Classify("stream checkpoint "+s.t.Name, err)
 	}
 	return nil
 }
@@ -96,18 +98,18 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 	if owner == "" {
 		return false, errors.New("dynamo: stream lease: empty owner")
 	}
-	now := s.now()
-	cctx, cancel := s.adminCall(ctx)
+	now := s.t.Now()
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
-	_, err := s.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.cfg.Table),
-		Key:                      itemKey(versionPK, skStreamLease),
+	_, err := s.t.API.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.t.Name),
+		Key:                      item.Key(item.VersionPK, skStreamLease),
 		UpdateExpression:         aws.String("SET #o = :me, #u = :until, #t = :ttl"),
 		ConditionExpression:      aws.String("attribute_not_exists(#o) OR #o = :me OR #u <= :now"),
-		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#u": attrUntil, "#t": attrTTL},
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#u": attrUntil, "#t": item.AttrTTL},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":me": strAV(owner), ":until": numAV(now.Add(ttl).UnixMilli()), ":now": numAV(now.UnixMilli()),
-			":ttl": numAV(now.Add(ttl + streamRecordLife).Unix()),
+			":me": item.StrAV(owner), ":until": item.NumAV(now.Add(ttl).UnixMilli()), ":now": item.NumAV(now.UnixMilli()),
+			":ttl": item.NumAV(now.Add(ttl + streamRecordLife).Unix()),
 		},
 	})
 	if err != nil {
@@ -115,7 +117,7 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 		if errors.As(err, &ccf) {
 			return false, nil
 		}
-		return false, classify("stream lease "+s.cfg.Table, err)
+		return false, dynamo.Classify("stream lease "+s.t.Name, err)
 	}
 	return true, nil
 }
@@ -123,11 +125,11 @@ func (s *Store) StreamLease(ctx context.Context, owner string, ttl time.Duration
 // StreamLeaseHolder returns who holds the poller's lease and until when
 // (empty when nobody ever did).
 func (s *Store) StreamLeaseHolder(ctx context.Context) (string, time.Time, error) {
-	item, err := s.getItem(ctx, versionPK, skStreamLease)
+	it, err := s.t.Get(ctx, item.VersionPK, skStreamLease)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	return getS(item, attrOwner), time.UnixMilli(getN(item, attrUntil)), nil
+	return item.GetS(it, attrOwner), time.UnixMilli(item.GetN(it, attrUntil)), nil
 }
 
 // NewStreamsClient returns a DynamoDB Streams client that reaches the
@@ -147,14 +149,14 @@ func NewStreamsClient(c *dynamodb.Client) *dynamodbstreams.Client {
 // StreamARN returns the table's latest stream (DescribeTable), or an
 // error when the table has no stream enabled.
 func (s *Store) StreamARN(ctx context.Context) (string, error) {
-	cctx, cancel := s.adminCall(ctx)
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
-	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
+	out, err := s.t.API.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.t.Name)})
 	if err != nil {
-		return "", classify("describe "+s.cfg.Table, err)
+		return "", dynamo.Classify("describe "+s.t.Name, err)
 	}
 	if out.Table == nil || out.Table.LatestStreamArn == nil {
-		return "", fmt.Errorf("dynamo: table %s has no stream: enable one with NEW_AND_OLD_IMAGES (`ratelimit table create` does)", s.cfg.Table)
+		return "", fmt.Errorf("dynamo: table %s has no stream: enable one with NEW_AND_OLD_IMAGES (`ratelimit table create` does)", s.t.Name)
 	}
 	return *out.Table.LatestStreamArn, nil
 }

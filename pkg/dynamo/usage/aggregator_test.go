@@ -1,4 +1,4 @@
-package aggregator_test
+package usage_test
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynalimit/dynalimit/internal/aggregator"
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -28,7 +28,7 @@ type counts struct {
 func (c *counts) Records(outcome string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if outcome == aggregator.OutcomeFailed {
+	if outcome == usage.OutcomeFailed {
 		c.failed += n
 	} else {
 		c.applied += n
@@ -128,7 +128,7 @@ func TestUsageFromStream(t *testing.T) {
 
 	recs := st.records()
 	obs := &counts{}
-	a := aggregator.New(newStore(t, f, at), aggregator.WithObserver(obs))
+	a := usage.NewAggregator(usage.Of(newStore(t, f, at)), usage.WithObserver(obs))
 	for i := 0; i < len(recs); i += 7 {
 		if failed, err := a.Process(context.Background(), recs[i:min(i+7, len(recs))]); err != nil || len(failed) > 0 {
 			t.Fatalf("Process() = %v, %v", failed, err)
@@ -150,10 +150,10 @@ func TestUsageFromStream(t *testing.T) {
 // → millitokens; zero: a snapshot of zero, or none).
 func checkSnapshots(t *testing.T, s *dynamo.Store, at time.Time, want map[string]int64) {
 	t.Helper()
-	for _, w := range dynamo.Windows {
+	for _, w := range usage.Windows {
 		got := map[string]int64{}
 		for _, e := range []string{"a", "b", "c", "d", "k1", "proj"} {
-			snaps, err := s.Usage(context.Background(), "", e, "api", w, at.Add(-time.Minute))
+			snaps, err := usage.Of(s).Usage(context.Background(), "", e, "api", w, at.Add(-time.Minute))
 			if err != nil {
 				t.Fatalf("Usage(%s, %s) = %v", e, w, err)
 			}
@@ -184,12 +184,12 @@ func nonZero(m map[string]int64) map[string]int64 {
 type failing struct {
 	fail    map[string]bool
 	reverse bool
-	got     [][]dynamo.UsageRecord
+	got     [][]usage.UsageRecord
 }
 
-func (f *failing) ApplyUsage(_ context.Context, recs []dynamo.UsageRecord) (dynamo.UsageReport, error) {
+func (f *failing) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage.UsageReport, error) {
 	f.got = append(f.got, recs)
-	var rep dynamo.UsageReport
+	var rep usage.UsageReport
 	for _, r := range recs {
 		if f.fail[r.ID] {
 			rep.Failed = append(rep.Failed, r.ID)
@@ -209,20 +209,20 @@ func (f *failing) ApplyUsage(_ context.Context, recs []dynamo.UsageRecord) (dyna
 // broken is a Writer that fails without naming records.
 type broken struct{}
 
-func (broken) ApplyUsage(context.Context, []dynamo.UsageRecord) (dynamo.UsageReport, error) {
-	return dynamo.UsageReport{Applied: 1}, errors.New("no table")
+func (broken) ApplyUsage(context.Context, []usage.UsageRecord) (usage.UsageReport, error) {
+	return usage.UsageReport{Applied: 1}, errors.New("no table")
 }
 
 func TestProcessReportsFailed(t *testing.T) {
-	recs := []aggregator.Record{
-		{ID: "1", Name: aggregator.Insert, At: at, New: bucket("acme", "api", "0", map[string]string{"rps": "1000"})},
-		{ID: "2", Name: aggregator.Insert, At: at, New: bucket("beta", "api", "0", map[string]string{"rps": "1000"})},
-		{ID: "3", Name: aggregator.Insert, At: at, New: map[string]types.AttributeValue{"PK": s("ndefault/ENTITY#x"), "SK": s("#META")}},
+	recs := []usage.Record{
+		{ID: "1", Name: usage.Insert, At: at, New: bucket("acme", "api", "0", map[string]string{"rps": "1000"})},
+		{ID: "2", Name: usage.Insert, At: at, New: bucket("beta", "api", "0", map[string]string{"rps": "1000"})},
+		{ID: "3", Name: usage.Insert, At: at, New: map[string]types.AttributeValue{"PK": s("ndefault/ENTITY#x"), "SK": s("#META")}},
 	}
-	recs = append(recs, aggregator.Record{ID: "0", Name: aggregator.Insert, At: at, New: bucket("zeta", "api", "0", map[string]string{"rps": "1000"})})
+	recs = append(recs, usage.Record{ID: "0", Name: usage.Insert, At: at, New: bucket("zeta", "api", "0", map[string]string{"rps": "1000"})})
 	w := &failing{fail: map[string]bool{"2": true, "0": true}, reverse: true}
 	obs := &counts{}
-	failed, err := aggregator.New(w, aggregator.WithObserver(obs)).Process(context.Background(), recs)
+	failed, err := usage.NewAggregator(w, usage.WithObserver(obs)).Process(context.Background(), recs)
 	if !reflect.DeepEqual(failed, []string{"2", "0"}) || err == nil {
 		t.Errorf("Process() = %v, %v, want [2 0] (in the records' order) and an error", failed, err)
 	}
@@ -232,11 +232,11 @@ func TestProcessReportsFailed(t *testing.T) {
 	if got := w.got[0]; len(got) != 4 || len(got[0].Usage) != 1 || got[0].Usage[0].Millitokens != 1000 || len(got[2].Usage) != 0 {
 		t.Errorf("ApplyUsage got %+v, want three records, the entity's without usage", got)
 	}
-	failed, err = aggregator.New(broken{}).Process(context.Background(), recs)
+	failed, err = usage.NewAggregator(broken{}).Process(context.Background(), recs)
 	if len(failed) != 4 || err == nil {
 		t.Errorf("Process(broken writer) = %v, %v, want every record failed", failed, err)
 	}
-	if failed, err := aggregator.New(w).Process(context.Background(), recs[:1]); failed != nil || err != nil {
+	if failed, err := usage.NewAggregator(w).Process(context.Background(), recs[:1]); failed != nil || err != nil {
 		t.Errorf("Process(one good record) = %v, %v, want nothing failed", failed, err)
 	}
 }

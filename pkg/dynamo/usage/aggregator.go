@@ -1,19 +1,17 @@
-package aggregator
+package usage
 
 import (
 	"context"
 	"fmt"
-
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 )
 
 // Writer applies usage to the snapshots, at most once per record ID.
-// *dynamo.Store implements it.
+// *Store implements it.
 type Writer interface {
-	ApplyUsage(ctx context.Context, recs []dynamo.UsageRecord) (dynamo.UsageReport, error)
+	ApplyUsage(ctx context.Context, recs []UsageRecord) (UsageReport, error)
 }
 
-var _ Writer = (*dynamo.Store)(nil)
+var _ Writer = (*Store)(nil)
 
 // Observer is told what each Process call did. Implementations must be
 // safe for concurrent use.
@@ -41,14 +39,14 @@ type Aggregator struct {
 	obs Observer
 }
 
-// Option configures an Aggregator.
-type Option func(*Aggregator)
+// AggregatorOption configures an Aggregator.
+type AggregatorOption func(*Aggregator)
 
 // WithObserver sets the Observer (none by default).
-func WithObserver(o Observer) Option { return func(a *Aggregator) { a.obs = o } }
+func WithObserver(o Observer) AggregatorOption { return func(a *Aggregator) { a.obs = o } }
 
-// New returns an Aggregator writing through w.
-func New(w Writer, opts ...Option) *Aggregator {
+// NewAggregator returns an Aggregator writing through w.
+func NewAggregator(w Writer, opts ...AggregatorOption) *Aggregator {
 	a := &Aggregator{w: w, obs: nopObserver{}}
 	for _, o := range opts {
 		o(a)
@@ -103,10 +101,10 @@ func inOrder(recs []Record, ids []string) []string {
 
 // usageRecords is the usage of each record, one UsageRecord per record
 // (without usage when it has none, so that it is counted applied).
-func usageRecords(recs []Record) []dynamo.UsageRecord {
-	out := make([]dynamo.UsageRecord, len(recs))
+func usageRecords(recs []Record) []UsageRecord {
+	out := make([]UsageRecord, len(recs))
 	for i, r := range recs {
-		out[i] = dynamo.UsageRecord{ID: r.ID, At: r.At, Usage: r.usage()}
+		out[i] = UsageRecord{ID: r.ID, At: r.At, Usage: r.usage()}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package dynamo
+package admin
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // batchWriteMax is the most requests one BatchWriteItem takes.
@@ -38,13 +40,13 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 	reg, err := s.Namespace(ctx, name)
 	registered := err == nil
 	switch {
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, dynamo.ErrNotFound):
 		return 0, err
 	case registered && reg.State == NamespaceActive:
 		return 0, fmt.Errorf("dynamo: purge namespace %q: %w: delete it first ('ratelimit namespace delete %s')", name, ErrNamespaceActive, name)
 	}
 	deleted := 0
-	err = s.scan(ctx, nsPart(name)+"/", []string{attrPK, attrSK}, func(items []map[string]types.AttributeValue) error {
+	err = s.scan(ctx, item.NSPart(name)+"/", []string{item.AttrPK, item.AttrSK}, func(items []map[string]types.AttributeValue) error {
 		for len(items) > 0 {
 			n := min(len(items), batchWriteMax)
 			if err := s.deleteBatch(ctx, items[:n]); err != nil {
@@ -73,7 +75,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 	if err := s.moveNamespace(ctx, reg, NamespacePurged, NamespaceActive, NamespaceDeleted, NamespacePurged); err != nil {
 		return deleted, err
 	}
-	return deleted, s.audit(ctx, name, Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
+	return deleted, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
 }
 
 // deleteBatch deletes keys (at most 25) by BatchWriteItem, sending again
@@ -81,21 +83,21 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 func (s *Store) deleteBatch(ctx context.Context, keys []map[string]types.AttributeValue) error {
 	reqs := make([]types.WriteRequest, len(keys))
 	for i, k := range keys {
-		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: itemKey(getS(k, attrPK), getS(k, attrSK))}}
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: item.Key(item.GetS(k, item.AttrPK), item.GetS(k, item.AttrSK))}}
 	}
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		cctx, cancel := s.adminCall(ctx)
-		res, err := s.api.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs}})
+		cctx, cancel := s.t.Call(ctx)
+		res, err := s.t.API.BatchWriteItem(cctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.t.Name: reqs}})
 		cancel()
 		if err != nil {
-			return classify("purge: batch delete", err)
+			return dynamo.Classify("purge: batch delete", err)
 		}
-		if reqs = res.UnprocessedItems[s.cfg.Table]; len(reqs) == 0 {
+		if reqs = res.UnprocessedItems[s.t.Name]; len(reqs) == 0 {
 			return nil
 		}
 		if try == purgeRetries {
-			return fmt.Errorf("dynamo: purge: %d deletes left unprocessed after %d tries: %w", len(reqs), try, ErrThrottled)
+			return fmt.Errorf("dynamo: purge: %d deletes left unprocessed after %d tries: %w", len(reqs), try, dynamo.ErrThrottled)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package dynamo
+package item
 
 import (
 	"strings"
@@ -22,15 +22,15 @@ func FuzzBucketPK(f *testing.F) {
 		if ns2 == "" {
 			ns2 = "default"
 		}
-		k1 := bucketPK(ns1, e1, r1, int(s1))
-		k2 := bucketPK(ns2, e2, r2, int(s2))
+		k1 := BucketPK(ns1, e1, r1, int(s1))
+		k2 := BucketPK(ns2, e2, r2, int(s2))
 		same := ns1 == ns2 && e1 == e2 && r1 == r2 && s1 == s2
 		if (k1 == k2) != same {
 			t.Fatalf("bucketPK(%q, %q, %q, %d) = %q and bucketPK(%q, %q, %q, %d) = %q: equal %v, want %v",
 				ns1, e1, r1, s1, k1, ns2, e2, r2, s2, k2, k1 == k2, same)
 		}
 		for _, c := range []string{ns1, e1, r1, ns2, e2, r2} {
-			if e := esc(c); strings.ContainsAny(e, "#/") || len(e) > maxComponent+1 {
+			if e := Esc(c); strings.ContainsAny(e, "#/") || len(e) > MaxComponent+1 {
 				t.Fatalf("esc(%q) = %q: carries a separator or is too long", c, e)
 			}
 		}

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 // Window is the span of a usage snapshot: an hour, a day or a month of UTC
@@ -167,33 +169,33 @@ type UsageSnapshot struct {
 // does a counter that is not an integer, and a difference past int64.
 // keys, when the new image lacks them, names the item (PK).
 func ItemUsage(keys, old, new map[string]types.AttributeValue) []Usage {
-	pk := getS(new, attrPK)
+	pk := item.GetS(new, item.AttrPK)
 	if pk == "" {
-		pk = getS(keys, attrPK)
+		pk = item.GetS(keys, item.AttrPK)
 	}
 	if !isBucketPK(pk) || len(new) == 0 {
 		return nil
 	}
-	entity, _ := splitEntity(getS(new, attrEntity))
+	entity, _ := dynamo.SplitEntity(item.GetS(new, item.AttrEntity))
 	var out []Usage
 	for name, av := range new {
-		prefix, field, ok := limitField(name)
-		if !ok || field != fieldConsumed {
+		prefix, field, ok := item.LimitField(name)
+		if !ok || field != item.FieldConsumed {
 			continue
 		}
-		now, ok := number(av)
+		now, ok := item.Number(av)
 		if !ok {
 			continue
 		}
 		var was int64
 		if o, present := old[name]; present {
-			if was, ok = number(o); !ok {
+			if was, ok = item.Number(o); !ok {
 				continue
 			}
 		}
 		if d := now - was; d != 0 && (d > 0) == (now > was) { // the sign says it did not overflow
 			out = append(out, Usage{
-				Namespace: getS(new, attrNamespace), Entity: entity, Resource: getS(new, attrResource),
+				Namespace: item.GetS(new, item.AttrNamespace), Entity: entity, Resource: item.GetS(new, item.AttrResource),
 				Limit: strings.TrimPrefix(prefix, "b_"), Millitokens: d,
 			})
 		}

@@ -1,4 +1,4 @@
-package dynamo
+package usage
 
 import (
 	"context"
@@ -10,14 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 )
 
 const (
-	// DefaultUsageRetention is how long a usage snapshot lives past the end
-	// of its window (Config.UsageRetention, USAGE_RETENTION): thirteen
-	// months and a bit, so a monthly snapshot outlives a year's comparison.
-	DefaultUsageRetention = 400 * 24 * time.Hour
-
 	// usageMarkerTTL is how long the marker of an applied stream record
 	// lives: longer than a stream keeps a record (24 hours), so no
 	// redelivery can outlive it.
@@ -36,11 +33,11 @@ const (
 
 // usageMarkerPK is the partition key of a stream record's marker (sort key
 // skApplied): the table's own, one item per applied record.
-func usageMarkerPK(id string) string { return systemNS + "/STREAM#" + esc(id) }
+func usageMarkerPK(id string) string { return item.SystemNS + "/STREAM#" + item.Esc(id) }
 
 // usageSK is the sort key of a snapshot: #USAGE#{resource}#{window key}.
 func usageSK(resource, windowKey string) string {
-	return skUsage + esc(resource) + "#" + windowKey
+	return skUsage + item.Esc(resource) + "#" + windowKey
 }
 
 // snapshotAdd is what one transaction adds to one snapshot item.
@@ -119,7 +116,7 @@ func (s *Store) uniqueRecords(recs []UsageRecord, rep *UsageReport) []UsageRecor
 	}
 	first := func(r UsageRecord) string {
 		u := r.Usage[0]
-		return nsPart(u.Namespace) + "|" + esc(u.Entity) + "|" + esc(u.Resource)
+		return item.NSPart(u.Namespace) + "|" + item.Esc(u.Entity) + "|" + item.Esc(u.Resource)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return first(out[i]) < first(out[j]) })
 	return out
@@ -137,10 +134,10 @@ func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
 	for _, u := range r.Usage {
 		for _, w := range Windows {
 			key := w.Key(r.At)
-			pk, sk := entityPK(u.Namespace, u.Entity), usageSK(u.Resource, key)
+			pk, sk := item.EntityPK(u.Namespace, u.Entity), usageSK(u.Resource, key)
 			a := index[pk+"|"+sk]
 			if a == nil {
-				ttl := w.End(r.At).Add(s.cfg.UsageRetention).Unix()
+				ttl := w.End(r.At).Add(s.retention).Unix()
 				a = &snapshotAdd{pk: pk, sk: sk, ns: u.Namespace, entity: u.Entity, resource: u.Resource, window: key, ttl: ttl, limits: map[string]int64{}}
 				index[pk+"|"+sk] = a
 				out = append(out, a)
@@ -195,8 +192,8 @@ func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport)
 	var last error
 	for attempt := 0; attempt < usageTries && len(g.recs) > 0; {
 		tx, items := s.usageTx(g)
-		cctx, cancel := s.adminCall(ctx)
-		out, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		cctx, cancel := s.t.Call(ctx)
+		out, err := s.t.API.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		cancel()
 		if err == nil {
 			rep.Applied += len(g.recs)
@@ -211,9 +208,9 @@ func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport)
 			g = g.without(s, dup)
 			continue // not a failed try: the group shrank
 		}
-		last = classify("apply usage", err)
+		last = dynamo.Classify("apply usage", err)
 		attempt++
-		if !retryable(last) || !sleep(ctx, backoff(attempt+3)) {
+		if !dynamo.Retryable(last) || !dynamo.Sleep(ctx, dynamo.Backoff(attempt+3)) {
 			break
 		}
 	}
@@ -246,16 +243,16 @@ func duplicateMarkers(err error, g *usageGroup) map[string]bool {
 // order, then the snapshot updates in key order. It returns the number of
 // snapshot updates too.
 func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
-	ttl := s.nowMs()/1000 + int64(usageMarkerTTL.Seconds())
+	ttl := s.t.Now().UnixMilli()/1000 + int64(usageMarkerTTL.Seconds())
 	tx := make([]types.TransactWriteItem, 0, len(g.recs)+len(g.items))
 	for _, r := range g.recs {
-		e := newExpr()
-		e.condition("attribute_not_exists(" + e.name(attrPK) + ")")
-		item := itemKey(usageMarkerPK(r.ID), skApplied)
-		item[attrTTL] = numAV(ttl)
+		e := item.NewExpr()
+		e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ")")
+		it := item.Key(usageMarkerPK(r.ID), skApplied)
+		it[item.AttrTTL] = item.NumAV(ttl)
 		tx = append(tx, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(s.cfg.Table), Item: item,
-			ConditionExpression: e.conditionExpr(), ExpressionAttributeNames: e.attrNames(),
+			TableName: aws.String(s.t.Name), Item: it,
+			ConditionExpression: e.ConditionExpr(), ExpressionAttributeNames: e.AttrNames(),
 		}})
 	}
 	keys := make([]string, 0, len(g.items))
@@ -271,22 +268,22 @@ func (s *Store) usageTx(g *usageGroup) ([]types.TransactWriteItem, int) {
 
 // snapshotUpdate adds a's millitokens to its snapshot item, creating it.
 func (s *Store) snapshotUpdate(a *snapshotAdd) types.TransactWriteItem {
-	e := newExpr()
-	e.setAttr(attrNamespace, strAV(a.ns))
-	e.setAttr(attrEntity, strAV(a.entity))
-	e.setAttr(attrResource, strAV(a.resource))
-	e.setAttr(attrWindow, strAV(a.window))
-	e.setAttr(attrTTL, numAV(a.ttl))
+	e := item.NewExpr()
+	e.SetAttr(item.AttrNamespace, item.StrAV(a.ns))
+	e.SetAttr(item.AttrEntity, item.StrAV(a.entity))
+	e.SetAttr(item.AttrResource, item.StrAV(a.resource))
+	e.SetAttr(attrWindow, item.StrAV(a.window))
+	e.SetAttr(item.AttrTTL, item.NumAV(a.ttl))
 	limits := make([]string, 0, len(a.limits))
 	for l := range a.limits {
 		limits = append(limits, l)
 	}
 	sort.Strings(limits)
 	for _, l := range limits {
-		e.addNum(usagePre+l, a.limits[l])
+		e.AddNum(usagePre+l, a.limits[l])
 	}
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.cfg.Table), Key: itemKey(a.pk, a.sk),
-		UpdateExpression: e.update(), ExpressionAttributeNames: e.attrNames(), ExpressionAttributeValues: e.attrValues(),
+		TableName: aws.String(s.t.Name), Key: item.Key(a.pk, a.sk),
+		UpdateExpression: e.Update(), ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}}
 }

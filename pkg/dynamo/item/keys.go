@@ -1,0 +1,135 @@
+package item
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Key layout: the package documentation (doc.go) lists every key, and
+// docs/dynamodb.md every item's attributes and costs. Every user-supplied
+// component (namespace, entity, resource, limit name) goes through esc,
+// which leaves only [A-Za-z0-9._-] and writes every other byte as %XX, so
+// no component can contain a separator (#, /) or forge the escape itself.
+// A component whose escaped form exceeds maxComponent bytes is stored as
+// "~" + hex(SHA-256(raw)): "~" never survives esc, so hashed and plain
+// components cannot collide, keys stay short whatever the value (a bucket
+// item keeps its raw entity and resource once, as attributes), and a bucket
+// item stays within one write unit (1 KB) for entity and resource values up
+// to 256 bytes each.
+const (
+	AttrPK = "PK"
+	AttrSK = "SK"
+
+	SKState   = "#STATE"
+	SKMeta    = "#META"
+	SKConfig  = "#CONFIG"
+	SKVersion = "#VERSION"
+	SKSettled = "#SETTLED"
+
+	SystemNS = "_" // the table's own records; user namespaces start with "n"
+
+	MaxComponent = 64
+)
+
+// Esc escapes one key component.
+func Esc(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		const hexd = "0123456789ABCDEF"
+		b.WriteByte('%')
+		b.WriteByte(hexd[c>>4])
+		b.WriteByte(hexd[c&15])
+	}
+	out := b.String()
+	if len(out) > MaxComponent {
+		sum := sha256.Sum256([]byte(s))
+		return "~" + hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// NSPart is the escaped namespace prefix. The empty namespace is "default".
+// User namespaces are prefixed with "n" so that none can equal the system
+// prefix "_".
+func NSPart(ns string) string {
+	if ns == "" {
+		ns = "default"
+	}
+	return "n" + Esc(ns)
+}
+
+func BucketPK(ns, entity, resource string, shard int) string {
+	return NSPart(ns) + "/BUCKET#" + Esc(entity) + "#" + Esc(resource) + "#" + strconv.Itoa(shard)
+}
+
+// LeasePK is the partition key of a settlement's marker (sort key
+// skSettled): one item per settled ID in its namespace.
+func LeasePK(ns, id string) string { return NSPart(ns) + "/LEASE#" + Esc(id) }
+
+func EntityPK(ns, id string) string { return NSPart(ns) + "/ENTITY#" + Esc(id) }
+
+func EntityConfigSK(resource string) string { return SKConfig + "#" + Esc(resource) }
+
+// EntityDefaultSK is the entity's default config (all resources): "#CONFIG"
+// alone, which no escaped resource can produce ("#CONFIG#" + esc(r) always
+// Has the second '#').
+const EntityDefaultSK = SKConfig
+
+func ResourcePK(ns, resource string) string { return NSPart(ns) + "/RESOURCE#" + Esc(resource) }
+
+func SystemPK(ns string) string { return NSPart(ns) + "/SYSTEM#" }
+
+func AuditPK(ns, entity string) string { return NSPart(ns) + "/AUDIT#" + Esc(entity) }
+
+func AuditSK(id string) string { return "#AUDIT#" + id }
+
+// VersionPK and the namespace registry live under the system prefix.
+const VersionPK = SystemNS + "/SYSTEM#"
+
+func NamespaceSK(name string) string { return "#NAMESPACE#" + Esc(name) }
+
+func NamespaceIDSK(id string) string { return "#NSID#" + Esc(id) }
+
+// Bucket attribute names (attrCascade and attrParent are an entity
+// record's). Limit attributes are "b_" + esc(limit) + "_" + field.
+const (
+	AttrShardCount = "shard_count"
+	AttrCascade    = "cascade"
+	AttrParent     = "parent_id"
+	AttrTTL        = "ttl"
+	AttrEntity     = "entity"
+	AttrResource   = "resource"
+	AttrNamespace  = "ns"
+	AttrEmpty      = "empty_start"
+	AttrMerged     = "merged" // a shard a merge removed (see image.gone)
+	AttrNonce      = "nonce"  // a settlement marker's: the Settle call that wrote it
+
+	FieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
+	FieldConsumed = "tc" // millitokens debited, for usage
+	FieldShape    = "l"  // the limit the level was written with: "capacity/amount/period_ms"
+)
+
+// GSI1 (parent → children) is the one index: entity records carry its keys.
+const (
+	AttrGSI1PK = "GSI1PK"
+	AttrGSI1SK = "GSI1SK"
+)
+
+// The clocks of a bucket item's last two writers (see the decision
+// store's clock.go).
+const (
+	// AttrWriter is the writer's clock at a bucket write, unix ms, and
+	// AttrPrevWriter the one the write replaced (the writer's own on the
+	// item's first write). About 20 bytes of the item: its write units
+	// are unchanged (see TestItemFitsOneWriteUnit).
+	AttrWriter     = "wt"
+	AttrPrevWriter = "wp"
+)
