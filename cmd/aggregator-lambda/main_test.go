@@ -38,12 +38,12 @@ const event = `{"Records": [
 // fakeWriter fails the records named and remembers what it was given.
 type fakeWriter struct {
 	fail map[string]bool
-	got  []usage.UsageRecord
+	got  []usage.Entry
 }
 
-func (f *fakeWriter) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage.UsageReport, error) {
+func (f *fakeWriter) ApplyUsage(_ context.Context, recs []usage.Entry) (usage.Report, error) {
 	f.got = append(f.got, recs...)
-	var rep usage.UsageReport
+	var rep usage.Report
 	for _, r := range recs {
 		if f.fail[r.ID] {
 			rep.Failed = append(rep.Failed, r.ID)
@@ -88,7 +88,7 @@ func TestHandleReportsFailed(t *testing.T) {
 		t.Errorf("Handle().BatchItemFailures = %+v, want %+v", resp.BatchItemFailures, want)
 	}
 	at := time.Unix(1795703400, 0).UTC()
-	wantGot := []usage.UsageRecord{
+	wantGot := []usage.Entry{
 		{ID: "ev-1", At: at, Usage: []usage.Usage{{Namespace: "acme", Entity: "team", Resource: "api", Limit: "rpm", Millitokens: 1000}}},
 		{ID: "ev-2", At: at.Add(time.Second), Usage: []usage.Usage{{Namespace: "acme", Entity: "other", Resource: "api", Limit: "rpm", Millitokens: 3000}}},
 		{ID: "ev-3", At: at.Add(2 * time.Second)},

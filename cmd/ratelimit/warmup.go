@@ -106,6 +106,7 @@ func millis(ds []time.Duration) []float64 {
 // warmupHint says what to check after a failed warm-up, by the store's
 // classification of the error (dynamo.Cause).
 func warmupHint(err error) string {
+	//nolint:errorlint // Cause returns the sentinel itself, the most specific one err wraps
 	switch dynamo.Cause(err) {
 	case dynamo.ErrNoTable:
 		return "the table does not exist: create it with `ratelimit table create` (or your infrastructure code); check DYNAMODB_TABLE and AWS_REGION"

@@ -246,6 +246,7 @@ func Explain(err error, s config.Settings) error {
 	if s.DynamoDBEndpoint != "" {
 		at = s.DynamoDBEndpoint
 	}
+	//nolint:errorlint // Cause returns the sentinel itself, the most specific one err wraps
 	switch dynamo.Cause(err) {
 	case dynamo.ErrNoCredentials:
 		return &explained{fmt.Sprintf("no AWS credentials to call DynamoDB in %s at %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role; or DYNAMODB_ENDPOINT for DynamoDB Local",

@@ -56,6 +56,6 @@ func chainLevelsOf(levels []dadmin.ChainLevel) []ChainLevel {
 	})
 }
 
-func usageOf(s usage.UsageSnapshot) UsageSnapshot {
+func usageOf(s usage.Snapshot) UsageSnapshot {
 	return UsageSnapshot{Namespace: s.Namespace, Entity: s.Entity, Resource: s.Resource, Window: Window(s.Window), Start: s.Start, Limits: s.Limits}
 }

@@ -26,10 +26,10 @@ func TestUsageAgainstLocal(t *testing.T) {
 	}
 	defer st.Close()
 	at := time.Date(2026, 11, 26, 14, 30, 0, 0, time.UTC)
-	rec := func(id string, h int, resource, limit string, mt int64) usage.UsageRecord {
-		return usage.UsageRecord{ID: id, At: at.Add(time.Duration(h) * time.Hour), Usage: []usage.Usage{{Namespace: "acme", Entity: "team/1", Resource: resource, Limit: limit, Millitokens: mt}}}
+	rec := func(id string, h int, resource, limit string, mt int64) usage.Entry {
+		return usage.Entry{ID: id, At: at.Add(time.Duration(h) * time.Hour), Usage: []usage.Usage{{Namespace: "acme", Entity: "team/1", Resource: resource, Limit: limit, Millitokens: mt}}}
 	}
-	recs := []usage.UsageRecord{rec("a", 0, "gpt-4", "rpm", 3000), rec("b", 0, "gpt-4", "tpm", 1500500), rec("c", 1, "gpt-4", "rpm", 1000), rec("d", 12, "embed", "rpm", 2000)}
+	recs := []usage.Entry{rec("a", 0, "gpt-4", "rpm", 3000), rec("b", 0, "gpt-4", "tpm", 1500500), rec("c", 1, "gpt-4", "rpm", 1000), rec("d", 12, "embed", "rpm", 2000)}
 	if rep, err := usage.Of(st).ApplyUsage(context.Background(), recs[:2]); err != nil || rep.Applied != 2 {
 		t.Fatalf("ApplyUsage(a, b) = %+v, %v", rep, err)
 	}

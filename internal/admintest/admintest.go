@@ -124,7 +124,7 @@ func (r *runner) ok(args []string, want ...string) string {
 func (r *runner) fails(args []string, target error, want ...string) {
 	r.t.Helper()
 	out, err := r.run(args...)
-	if err == nil || target != errAny && !errors.Is(err, target) {
+	if err == nil || !errors.Is(target, errAny) && !errors.Is(err, target) {
 		r.t.Errorf("%s = %q, %v, want an error wrapping %q", strings.Join(args, " "), out, err, target)
 		return
 	}

@@ -60,8 +60,8 @@ func TestDynamoDB(t *testing.T) {
 			Implements: admin.Jobs,
 			Acquire:    base.Acquire,
 			AddUsage: func(ctx context.Context, ns, entity, resource, limit string, at time.Time, mt int64) error {
-				rec := usage.UsageRecord{ID: fmt.Sprint("suite-", ids.Add(1)), At: at, Usage: []usage.Usage{{Namespace: ns, Entity: entity, Resource: resource, Limit: limit, Millitokens: mt}}}
-				_, err := usage.Of(base).ApplyUsage(ctx, []usage.UsageRecord{rec})
+				rec := usage.Entry{ID: fmt.Sprint("suite-", ids.Add(1)), At: at, Usage: []usage.Usage{{Namespace: ns, Entity: entity, Resource: resource, Limit: limit, Millitokens: mt}}}
+				_, err := usage.Of(base).ApplyUsage(ctx, []usage.Entry{rec})
 				return err
 			},
 		}

@@ -25,11 +25,11 @@ func TestServe(t *testing.T) {
 		t.Fatalf("NewStore() = %v", err)
 	}
 	defer s.Close()
-	rec := usage.UsageRecord{ID: "ev-1", At: time.Now(), Usage: []usage.Usage{{Namespace: "n", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 7}}}
-	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil || rep.Applied != 1 || rep.WriteUnits != 8 {
+	rec := usage.Entry{ID: "ev-1", At: time.Now(), Usage: []usage.Usage{{Namespace: "n", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 7}}}
+	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{rec}); err != nil || rep.Applied != 1 || rep.WriteUnits != 8 {
 		t.Fatalf("ApplyUsage() = %+v, %v, want applied, 8 write units", rep, err)
 	}
-	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil || rep.Duplicates != 1 {
+	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{rec}); err != nil || rep.Duplicates != 1 {
 		t.Fatalf("ApplyUsage(again) = %+v, %v, want a duplicate", rep, err)
 	}
 	if _, err := usage.Of(s).Usage(context.Background(), "n", "e", "r", usage.Hourly, time.Now()); err == nil {

@@ -32,7 +32,7 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 	ctx = s.callContext(ctx, decisions)
 	deadline, _ := ctx.Deadline()
 	b := batch[0].b
-	img := cacher{s.Store}.cachedImage(pk)
+	img := cacher(s).cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
 	doubled := false
 	// busy is why an earlier write of this batch did not land, when it is
@@ -82,9 +82,9 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
-			cacher{s.Store}.keepImage(b, pk, newImg)
+			cacher(s).keepImage(b, pk, newImg)
 			s.obs.Batched(len(batch), depthOf(batch))
-			sharder{s.Store}.wrote(b, newImg.ShardCount, now)
+			sharder(s).wrote(b, newImg.ShardCount, now)
 			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
 				j = exact // the statuses of the levels the write found
 			}
@@ -93,7 +93,7 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 		case err == nil:
 			img, read = newImg, true // the condition failed: decide on what is there
 			busy = ContendedRaced
-			cacher{s.Store}.keepImage(b, pk, img)
+			cacher(s).keepImage(b, pk, img)
 		case errors.Is(err, ErrConflict):
 			// A transaction (a settlement, a doubling) held the item:
 			// DynamoDB wrote nothing. A race lost: read the item again and
@@ -128,7 +128,7 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 			// The write may have landed: DynamoDB applies a write whose
 			// answer never came back. Nothing of this batch is written
 			// again (see unknown).
-			cacher{s.Store}.forgetImage(pk)
+			cacher(s).forgetImage(pk)
 			if busy != "" && ctx.Err() != nil && left < s.cfg.Timeout/2 {
 				// Most of the budget went on races lost to other replicas
 				// or on DynamoDB throttling the item, and the last call ran
@@ -167,11 +167,11 @@ func depthOf(batch []*part) int {
 // decisions.
 func (s batchWriter) fresh(ctx context.Context, b bucket, pk string, decisions []context.Context) (*item.Image, error) {
 	var img *item.Image
-	fs := reader{s.Store}.fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
+	fs := reader(s).fly([]string{"\x01" + pk}, decisions, func(ctx context.Context, _ []string, f *flight) error {
 		for attempt := 0; ; attempt++ {
 			im, err := s.readBucket(ctx, pk)
 			if err == nil {
-				cacher{s.Store}.keepImage(b, pk, im)
+				cacher(s).keepImage(b, pk, im)
 				img = im
 				return nil
 			}
@@ -184,11 +184,11 @@ func (s batchWriter) fresh(ctx context.Context, b bucket, pk string, decisions [
 			}
 		}
 	})
-	if err := (reader{s.Store}).wait(ctx, fs[0]); err != nil {
+	if err := reader(s).wait(ctx, fs[0]); err != nil {
 		return nil, err
 	}
 	if img == nil { // another batch's flight read it
-		img = cacher{s.Store}.cachedImage(pk)
+		img = cacher(s).cachedImage(pk)
 	}
 	if img == nil {
 		return nil, errContended
@@ -204,11 +204,14 @@ func contendReason(err error) string {
 	return ContendedRead
 }
 
+// Backoff is the jittered wait before retry attempt attempt: between half
+// and all of 1 ms doubled per attempt, at most 64 ms.
 func Backoff(attempt int) time.Duration {
 	d := time.Millisecond << min(attempt, 6)
 	return d/2 + rand.N(d/2+1)
 }
 
+// Sleep waits d, and reports false when ctx ends first.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -304,7 +307,7 @@ func (s batchWriter) deliver(batch []*part, j *judgement, now int64) {
 	for i, pt := range batch {
 		pt.dec, pt.n, pt.start = j.decs[i], j.n, &j.starts[i]
 		if !pt.dec.Admitted && !pt.hasCost() {
-			cacher{s.Store}.rememberRefusal(pt, now)
+			cacher(s).rememberRefusal(pt, now)
 		}
 	}
 }

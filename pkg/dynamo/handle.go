@@ -205,8 +205,8 @@ const (
 	AttrPrincipal = "principal"
 )
 
-// WriteAudit writes one audit record under the entity it concerns (or "_system"
-// and "_resource" for scopes without an entity).
+// WriteAudit writes one audit record under the entity it concerns (see
+// AuditEntity).
 func (t *Table) WriteAudit(ctx context.Context, ns string, sc Scope, action, before, after string) error {
 	cctx, cancel := t.Call(ctx)
 	defer cancel()
@@ -234,6 +234,9 @@ func (t *Table) AuditPut(ns string, sc Scope, action, before, after string) *typ
 	return &types.Put{TableName: aws.String(t.Name), Item: it}
 }
 
+// AuditEntity is the entity whose audit trail records a change to sc: its
+// entity, or for a scope without one "\x00system" or "\x00resource/" + its
+// resource.
 func AuditEntity(sc Scope) string {
 	switch {
 	case sc.Entity != "":

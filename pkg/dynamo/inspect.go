@@ -234,7 +234,7 @@ func (s inspector) rewrite(ctx context.Context, key cascade.Key, limits map[stri
 			return BucketState{}, false, err
 		}
 		for sh := range imgs {
-			cacher{s.Store}.forgetImage(b.pk(sh))
+			cacher(s).forgetImage(b.pk(sh))
 		}
 		return before, true, nil
 	}

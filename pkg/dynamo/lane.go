@@ -110,7 +110,7 @@ func (pt *part) itemError() error {
 func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
-		parts[i] = &part{b: b}
+		parts[i] = &part{kind: decisionPart, b: b}
 		parts[i].choose(s.pickShard(cacher{s}.shardCount(b.base)))
 	}
 	for i := range p.Debits {

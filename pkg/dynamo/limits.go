@@ -25,6 +25,8 @@ type Scope struct {
 	Resource  string
 }
 
+// Validate reports whether sc names one scope: the system alone, or a
+// resource, an entity, or both.
 func (sc Scope) Validate() error {
 	switch {
 	case sc.System && (sc.Entity != "" || sc.Resource != ""):
@@ -63,6 +65,12 @@ func (sc Scope) String() string {
 	}
 }
 
+// AttrLimits is the attribute of a config record (a Scope's) that holds its
+// limits: a map by limit name of capacity, refill amount and refill period.
+const AttrLimits = "limits"
+
+// DecodeLimits decodes the limits a config record stores (AttrLimits), by
+// name, skipping any that is not a valid limit; nil when it has none.
 func DecodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
 	m, ok := it[AttrLimits].(*types.AttributeValueMemberM)
 	if !ok {
@@ -85,6 +93,7 @@ func DecodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Lim
 	return out
 }
 
+// EncodeLimits encodes limits by name as a config record's AttrLimits.
 func EncodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
 	out := map[string]types.AttributeValue{}
 	for name, l := range m {

@@ -44,9 +44,9 @@ func (s sharder) merge(ctx context.Context, b bucket, n int) error {
 	}
 	s.obs.ShardMerged()
 	s.log.WithField("shards", n/2).Info("halved the shard count of an idle bucket")
-	cacher{s.Store}.shrinkShards(b.base, n/2)
+	cacher(s).shrinkShards(b.base, n/2)
 	for sh := range n {
-		cacher{s.Store}.forgetImage(b.pk(sh))
+		cacher(s).forgetImage(b.pk(sh))
 	}
 	return nil
 }

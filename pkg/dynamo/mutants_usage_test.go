@@ -32,9 +32,9 @@ func TestUsageGroupsFillTransactions(t *testing.T) {
 		f := fakeTable(t)
 		clk := newClock()
 		s := newStore(t, f, "t", clk)
-		var recs []usage.UsageRecord
+		var recs []usage.Entry
 		for i := range c.recs {
-			recs = append(recs, usage.UsageRecord{ID: "r" + strconv.Itoa(i), At: clk.Now(), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 1000}}})
+			recs = append(recs, usage.Entry{ID: "r" + strconv.Itoa(i), At: clk.Now(), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: "r", Limit: "rpm", Millitokens: 1000}}})
 		}
 		before := f.Calls("TransactWriteItems")
 		rep, err := usage.Of(s).ApplyUsage(context.Background(), recs)

@@ -23,8 +23,6 @@ type cachedConfig struct {
 	limits  map[string]tokenbucket.Limit // nil: no record
 }
 
-const AttrLimits = "limits"
-
 // configChain is where stored limits for one bucket item are looked up, in
 // order: entity+resource, entity default, resource, system. The entity is
 // the bucket's entity up to its first '#': a hierarchical bucket carries

@@ -199,11 +199,11 @@ func (s settler) settleAttempt(ctx context.Context, stl *settlement, imgs map[st
 		if !tg.j.changed {
 			continue // nothing to write (amounts of zero): the statuses stand
 		}
-		u := s.txUpdate(tg.pt.pk, batchWriter{s.Store}.writeExpr(tg.pt.b, tg.img, tg.j, now))
+		u := s.txUpdate(tg.pt.pk, batchWriter(s).writeExpr(tg.pt.b, tg.img, tg.j, now))
 		u.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		tx = append(tx, u)
 		written = append(written, tg)
-		cacher{s.Store}.forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
+		cacher(s).forgetImage(tg.pt.pk) // whatever the outcome, the lane reads it again
 	}
 	cctx, cancel := s.call(s.callContext(ctx, []context.Context{stl.from}))
 	_, err = s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
@@ -234,7 +234,7 @@ func (s settler) settleAttempt(ctx context.Context, stl *settlement, imgs map[st
 			return cascade.Settled{}, true, fmt.Errorf("dynamo: settle %q: %w", stl.id, err)
 		}
 		imgs[written[i].pt.pk] = img
-		cacher{s.Store}.keepImage(written[i].pt.b, written[i].pt.pk, img)
+		cacher(s).keepImage(written[i].pt.b, written[i].pt.pk, img)
 		lost = true
 	}
 	if lost {
@@ -323,10 +323,10 @@ func (s settler) settleImage(ctx context.Context, stl *settlement, b bucket, pk 
 	if img, ok := imgs[pk]; ok {
 		return img, nil
 	}
-	img := cacher{s.Store}.cachedImage(pk)
+	img := cacher(s).cachedImage(pk)
 	if img == nil || !img.Exists || s.nowMs()-img.AtMs > maxRejection.Milliseconds() {
 		var err error
-		if img, err = (batchWriter{s.Store}).fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
+		if img, err = batchWriter(s).fresh(ctx, b, pk, []context.Context{stl.from}); err != nil {
 			return nil, err
 		}
 	}
@@ -352,7 +352,7 @@ func settledStatuses(stl *settlement, targets []target) []cascade.Status {
 // so that nothing is applied twice).
 func (s settler) landed(ctx context.Context, stl *settlement) (cascade.Settled, error) {
 	for _, pt := range stl.parts {
-		cacher{s.Store}.forgetImage(pt.pk)
+		cacher(s).forgetImage(pt.pk)
 	}
 	targets, err := s.settleTargets(ctx, stl, map[string]*item.Image{})
 	if err != nil {

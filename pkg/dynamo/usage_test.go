@@ -24,8 +24,8 @@ var usageAt = time.Date(2026, 11, 26, 14, 30, 0, 0, time.UTC)
 
 // usageRec is a record of mt millitokens on limit "rps" (and "day", twice
 // as many) of entity e's resource "api".
-func usageRec(id, e string, mt int64) usage.UsageRecord {
-	return usage.UsageRecord{ID: id, At: usageAt, Usage: []usage.Usage{
+func usageRec(id, e string, mt int64) usage.Entry {
+	return usage.Entry{ID: id, At: usageAt, Usage: []usage.Usage{
 		{Namespace: "default", Entity: e, Resource: "api", Limit: "rps", Millitokens: mt},
 		{Namespace: "default", Entity: e, Resource: "api", Limit: "day", Millitokens: 2 * mt},
 	}}
@@ -91,7 +91,7 @@ func TestApplyUsageExactlyOnce(t *testing.T) {
 	f := newFakeTable(t)
 	w := &txWatch{API: f}
 	s := newStore(t, w, "t", newClock())
-	var recs []usage.UsageRecord
+	var recs []usage.Entry
 	want := map[string]int64{}
 	for i := range 250 {
 		e := fmt.Sprintf("e%d", i%40)
@@ -99,7 +99,7 @@ func TestApplyUsageExactlyOnce(t *testing.T) {
 		want[e+"/rps"] += int64(i + 1)
 		want[e+"/day"] += 2 * int64(i+1)
 	}
-	recs = append(recs, usage.UsageRecord{ID: "empty", At: usageAt})
+	recs = append(recs, usage.Entry{ID: "empty", At: usageAt})
 	rep, err := usage.Of(s).ApplyUsage(context.Background(), recs[:200])
 	if err != nil || rep.Applied != 200 || rep.Duplicates != 0 || len(rep.Failed) != 0 {
 		t.Fatalf("ApplyUsage(200) = %+v, %v", rep, err)
@@ -107,7 +107,7 @@ func TestApplyUsageExactlyOnce(t *testing.T) {
 	if w.txs < 3 || rep.WriteUnits != 2*float64(w.items) {
 		t.Errorf("ApplyUsage(200): %d transactions of %d items, %v write units; want several, 2 units an item", w.txs, w.items, rep.WriteUnits)
 	}
-	again := append(append([]usage.UsageRecord(nil), recs[150:]...), recs[:10]...)
+	again := append(append([]usage.Entry(nil), recs[150:]...), recs[:10]...)
 	again = append(again, recs[160])
 	rep, err = usage.Of(s).ApplyUsage(context.Background(), again)
 	if err != nil || rep.Applied != 51 || rep.Duplicates != 61 || len(rep.Failed) != 0 {
@@ -130,7 +130,7 @@ func TestApplyUsageAnswerLost(t *testing.T) {
 	l := &lossy{Fake: f}
 	l.lose.Store(1)
 	s := newStore(t, l, "t", newClock())
-	rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{usageRec("1", "e0", 1000), usageRec("2", "e0", 500)})
+	rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{usageRec("1", "e0", 1000), usageRec("2", "e0", 500)})
 	if err != nil || rep.Duplicates != 2 || len(rep.Failed) != 0 {
 		t.Fatalf("ApplyUsage() = %+v, %v, want both found applied by the lost try", rep, err)
 	}
@@ -156,7 +156,7 @@ func TestApplyUsageFails(t *testing.T) {
 			f := newFakeTable(t)
 			s := newStore(t, f, "t", newClock())
 			failOn(f, "TransactWriteItems", 0, tt.err)
-			rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{usageRec("1", "e0", 1), usageRec("2", "e1", 1), {ID: "3", At: usageAt}})
+			rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{usageRec("1", "e0", 1), usageRec("2", "e1", 1), {ID: "3", At: usageAt}})
 			if !errors.Is(err, tt.want) || !reflect.DeepEqual(rep.Failed, []string{"1", "2"}) || rep.Applied != 1 {
 				t.Errorf("ApplyUsage() = %+v, %v, want 1 and 2 failed (%v), 3 applied", rep, err, tt.want)
 			}
@@ -171,8 +171,8 @@ func TestApplyUsageFails(t *testing.T) {
 func TestUsageSnapshotItem(t *testing.T) {
 	f := newFakeTable(t)
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, UsageRetention: 24 * time.Hour}, newClock())
-	rec := usage.UsageRecord{ID: "ev/1", At: usageAt, Usage: []usage.Usage{{Namespace: "team a", Entity: "org/x", Resource: "api", Limit: "per%20min", Millitokens: 7}}}
-	if _, err := usage.Of(s).ApplyUsage(context.Background(), []usage.UsageRecord{rec}); err != nil {
+	rec := usage.Entry{ID: "ev/1", At: usageAt, Usage: []usage.Usage{{Namespace: "team a", Entity: "org/x", Resource: "api", Limit: "per%20min", Millitokens: 7}}}
+	if _, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{rec}); err != nil {
 		t.Fatalf("ApplyUsage() = %v", err)
 	}
 	got := map[string]string{}
@@ -208,10 +208,10 @@ func TestUsageSnapshotItem(t *testing.T) {
 func TestUsageReader(t *testing.T) {
 	f := newFakeTable(t)
 	s := newStore(t, f, "t", newClock())
-	var recs []usage.UsageRecord
+	var recs []usage.Entry
 	for h := range 30 {
 		for _, r := range []string{"api", "batch"} {
-			recs = append(recs, usage.UsageRecord{ID: fmt.Sprint(r, h), At: usageAt.Add(time.Duration(h) * time.Hour), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: r, Limit: "rps", Millitokens: 1000}}})
+			recs = append(recs, usage.Entry{ID: fmt.Sprint(r, h), At: usageAt.Add(time.Duration(h) * time.Hour), Usage: []usage.Usage{{Namespace: "default", Entity: "e", Resource: r, Limit: "rps", Millitokens: 1000}}})
 		}
 	}
 	if _, err := usage.Of(s).ApplyUsage(context.Background(), recs); err != nil {
@@ -280,7 +280,7 @@ func BenchmarkApplyUsage(b *testing.B) {
 			var units, writes float64
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				recs := make([]usage.UsageRecord, 1000)
+				recs := make([]usage.Entry, 1000)
 				for j := range recs {
 					recs[j] = usageRec(fmt.Sprintf("%d-%d", i, j), fmt.Sprintf("e%d", j%spread), 1000)
 				}

@@ -40,6 +40,8 @@ func (im *Image) LimitsOrNil() map[string]LimitImage {
 	return im.Limits
 }
 
+// Has returns the limit stored under attribute prefix prefix, and whether
+// the item exists and holds it.
 func (im *Image) Has(prefix string) (LimitImage, bool) {
 	if im == nil || !im.Exists {
 		return LimitImage{}, false
@@ -180,6 +182,8 @@ func ParseShape(s string) tokenbucket.Limit {
 	return l
 }
 
+// Number decodes a number attribute as an int64, reporting false when av is
+// not a number or does not fit.
 func Number(av types.AttributeValue) (int64, bool) {
 	n, ok := av.(*types.AttributeValueMemberN)
 	if !ok {
@@ -189,22 +193,30 @@ func Number(av types.AttributeValue) (int64, bool) {
 	return v, err == nil
 }
 
+// NumAV encodes v as a number attribute.
 func NumAV(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
+// BigAV encodes v, a 128-bit number such as a level, as a number attribute.
 func BigAV(v tokenbucket.Int128) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: v.String()}
 }
 
+// StrAV encodes s as a string attribute.
 func StrAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
+// BoolAV encodes b as a boolean attribute.
 func BoolAV(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
+// Key is the primary key of the item with partition key pk and sort key
+// sk, as GetItem, UpdateItem and DeleteItem take it.
 func Key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: StrAV(pk), AttrSK: StrAV(sk)}
 }
 
+// GetS returns item's string attribute name, or "" when it is absent or
+// not a string.
 func GetS(item map[string]types.AttributeValue, name string) string {
 	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
 		return s.Value
@@ -212,11 +224,15 @@ func GetS(item map[string]types.AttributeValue, name string) string {
 	return ""
 }
 
+// GetN returns item's number attribute name, or 0 when it is absent or not
+// an int64.
 func GetN(item map[string]types.AttributeValue, name string) int64 {
 	n, _ := Number(item[name])
 	return n
 }
 
+// GetBool returns item's boolean attribute name, or false when it is
+// absent or not a boolean.
 func GetBool(item map[string]types.AttributeValue, name string) bool {
 	if b, ok := item[name].(*types.AttributeValueMemberBOOL); ok {
 		return b.Value
@@ -224,6 +240,6 @@ func GetBool(item map[string]types.AttributeValue, name string) bool {
 	return false
 }
 
-// ErrSchema: the table's schema version record is missing or unknown, or an
-// item holds what this schema cannot read.
+// ErrSchema reports that the table's schema version record is missing or
+// unknown, or that an item holds what this schema cannot read.
 var ErrSchema = errors.New("dynamo: schema version mismatch")

@@ -23,10 +23,13 @@ type Expr struct {
 	cond    []string
 }
 
+// NewExpr returns an empty expression.
 func NewExpr() *Expr {
 	return &Expr{names: map[string]string{}, byName: map[string]string{}, values: map[string]types.AttributeValue{}}
 }
 
+// Name returns the placeholder (#a0, #a1, …) of attribute name attr,
+// the same one for every use of attr.
 func (e *Expr) Name(attr string) string {
 	if p, ok := e.byName[attr]; ok {
 		return p
@@ -37,27 +40,36 @@ func (e *Expr) Name(attr string) string {
 	return p
 }
 
+// Value returns a new placeholder (:v0, :v1, …) bound to av.
 func (e *Expr) Value(av types.AttributeValue) string {
 	p := ":v" + strconv.Itoa(len(e.values))
 	e.values[p] = av
 	return p
 }
 
+// Num returns a new placeholder bound to the number v.
 func (e *Expr) Num(v int64) string { return e.Value(NumAV(v)) }
 
+// SetAttr sets attribute attr to av (SET).
 func (e *Expr) SetAttr(attr string, av types.AttributeValue) {
 	e.set = append(e.set, e.Name(attr)+" = "+e.Value(av))
 }
 
+// AddNum adds v to the number attribute attr, which starts at 0 when
+// absent (ADD).
 func (e *Expr) AddNum(attr string, v int64) {
 	e.add = append(e.add, e.Name(attr)+" "+e.Num(v))
 }
 
+// Condition adds c, written with placeholders from Name and Value, to the
+// condition expression: every condition added must hold (AND).
 func (e *Expr) Condition(c string) { e.cond = append(e.cond, c) }
 
 // RemoveAttr removes an attribute (REMOVE).
 func (e *Expr) RemoveAttr(attr string) { e.removes = append(e.removes, e.Name(attr)) }
 
+// Update returns the update expression (its SET, ADD and REMOVE clauses),
+// or nil when nothing is updated.
 func (e *Expr) Update() *string {
 	var parts []string
 	if len(e.set) > 0 {
@@ -75,6 +87,8 @@ func (e *Expr) Update() *string {
 	return aws.String(strings.Join(parts, " "))
 }
 
+// ConditionExpr returns the condition expression, or nil when there is no
+// condition.
 func (e *Expr) ConditionExpr() *string {
 	if len(e.cond) == 0 {
 		return nil
@@ -82,6 +96,8 @@ func (e *Expr) ConditionExpr() *string {
 	return aws.String(strings.Join(e.cond, " AND "))
 }
 
+// AttrNames returns the name placeholders' attributes, for
+// ExpressionAttributeNames (nil when there are none).
 func (e *Expr) AttrNames() map[string]string {
 	if len(e.names) == 0 {
 		return nil
@@ -89,6 +105,8 @@ func (e *Expr) AttrNames() map[string]string {
 	return e.names
 }
 
+// AttrValues returns the value placeholders' values, for
+// ExpressionAttributeValues (nil when there are none).
 func (e *Expr) AttrValues() map[string]types.AttributeValue {
 	if len(e.values) == 0 {
 		return nil
@@ -96,6 +114,7 @@ func (e *Expr) AttrValues() map[string]types.AttributeValue {
 	return e.values
 }
 
+// AddBig adds the 128-bit number v to the number attribute attr (ADD).
 func (e *Expr) AddBig(attr string, v tokenbucket.Int128) {
 	e.add = append(e.add, e.Name(attr)+" "+e.Value(BigAV(v)))
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// Key layout: the package documentation (doc.go) lists every key, and
-// docs/dynamodb.md every item's attributes and costs. Every user-supplied
-// component (namespace, entity, resource, limit name) goes through esc,
+// Key layout: docs/dynamodb.md lists every key, every item's attributes
+// and costs. Every user-supplied component (namespace, entity, resource,
+// limit name) goes through Esc,
 // which leaves only [A-Za-z0-9._-] and writes every other byte as %XX, so
 // no component can contain a separator (#, /) or forge the escape itself.
 // A component whose escaped form exceeds maxComponent bytes is stored as
@@ -66,6 +66,8 @@ func NSPart(ns string) string {
 	return "n" + Esc(ns)
 }
 
+// BucketPK is the partition key of shard shard of the bucket of entity and
+// resource in namespace ns (sort key SKState).
 func BucketPK(ns, entity, resource string, shard int) string {
 	return NSPart(ns) + "/BUCKET#" + Esc(entity) + "#" + Esc(resource) + "#" + strconv.Itoa(shard)
 }
@@ -74,8 +76,13 @@ func BucketPK(ns, entity, resource string, shard int) string {
 // skSettled): one item per settled ID in its namespace.
 func LeasePK(ns, id string) string { return NSPart(ns) + "/LEASE#" + Esc(id) }
 
+// EntityPK is the partition key of entity id's records in namespace ns: its
+// metadata (SKMeta), its stored limits (EntityConfigSK, EntityDefaultSK)
+// and its usage snapshots.
 func EntityPK(ns, id string) string { return NSPart(ns) + "/ENTITY#" + Esc(id) }
 
+// EntityConfigSK is the sort key of an entity's stored limits for one
+// resource: "#CONFIG#" + the escaped resource.
 func EntityConfigSK(resource string) string { return SKConfig + "#" + Esc(resource) }
 
 // EntityDefaultSK is the entity's default config (all resources): "#CONFIG"
@@ -83,19 +90,31 @@ func EntityConfigSK(resource string) string { return SKConfig + "#" + Esc(resour
 // Has the second '#').
 const EntityDefaultSK = SKConfig
 
+// ResourcePK is the partition key of a resource's stored limits in
+// namespace ns (sort key SKConfig).
 func ResourcePK(ns, resource string) string { return NSPart(ns) + "/RESOURCE#" + Esc(resource) }
 
+// SystemPK is the partition key of namespace ns's own records: its
+// system-wide stored limits (SKConfig) and its fleet's heartbeats.
 func SystemPK(ns string) string { return NSPart(ns) + "/SYSTEM#" }
 
+// AuditPK is the partition key of the audit trail of entity's stored
+// limits in namespace ns.
 func AuditPK(ns, entity string) string { return NSPart(ns) + "/AUDIT#" + Esc(entity) }
 
+// AuditSK is the sort key of one audit entry, id a ULID so that entries
+// sort by time.
 func AuditSK(id string) string { return "#AUDIT#" + id }
 
 // VersionPK and the namespace registry live under the system prefix.
 const VersionPK = SystemNS + "/SYSTEM#"
 
+// NamespaceSK is the sort key, under VersionPK, of the namespace
+// registry's record of the namespace name.
 func NamespaceSK(name string) string { return "#NAMESPACE#" + Esc(name) }
 
+// NamespaceIDSK is the sort key, under VersionPK, of the registry's record
+// reserving the namespace ID id.
 func NamespaceIDSK(id string) string { return "#NSID#" + Esc(id) }
 
 // Bucket attribute names (attrCascade and attrParent are an entity

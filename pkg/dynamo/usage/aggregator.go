@@ -8,7 +8,7 @@ import (
 // Writer applies usage to the snapshots, at most once per record ID.
 // *Store implements it.
 type Writer interface {
-	ApplyUsage(ctx context.Context, recs []UsageRecord) (UsageReport, error)
+	ApplyUsage(ctx context.Context, recs []Entry) (Report, error)
 }
 
 var _ Writer = (*Store)(nil)
@@ -99,12 +99,12 @@ func inOrder(recs []Record, ids []string) []string {
 	return out
 }
 
-// usageRecords is the usage of each record, one UsageRecord per record
+// usageRecords is the usage of each record, one Entry per record
 // (without usage when it has none, so that it is counted applied).
-func usageRecords(recs []Record) []UsageRecord {
-	out := make([]UsageRecord, len(recs))
+func usageRecords(recs []Record) []Entry {
+	out := make([]Entry, len(recs))
 	for i, r := range recs {
-		out[i] = UsageRecord{ID: r.ID, At: r.At, Usage: r.usage()}
+		out[i] = Entry{ID: r.ID, At: r.At, Usage: r.usage()}
 	}
 	return out
 }

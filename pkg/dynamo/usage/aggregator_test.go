@@ -184,12 +184,12 @@ func nonZero(m map[string]int64) map[string]int64 {
 type failing struct {
 	fail    map[string]bool
 	reverse bool
-	got     [][]usage.UsageRecord
+	got     [][]usage.Entry
 }
 
-func (f *failing) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage.UsageReport, error) {
+func (f *failing) ApplyUsage(_ context.Context, recs []usage.Entry) (usage.Report, error) {
 	f.got = append(f.got, recs)
-	var rep usage.UsageReport
+	var rep usage.Report
 	for _, r := range recs {
 		if f.fail[r.ID] {
 			rep.Failed = append(rep.Failed, r.ID)
@@ -209,8 +209,8 @@ func (f *failing) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage
 // broken is a Writer that fails without naming records.
 type broken struct{}
 
-func (broken) ApplyUsage(context.Context, []usage.UsageRecord) (usage.UsageReport, error) {
-	return usage.UsageReport{Applied: 1}, errors.New("no table")
+func (broken) ApplyUsage(context.Context, []usage.Entry) (usage.Report, error) {
+	return usage.Report{Applied: 1}, errors.New("no table")
 }
 
 func TestProcessReportsFailed(t *testing.T) {

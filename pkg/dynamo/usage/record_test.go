@@ -39,11 +39,11 @@ type delta struct {
 }
 
 // capture is a Writer that keeps what it was given.
-type capture struct{ recs []usage.UsageRecord }
+type capture struct{ recs []usage.Entry }
 
-func (c *capture) ApplyUsage(_ context.Context, recs []usage.UsageRecord) (usage.UsageReport, error) {
+func (c *capture) ApplyUsage(_ context.Context, recs []usage.Entry) (usage.Report, error) {
 	c.recs = append(c.recs, recs...)
-	return usage.UsageReport{Applied: len(recs)}, nil
+	return usage.Report{Applied: len(recs)}, nil
 }
 
 // deltas runs recs through an Aggregator and returns the usage its Writer

@@ -117,20 +117,20 @@ type Usage struct {
 	Entity    string // the entity id: the bucket's entity up to its first '#'
 	Resource  string
 	Limit     string // the limit's name as the item's attribute spells it (escaped)
-	// Millitokens consumed; never zero in a UsageRecord.
+	// Millitokens consumed; never zero in an Entry.
 	Millitokens int64
 }
 
-// UsageRecord is the usage of one stream record, applied to the snapshots
-// of its event time at most once per ID.
-type UsageRecord struct {
+// Entry is the usage of one stream record (a Record), applied to the
+// snapshots of its event time at most once per ID.
+type Entry struct {
 	ID    string    // the stream record's eventID
 	At    time.Time // its ApproximateCreationDateTime: which windows it counts in
 	Usage []Usage
 }
 
-// UsageReport says what one ApplyUsage call did.
-type UsageReport struct {
+// Report says what one ApplyUsage call did.
+type Report struct {
 	// Applied counts the records whose usage was added by this call
 	// (records without usage included: there was nothing to add).
 	Applied int
@@ -148,9 +148,9 @@ type UsageReport struct {
 	Failed []string
 }
 
-// UsageSnapshot is one snapshot: what an entity consumed of a resource's
+// Snapshot is one snapshot: what an entity consumed of a resource's
 // limits in one window, in millitokens by limit name.
-type UsageSnapshot struct {
+type Snapshot struct {
 	Namespace string
 	Entity    string
 	Resource  string

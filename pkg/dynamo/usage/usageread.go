@@ -21,7 +21,7 @@ import (
 // resource is empty. ns empty is the store's namespace. Each snapshot's
 // Limits are by limit name (a name longer than 64 bytes escaped reads as
 // its hash, "~…"); the values are millitokens.
-func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error) {
+func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]Snapshot, error) {
 	if w.prefix() == "" {
 		return nil, fmt.Errorf("dynamo: usage: unknown window %q", w)
 	}
@@ -41,7 +41,7 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 		TableName: aws.String(s.t.Name), KeyConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 	}
-	var out []UsageSnapshot
+	var out []Snapshot
 	err := s.t.Query(ctx, "usage "+entity, in, func(items []map[string]types.AttributeValue) {
 		for _, it := range items {
 			if snap, ok := decodeSnapshot(it, w); ok && snap.Window.End(snap.Start).After(since) {
@@ -62,12 +62,12 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w Window
 }
 
 // decodeSnapshot decodes a snapshot item of window w.
-func decodeSnapshot(it map[string]types.AttributeValue, w Window) (UsageSnapshot, bool) {
+func decodeSnapshot(it map[string]types.AttributeValue, w Window) (Snapshot, bool) {
 	win, start, ok := parseWindowKey(item.GetS(it, attrWindow))
 	if !ok || win != w {
-		return UsageSnapshot{}, false
+		return Snapshot{}, false
 	}
-	snap := UsageSnapshot{
+	snap := Snapshot{
 		Namespace: item.GetS(it, item.AttrNamespace), Entity: item.GetS(it, item.AttrEntity), Resource: item.GetS(it, item.AttrResource),
 		Window: win, Start: start, Limits: map[string]int64{},
 	}

@@ -54,7 +54,7 @@ type snapshotAdd struct {
 // usageGroup is the records of one transaction: a marker each, and the
 // snapshot items they add to (each item once).
 type usageGroup struct {
-	recs  []UsageRecord
+	recs  []Entry
 	items map[string]*snapshotAdd // by pk+"|"+sk
 }
 
@@ -73,8 +73,8 @@ type usageGroup struct {
 // without usage are applied without a write. A record not applied is
 // listed in the report's Failed (a later call may apply it) and the error
 // says why; a record ID appearing twice in recs counts once.
-func (s *Store) ApplyUsage(ctx context.Context, recs []UsageRecord) (UsageReport, error) {
-	var rep UsageReport
+func (s *Store) ApplyUsage(ctx context.Context, recs []Entry) (Report, error) {
+	var rep Report
 	var errs []error
 	g := s.newUsageGroup()
 	for _, r := range s.uniqueRecords(recs, &rep) {
@@ -100,9 +100,9 @@ func (s *Store) ApplyUsage(ctx context.Context, recs []UsageRecord) (UsageReport
 // ordered by the first snapshot item each adds to (so that a group holds
 // few items); it counts the others in rep: an ID seen before is a
 // duplicate, a record without usage is applied.
-func (s *Store) uniqueRecords(recs []UsageRecord, rep *UsageReport) []UsageRecord {
+func (s *Store) uniqueRecords(recs []Entry, rep *Report) []Entry {
 	seen := make(map[string]bool, len(recs))
-	out := make([]UsageRecord, 0, len(recs))
+	out := make([]Entry, 0, len(recs))
 	for _, r := range recs {
 		switch {
 		case seen[r.ID]:
@@ -114,7 +114,7 @@ func (s *Store) uniqueRecords(recs []UsageRecord, rep *UsageReport) []UsageRecor
 		}
 		seen[r.ID] = true
 	}
-	first := func(r UsageRecord) string {
+	first := func(r Entry) string {
 		u := r.Usage[0]
 		return item.NSPart(u.Namespace) + "|" + item.Esc(u.Entity) + "|" + item.Esc(u.Resource)
 	}
@@ -128,7 +128,7 @@ func (s *Store) newUsageGroup() *usageGroup {
 
 // snapshotsOf lists the snapshot items record r adds to, each once, with
 // what it adds.
-func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
+func (s *Store) snapshotsOf(r Entry) []*snapshotAdd {
 	var out []*snapshotAdd
 	index := map[string]*snapshotAdd{}
 	for _, u := range r.Usage {
@@ -150,7 +150,7 @@ func (s *Store) snapshotsOf(r UsageRecord) []*snapshotAdd {
 
 // fits reports whether r, adding to adds, can join the group within one
 // transaction.
-func (g *usageGroup) fits(r UsageRecord, adds []*snapshotAdd) bool {
+func (g *usageGroup) fits(r Entry, adds []*snapshotAdd) bool {
 	n := len(g.recs) + 1 + len(g.items)
 	for _, a := range adds {
 		if g.items[a.pk+"|"+a.sk] == nil {
@@ -161,7 +161,7 @@ func (g *usageGroup) fits(r UsageRecord, adds []*snapshotAdd) bool {
 }
 
 // add puts r in the group, merging its additions into the group's items.
-func (g *usageGroup) add(r UsageRecord, adds []*snapshotAdd) {
+func (g *usageGroup) add(r Entry, adds []*snapshotAdd) {
 	g.recs = append(g.recs, r)
 	for _, a := range adds {
 		have := g.items[a.pk+"|"+a.sk]
@@ -188,7 +188,7 @@ func (g *usageGroup) without(s *Store, drop map[string]bool) *usageGroup {
 
 // applyGroup writes one group, again without the records found applied
 // already, and again after a conflict or throttling, up to usageTries.
-func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *UsageReport) error {
+func (s *Store) applyGroup(ctx context.Context, g *usageGroup, rep *Report) error {
 	var last error
 	for attempt := 0; attempt < usageTries && len(g.recs) > 0; {
 		tx, items := s.usageTx(g)
