@@ -14,6 +14,33 @@
 // behind DynamoDB's HTTP JSON protocol (GetItem and TransactWriteItems) for
 // a binary under test that makes its own client.
 //
+// By default the Fake answers at once and never conflicts or throttles.
+// SetOptions (LikeDynamoDB for all of it at DynamoDB's figures) makes it
+// model three things of DynamoDB, each off unless set:
+//
+//   - Latency: each data call takes a log-normal draw given by its median
+//     and 99th percentile (DynamoDB's 5 ms and 20 ms), reads and writes
+//     apart; a transaction takes two write draws (prepare, then commit). A
+//     call takes effect halfway, so a call whose context ends late landed
+//     without an answer. Time passes through Options.Sleep (a timer by
+//     default, so tests run under testing/synctest).
+//   - Conflicts: a TransactWriteItems is cancelled (reason
+//     TransactionConflict) by a single write landing on one of its items
+//     while it prepares, or by another transaction in flight on one; a
+//     PutItem, UpdateItem or DeleteItem of an item whose transaction has
+//     prepared fails with TransactionConflictException.
+//   - Throughput: per partition key, a token bucket of write units and one
+//     of read units a second, each holding a second's worth (DynamoDB's
+//     1,000 and 3,000); past it ThrottlingException, a transaction's
+//     ThrottlingError reason, or a batch's unprocessed keys.
+//
+// It does not model: adaptive capacity or partitions splitting (a
+// partition is one partition key, forever), table- and account-level
+// limits, throttling of Query and Scan, conflicts of BatchWriteItem,
+// TransactGetItems, idempotency tokens, eventually consistent reads
+// returning stale items, or the SDK's retries of a throttled call
+// (SDKClient answers before the SDK's retry step).
+//
 // Local is safe for concurrent use; Stop and Restart are meant for fault
 // tests and must not race with each other.
 package dynamotest

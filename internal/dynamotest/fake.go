@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 // transactions with cancellation reasons, queries on the table and GSI1,
 // scans (paged, filtered, projected) and batch writes.
 // It counts calls by operation and can inject failures. Safe for concurrent
-// use.
+// use. SetOptions adds DynamoDB's latencies, its transaction conflicts and
+// its per-partition throughput; a new Fake has none of them.
 type Fake struct {
 	mu     sync.Mutex
 	tables map[string]map[string]map[string]types.AttributeValue // table → PK\x00SK → item
@@ -39,6 +41,11 @@ type Fake struct {
 	// lostItem, when set, is asked after every UpdateItem that applied,
 	// with the item's partition key (see SetLostItem).
 	lostItem func(pk string) error
+
+	model   Options            // what of DynamoDB it models (SetOptions)
+	rng     *rand.Rand         // the latency draws
+	pending map[string]*txn    // item → the transaction in flight on it
+	buckets map[string]*bucket // partition and kind → its throughput
 }
 
 // SetLostItem makes an UpdateItem that applied ask lost, with the item's
@@ -245,34 +252,77 @@ func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func
 	if err := f.enterItem("GetItem", in.Key); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, err := f.table(in.TableName)
+	var out *dynamodb.GetItemOutput
+	err := f.call(ctx, readCall, func() error {
+		t, err := f.table(in.TableName)
+		if err != nil {
+			return err
+		}
+		item := t[keyOf(in.Key)]
+		if err := f.takeOne(readCall, in.TableName, in.Key, readUnits(item, aws.ToBool(in.ConsistentRead))); err != nil {
+			return err
+		}
+		out = &dynamodb.GetItemOutput{Item: clone(item), ConsumedCapacity: wcu(1)}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.GetItemOutput{Item: clone(t[keyOf(in.Key)]), ConsumedCapacity: wcu(1)}, nil
+	return out, nil
 }
 
-// BatchGetItem implements API.
+// BatchGetItem implements API. Under Options.Throughput a key whose
+// partition is out of read units is left in UnprocessedKeys, and a call
+// that read none is throttled, as DynamoDB answers.
 func (f *Fake) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	if err := f.enter(ctx, "BatchGetItem"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	var out *dynamodb.BatchGetItemOutput
+	err := f.call(ctx, readCall, func() error {
+		var err error
+		out, err = f.batchGetLocked(in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (f *Fake) batchGetLocked(in *dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error) {
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	var throttled error
+	read := 0
 	for name, ka := range in.RequestItems {
 		t, err := f.table(aws.String(name))
 		if err != nil {
 			return nil, err
 		}
+		n := 0
 		for _, k := range ka.Keys {
-			if item, ok := t[keyOf(k)]; ok {
+			item, ok := t[keyOf(k)]
+			if err := f.takeOne(readCall, aws.String(name), k, readUnits(item, aws.ToBool(ka.ConsistentRead))); err != nil {
+				throttled = err
+				left := out.UnprocessedKeys[name]
+				left.Keys, left.ConsistentRead = append(left.Keys, k), ka.ConsistentRead
+				left.ProjectionExpression, left.ExpressionAttributeNames = ka.ProjectionExpression, ka.ExpressionAttributeNames
+				if out.UnprocessedKeys == nil {
+					out.UnprocessedKeys = map[string]types.KeysAndAttributes{}
+				}
+				out.UnprocessedKeys[name] = left
+				continue
+			}
+			n++
+			if ok {
 				out.Responses[name] = append(out.Responses[name], clone(item))
 			}
 		}
-		out.ConsumedCapacity = append(out.ConsumedCapacity, types.ConsumedCapacity{TableName: aws.String(name), CapacityUnits: aws.Float64(float64(len(ka.Keys)))})
+		read += n
+		out.ConsumedCapacity = append(out.ConsumedCapacity, types.ConsumedCapacity{TableName: aws.String(name), CapacityUnits: aws.Float64(float64(n))})
+	}
+	if read == 0 && throttled != nil {
+		return nil, throttled
 	}
 	return out, nil
 }
@@ -282,21 +332,28 @@ func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func
 	if err := f.enter(ctx, "PutItem"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, err := f.table(in.TableName)
+	err := f.single(ctx, in.TableName, in.Item, func() (bool, error) {
+		t, err := f.table(in.TableName)
+		if err != nil {
+			return false, err
+		}
+		k := keyOf(in.Item)
+		ok, err := evalCond(in.ConditionExpression, t[k], in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+		if err != nil {
+			return false, err
+		}
+		if err := f.takeOne(writeCall, in.TableName, in.Item, writeUnits(t[k], in.Item)); err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, &types.ConditionalCheckFailedException{Message: aws.String("condition failed")}
+		}
+		t[k] = clone(in.Item)
+		return true, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	k := keyOf(in.Item)
-	ok, err := evalCond(in.ConditionExpression, t[k], in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, &types.ConditionalCheckFailedException{Message: aws.String("condition failed")}
-	}
-	t[k] = clone(in.Item)
 	return &dynamodb.PutItemOutput{ConsumedCapacity: wcu(1)}, nil
 }
 
@@ -305,13 +362,22 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 	if err := f.enter(ctx, "DeleteItem"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, err := f.table(in.TableName)
+	err := f.single(ctx, in.TableName, in.Key, func() (bool, error) {
+		t, err := f.table(in.TableName)
+		if err != nil {
+			return false, err
+		}
+		k := keyOf(in.Key)
+		old, ok := t[k]
+		if err := f.takeOne(writeCall, in.TableName, in.Key, writeUnits(old, nil)); err != nil {
+			return false, err
+		}
+		delete(t, k)
+		return ok, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	delete(t, keyOf(in.Key))
 	return &dynamodb.DeleteItemOutput{ConsumedCapacity: wcu(1)}, nil
 }
 
@@ -323,126 +389,78 @@ func (f *Fake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ .
 	if err := f.enterItem("UpdateItem", in.Key); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, err := f.table(in.TableName)
+	var out *dynamodb.UpdateItemOutput
+	err := f.single(ctx, in.TableName, in.Key, func() (landed bool, err error) {
+		out, landed, err = f.updateLocked(in)
+		return landed, err
+	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// updateLocked runs in under f's lock; landed says whether it wrote (an
+// error of lostItem follows a write that landed).
+func (f *Fake) updateLocked(in *dynamodb.UpdateItemInput) (out *dynamodb.UpdateItemOutput, landed bool, err error) {
+	t, err := f.table(in.TableName)
+	if err != nil {
+		return nil, false, err
 	}
 	k := keyOf(in.Key)
 	old := t[k]
 	ok, err := evalCond(in.ConditionExpression, old, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	var item map[string]types.AttributeValue
+	if ok {
+		if item, err = applyUpdate(old, in.Key, in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := f.takeOne(writeCall, in.TableName, in.Key, writeUnits(old, item)); err != nil {
+		return nil, false, err
 	}
 	if !ok {
 		e := &types.ConditionalCheckFailedException{Message: aws.String("condition failed")}
 		if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
 			e.Item = clone(old)
 		}
-		return nil, e
-	}
-	item, err := applyUpdate(old, in.Key, in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if err != nil {
-		return nil, err
+		return nil, false, e
 	}
 	t[k] = item
 	if f.lostItem != nil {
 		if err := f.lostItem(sval(in.Key["PK"])); err != nil {
-			return nil, err
+			return nil, true, err
 		}
 	}
-	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(writeUnits(old, item))}
+	out = &dynamodb.UpdateItemOutput{ConsumedCapacity: wcu(writeUnits(old, item))}
 	if in.ReturnValues == types.ReturnValueAllNew {
 		out.Attributes = clone(item)
 	}
-	return out, nil
-}
-
-// TransactWriteItems implements API (Update, Put and ConditionCheck).
-func (f *Fake) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if err := f.enter(ctx, "TransactWriteItems"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	reasons := make([]types.CancellationReason, len(in.TransactItems))
-	failed := false
-	type change struct {
-		t    map[string]map[string]types.AttributeValue
-		k    string
-		item map[string]types.AttributeValue
-	}
-	var changes []change
-	for i, ti := range in.TransactItems {
-		reasons[i].Code = aws.String("None")
-		var (
-			tbl    *string
-			key    map[string]types.AttributeValue
-			cond   *string
-			names  map[string]string
-			values map[string]types.AttributeValue
-			ret    types.ReturnValuesOnConditionCheckFailure
-		)
-		switch {
-		case ti.Update != nil:
-			u := ti.Update
-			tbl, key, cond, names, values, ret = u.TableName, u.Key, u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues, u.ReturnValuesOnConditionCheckFailure
-		case ti.Put != nil:
-			p := ti.Put
-			tbl, key, cond, names, values, ret = p.TableName, p.Item, p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues, p.ReturnValuesOnConditionCheckFailure
-		case ti.ConditionCheck != nil:
-			c := ti.ConditionCheck
-			tbl, key, cond, names, values, ret = c.TableName, c.Key, c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues, c.ReturnValuesOnConditionCheckFailure
-		default:
-			return nil, errors.New("fake: unsupported transact item")
-		}
-		t, err := f.table(tbl)
-		if err != nil {
-			return nil, err
-		}
-		k := keyOf(key)
-		old := t[k]
-		ok, err := evalCond(cond, old, names, values)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			failed = true
-			reasons[i].Code = aws.String("ConditionalCheckFailed")
-			if ret == types.ReturnValuesOnConditionCheckFailureAllOld {
-				reasons[i].Item = clone(old)
-			}
-			continue
-		}
-		switch {
-		case ti.Update != nil:
-			item, err := applyUpdate(old, key, ti.Update.UpdateExpression, names, values)
-			if err != nil {
-				return nil, err
-			}
-			changes = append(changes, change{t, k, item})
-		case ti.Put != nil:
-			changes = append(changes, change{t, k, clone(ti.Put.Item)})
-		}
-	}
-	if failed {
-		return nil, &types.TransactionCanceledException{Message: aws.String("transaction cancelled"), CancellationReasons: reasons}
-	}
-	for _, c := range changes {
-		c.t[c.k] = c.item
-	}
-	return &dynamodb.TransactWriteItemsOutput{ConsumedCapacity: []types.ConsumedCapacity{{CapacityUnits: aws.Float64(2 * float64(len(in.TransactItems)))}}}, nil
+	return out, true, nil
 }
 
 // Query implements API: the table by PK (with an optional begins_with on
-// SK), or GSI1 by GSI1PK.
+// SK), or GSI1 by GSI1PK. It takes a read's latency and no read units.
 func (f *Fake) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if err := f.enter(ctx, "Query"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	var out *dynamodb.QueryOutput
+	err := f.call(ctx, readCall, func() error {
+		var err error
+		out, err = f.queryLocked(in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (f *Fake) queryLocked(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 	t, err := f.table(in.TableName)
 	if err != nil {
 		return nil, err

@@ -16,12 +16,24 @@ import (
 // DynamoDB, Limit counts items read, before the filter), filtered by
 // FilterExpression and projected on the top-level attributes
 // ProjectionExpression names. LastEvaluatedKey is set when items remain.
+// It takes a read's latency and no read units.
 func (f *Fake) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	if err := f.enter(ctx, "Scan"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	var out *dynamodb.ScanOutput
+	err := f.call(ctx, readCall, func() error {
+		var err error
+		out, err = f.scanLocked(in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (f *Fake) scanLocked(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 	t, err := f.table(in.TableName)
 	if err != nil {
 		return nil, err
@@ -74,14 +86,27 @@ func project(item map[string]types.AttributeValue, expr *string, names map[strin
 }
 
 // BatchWriteItem implements API: the puts and deletes of every table, at
-// most 25 in all (more is a validation error, as DynamoDB answers).
-// Nothing is left unprocessed.
+// most 25 in all (more is a validation error, as DynamoDB answers). Under
+// Options.Throughput a write whose partition is out of write units is left
+// in UnprocessedItems, and a call that wrote none is throttled; otherwise
+// nothing is left unprocessed. It does not conflict with transactions.
 func (f *Fake) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
 	if err := f.enter(ctx, "BatchWriteItem"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	var out *dynamodb.BatchWriteItemOutput
+	err := f.call(ctx, writeCall, func() error {
+		var err error
+		out, err = f.batchWriteLocked(in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (f *Fake) batchWriteLocked(in *dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error) {
 	n := 0
 	for _, reqs := range in.RequestItems {
 		n += len(reqs)
@@ -90,20 +115,42 @@ func (f *Fake) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemIn
 		return nil, &smithy.GenericAPIError{Code: "ValidationException", Message: "Too many items requested for the BatchWriteItem call"}
 	}
 	var used []types.ConsumedCapacity
+	left := map[string][]types.WriteRequest{}
+	var throttled error
+	wrote := 0
 	for name, reqs := range in.RequestItems {
 		t, err := f.table(aws.String(name))
 		if err != nil {
 			return nil, err
 		}
+		done := 0
 		for _, r := range reqs {
+			var key, item map[string]types.AttributeValue
 			switch {
 			case r.PutRequest != nil:
-				t[keyOf(r.PutRequest.Item)] = clone(r.PutRequest.Item)
+				key, item = r.PutRequest.Item, r.PutRequest.Item
 			case r.DeleteRequest != nil:
-				delete(t, keyOf(r.DeleteRequest.Key))
+				key = r.DeleteRequest.Key
+			default:
+				continue
 			}
+			if err := f.takeOne(writeCall, aws.String(name), key, writeUnits(t[keyOf(key)], item)); err != nil {
+				throttled = err
+				left[name] = append(left[name], r)
+				continue
+			}
+			if item != nil {
+				t[keyOf(key)] = clone(item)
+			} else {
+				delete(t, keyOf(key))
+			}
+			done++
 		}
-		used = append(used, types.ConsumedCapacity{TableName: aws.String(name), CapacityUnits: aws.Float64(float64(len(reqs)))})
+		wrote += done
+		used = append(used, types.ConsumedCapacity{TableName: aws.String(name), CapacityUnits: aws.Float64(float64(done))})
 	}
-	return &dynamodb.BatchWriteItemOutput{ConsumedCapacity: used, UnprocessedItems: map[string][]types.WriteRequest{}}, nil
+	if wrote == 0 && throttled != nil {
+		return nil, throttled
+	}
+	return &dynamodb.BatchWriteItemOutput{ConsumedCapacity: used, UnprocessedItems: left}, nil
 }

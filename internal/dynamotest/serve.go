@@ -140,6 +140,8 @@ func errorBody(err error) (int, []byte) {
 	status, name := http.StatusInternalServerError, "InternalServerError"
 	var tce *types.TransactionCanceledException
 	var pte *types.ProvisionedThroughputExceededException
+	var te *types.ThrottlingException
+	var tcf *types.TransactionConflictException
 	var rnf *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &tce):
@@ -151,6 +153,10 @@ func errorBody(err error) (int, []byte) {
 		body["CancellationReasons"] = reasons
 	case errors.As(err, &pte):
 		status, name = http.StatusBadRequest, "ProvisionedThroughputExceededException"
+	case errors.As(err, &te):
+		status, name = http.StatusBadRequest, "ThrottlingException"
+	case errors.As(err, &tcf):
+		status, name = http.StatusBadRequest, "TransactionConflictException"
 	case errors.As(err, &rnf):
 		status, name = http.StatusBadRequest, "ResourceNotFoundException"
 	}
