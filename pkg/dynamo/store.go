@@ -63,8 +63,12 @@ const (
 	// invalid request (cascade.ErrInvalid), not something to store.
 	MaxValueBytes = 16 << 10
 
+	// MinBucketTTL is the least time ahead that a write of a bucket item
+	// sets its ttl to (see Expiry in the package's doc).
+	MinBucketTTL = 7 * 24 * time.Hour
+
 	maxImages    = 100000
-	minBucketTTL = 7 * 24 * time.Hour
+	minBucketTTL = MinBucketTTL
 	// costBudget is the least budget of a plan of charges and refunds.
 	costBudget = time.Second
 	// contendedRetry is the retry-after of a decision refused because its

@@ -1,18 +1,18 @@
-package dynamo
+package admin
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -95,21 +95,33 @@ func (b BucketState) Total() map[string]LimitState {
 // never writes: a bucket read costs nothing of its tokens. Cost: one read
 // unit per shard.
 func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
-	if s.closed.Load() {
-		return BucketState{}, errClosed
+	if err := s.st.CheckOpen(); err != nil {
+		return BucketState{}, err
 	}
-	_, imgs, err := inspector{s}.readShards(ctx, key)
+	_, imgs, err := s.readShards(ctx, key)
 	if err != nil {
 		return BucketState{}, err
 	}
-	return inspector{s}.bucketState(key, imgs, limits), nil
+	return s.bucketState(key, imgs, limits), nil
+}
+
+// bucketRef names the items of one bucket: its key and its namespace,
+// resolved.
+type bucketRef struct {
+	key cascade.Key
+	ns  string
+}
+
+// pk is the key of the bucket's item of shard shard.
+func (b bucketRef) pk(shard int) string {
+	return item.BucketPK(b.ns, b.key.Entity, b.key.Resource, shard)
 }
 
 // readShards reads shard 0 of key's bucket, then every other shard its
 // shard count names.
-func (s inspector) readShards(ctx context.Context, key cascade.Key) (bucket, []*item.Image, error) {
-	b := s.bucketsOf(&cascade.Plan{Debits: []cascade.Debit{{Key: key}}})[0]
-	cctx, cancel := s.tbl.Call(ctx)
+func (s *Store) readShards(ctx context.Context, key cascade.Key) (bucketRef, []*item.Image, error) {
+	b := bucketRef{key: key, ns: s.t.NsOr(key.Namespace)}
+	cctx, cancel := s.t.Call(ctx)
 	defer cancel()
 	first, err := s.readBucket(cctx, b.pk(0))
 	if err != nil {
@@ -129,20 +141,36 @@ func (s inspector) readShards(ctx context.Context, key cascade.Key) (bucket, []*
 	return b, imgs, nil
 }
 
+// readBucket reads one bucket item, strongly consistent, within ctx.
+func (s *Store) readBucket(ctx context.Context, pk string) (*item.Image, error) {
+	out, err := s.t.API.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.t.Name), Key: item.Key(pk, item.SKState),
+		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		return nil, dynamo.Classify("get "+s.t.Name, err)
+	}
+	img, err := item.Decode(out.Item)
+	if err != nil {
+		return nil, err
+	}
+	img.AtMs = s.t.Now().UnixMilli()
+	return img, nil
+}
+
 // bucketState decodes the shards' images at the store's clock.
-func (s inspector) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
-	now := s.nowMs()
-	key.Namespace = s.ns(key)
+func (s *Store) bucketState(key cascade.Key, imgs []*item.Image, limits map[string]tokenbucket.Limit) BucketState {
+	now := s.t.Now().UnixMilli()
+	key.Namespace = s.t.NsOr(key.Namespace)
 	n := len(imgs)
 	st := BucketState{Key: key, ShardCount: n, At: time.UnixMilli(now)}
 	for sh, img := range imgs {
 		ss := ShardState{Shard: sh, Exists: img.Exists}
 		for prefix, l := range shardLimits(img, limits) {
-			lv, fresh := startLevel(img, prefix, l.Limit, now)
-			li, _ := img.Has(prefix)
-			ls := lv.State()
+			li, stored := img.Has(prefix)
+			ls := shardLevel(img, li, stored, l.Limit, now)
 			ss.Limits = append(ss.Limits, LimitState{
-				Name: l.Name, Limit: l.Limit, Stored: !fresh, Consumed: li.Consumed,
+				Name: l.Name, Limit: l.Limit, Stored: stored, Consumed: li.Consumed,
 				Tokens: shardShare(l.Limit.Tokens(ls, now), n), FullIn: l.Limit.TimeToFull(ls, now),
 			})
 		}
@@ -150,6 +178,33 @@ func (s inspector) bucketState(key cascade.Key, imgs []*item.Image, limits map[s
 		st.Shards = append(st.Shards, ss)
 	}
 	return st
+}
+
+// shardLevel is the level of a limit l of a shard as a decision starts
+// from it: the one stored (li, when stored), else a new bucket's, full, or
+// empty on a shard a doubling created (its share was handed out already).
+// shardLimits reads a stored level with the limit it was written with, so
+// the level is never restated.
+func shardLevel(img *item.Image, li item.LimitImage, stored bool, l tokenbucket.Limit, now int64) tokenbucket.State {
+	switch {
+	case stored:
+		return tokenbucket.State{X: li.Level}
+	case img.Exists && img.Empty:
+		return l.Empty(now)
+	default:
+		return l.Full(now)
+	}
+}
+
+// shardShare is a shard's share of what a level of a bucket of n shards
+// holds, in whole millitokens rounded toward −∞: a shard holds 1/n of its
+// level (as the decision store counts it).
+func shardShare(t tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
+	q := t / tokenbucket.Millitokens(n)
+	if t%tokenbucket.Millitokens(n) != 0 && t < 0 {
+		q--
+	}
+	return q
 }
 
 // shardLimits returns the limits to read a shard with, by attribute
@@ -184,117 +239,3 @@ func limitName(prefix string) string {
 	}
 	return esc
 }
-
-// resetAttempts bounds how often ResetBucket reads and writes again after
-// the bucket's shard count changed under it.
-const resetAttempts = 3
-
-// ResetBucket refills every limit of key's bucket to its capacity on every
-// shard: every limit its items store (the capacity of the limit its level
-// was written with) and every other limit in limits. It reads every shard,
-// then writes them and an audit record under key's entity (action
-// "bucket.reset", with the principal, see WithPrincipal) in one
-// TransactWriteItems: every shard's update is conditional on the item
-// existing with the shard count read, so a reset lands whole on the shards
-// as they are, or not at all (a doubling meanwhile: it reads again, up to 3
-// times). The usage counters (consumed) are kept. It returns the bucket as
-// it was before, and false with no write when the bucket has no item (a
-// bucket without one is full). Replicas that cached a refusal of it
-// answer from that cache until the refusal's retry-after, at most a second.
-// Cost: 2 write units per shard and 2 for the audit record, and a read
-// unit per shard.
-func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
-	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
-		return inspector{s}.writeReset(ctx, b, imgs, limits, before)
-	})
-}
-
-// rewrite reads key's bucket and calls write with it, again (up to
-// resetAttempts reads) while write's condition on the shard count fails,
-// then forgets the images it changed. It returns the bucket as it was, and
-// false with no write when the bucket has no item.
-func (s inspector) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucket, []*item.Image, BucketState) error) (BucketState, bool, error) {
-	if s.closed.Load() {
-		return BucketState{}, false, errClosed
-	}
-	for attempt := 1; ; attempt++ {
-		b, imgs, err := s.readShards(ctx, key)
-		if err != nil {
-			return BucketState{}, false, err
-		}
-		before := s.bucketState(key, imgs, limits)
-		if !before.Exists() {
-			return before, false, nil
-		}
-		err = write(b, imgs, before)
-		if errors.Is(err, ErrCondition) && attempt < resetAttempts {
-			continue
-		}
-		if err != nil {
-			return BucketState{}, false, err
-		}
-		for sh := range imgs {
-			cacher(s).forgetImage(b.pk(sh))
-		}
-		return before, true, nil
-	}
-}
-
-// writeReset writes the full levels of every existing shard of b and the
-// audit record in one transaction.
-func (s inspector) writeReset(ctx context.Context, b bucket, imgs []*item.Image, limits map[string]tokenbucket.Limit, before BucketState) error {
-	now := s.nowMs()
-	n := len(imgs)
-	var tx []types.TransactWriteItem
-	for sh, img := range imgs {
-		if !img.Exists {
-			continue
-		}
-		e := item.NewExpr()
-		for prefix, l := range shardLimits(img, limits) {
-			e.SetAttr(prefix+"_"+item.FieldLevel, item.BigAV(l.Limit.Full(now).X))
-			setShape(e, prefix, l.Limit)
-		}
-		e.SetAttr(item.AttrTTL, item.NumAV(now/1000+int64(minBucketTTL.Seconds())))
-		e.RemoveAttr(item.AttrEmpty)
-		e.Condition("attribute_exists(" + e.Name(item.AttrPK) + ") AND " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
-		tx = append(tx, s.txUpdate(b.pk(sh), e))
-	}
-	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.reset", bucketString(before), fmt.Sprintf("shards=%d full", n))})
-	cctx, cancel := s.tbl.Call(ctx)
-	defer cancel()
-	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return Classify("reset bucket", err)
-	}
-	return nil
-}
-
-// bucketString is an audit record's account of a bucket: each limit's
-// tokens left of its capacity, on all shards.
-func bucketString(b BucketState) string {
-	tot := b.Total()
-	names := make([]string, 0, len(tot))
-	for n := range tot {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		l := tot[n]
-		parts = append(parts, fmt.Sprintf("%s=%s/%s", n, formatTokens(l.Tokens), formatTokens(l.Limit.Capacity)))
-	}
-	return fmt.Sprintf("shards=%d %s", b.ShardCount, strings.Join(parts, " "))
-}
-
-// formatTokens writes millitokens as tokens, with the thousandths when
-// there are any.
-func formatTokens(m tokenbucket.Millitokens) string {
-	if m%tokenbucket.PerToken == 0 {
-		return fmt.Sprint(int64(m / tokenbucket.PerToken))
-	}
-	return fmt.Sprintf("%.3f", float64(m)/float64(tokenbucket.PerToken))
-}
-
-// inspector reads and rewrites a bucket's shards for the admin commands (inspect.go, topup.go).
-type inspector struct{ *Store }
