@@ -229,7 +229,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 func WithLogger(l *logrus.Entry) Option { return func(s *Store) { s.log = l } }
 
 // WithPrincipal sets who the audit records the store writes name as
-// having made the change (AuditRecord.Principal): an operator's name, a
+// having made the change (admin.AuditRecord.Principal): an operator's name, a
 // role. Empty (the default) records none.
 func WithPrincipal(p string) Option { return func(s *Store) { s.principal = p } }
 

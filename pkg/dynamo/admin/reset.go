@@ -25,7 +25,7 @@ const resetAttempts = 3
 // shard: every limit its items store (the capacity of the limit its level
 // was written with) and every other limit in limits. It reads every shard,
 // then writes them and an audit record under key's entity (action
-// "bucket.reset", with the principal, see WithPrincipal) in one
+// "bucket.reset", with the principal, see dynamo.WithPrincipal) in one
 // TransactWriteItems: every shard's update is conditional on the item
 // existing with the shard count read, so a reset lands whole on the shards
 // as they are, or not at all (a doubling meanwhile: it reads again, up to 3
@@ -43,8 +43,9 @@ func (s *Store) ResetBucket(ctx context.Context, key cascade.Key, limits map[str
 
 // rewrite reads key's bucket and calls write with it, again (up to
 // resetAttempts reads) while write's condition on the shard count fails,
-// then has the decision store forget the images it changed. It returns the bucket as it was, and
-// false with no write when the bucket has no item.
+// then has the decision store forget its images of the shards
+// (dynamo.Store.ForgetBucket). It returns the bucket as it was, and false
+// with no write when the bucket has no item.
 func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, write func(bucketRef, []*item.Image, BucketState) error) (BucketState, bool, error) {
 	if err := s.st.CheckOpen(); err != nil {
 		return BucketState{}, false, err

@@ -14,7 +14,7 @@ import (
 // default, resource, system, and finally the plan's own (YAML) limit.
 type Scope struct {
 	// Namespace is the scope's namespace; empty is the store's
-	// (Config.Namespace).
+	// (dynamo.Config.Namespace).
 	Namespace string
 	System    bool
 	Entity    string
