@@ -321,6 +321,6 @@ func (failing) Acquire(context.Context, *cascade.Plan) (cascade.Decision, error)
 	return cascade.Decision{}, errDown
 }
 
-func (failing) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+func (failing) Repay(context.Context, *cascade.Repayment) (cascade.Settled, error) {
 	return cascade.Settled{}, errDown
 }

@@ -25,12 +25,16 @@
 // refuses locally too, whatever the other levels of the plan hold.
 //
 // Repaying. What was admitted, charged or refunded locally is a debt owed
-// to the shared items. Each item's debt is repaid by one repayment, sent as
-// a cascade.Settlement (applied at most once per ID, into debt if need be)
-// and retried with the same ID until it lands, so that a repayment whose
-// answer was lost is never applied twice. An item leaves degradation only
-// when its debt is repaid, so the first decision the shared store makes
-// again already counts what the fleet admitted meanwhile.
+// to the shared items. Each item's debt is repaid by one repayment
+// (cascade.Repayment, Shared.Repay): charges and refunds stamped with this
+// replica's ID and a stamp higher than any before, which the shared store
+// writes as it writes the item's decisions (the DynamoDB store: in the
+// item's lane, by its conditional UpdateItem) and applies only over a
+// lower stamp. A repayment whose answer was lost is sent again with the
+// same stamp until it is answered, applied or a duplicate, so it is never
+// applied twice. An item leaves degradation only when its debt is repaid,
+// so the first decision the shared store makes again already counts what
+// the fleet admitted meanwhile.
 //
 // When Run's context ends, a last pass tries what is still owed, within
 // Config.Drain. What that does not repay, and a repayment dropped (the

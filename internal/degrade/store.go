@@ -34,16 +34,18 @@ const (
 	// refusalWindow is how long a refusal of the shared store stands
 	// locally.
 	refusalWindow = time.Second
-	// repaymentLife is how long the shared store keeps a repayment's ID;
-	// a repayment still failing then is dropped.
+	// repaymentLife is how long a repayment is sent again, from its stamp
+	// (cascade.Repayment: the shared store keeps a stamp longer); one
+	// still failing then is dropped.
 	repaymentLife = time.Hour
 )
 
-// Shared is the store a fleet shares: it decides plans and applies
-// settlements at most once per ID.
+// Shared is the store a fleet shares: it decides plans and applies each
+// replica's repayments once (cascade.Repayment), by the same kind of write
+// that its decisions take.
 type Shared interface {
 	Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error)
-	Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error)
+	Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settled, error)
 }
 
 // Seer is what a shared store can tell of a bucket without a call: the
@@ -165,7 +167,7 @@ type Store struct {
 	mu      sync.Mutex
 	items   map[cascade.Key]*item // guarded by mu
 	tracked atomic.Int64          // len(items): the fast path reads it unlocked
-	seq     uint64                // repayments issued (guarded by mu)
+	stamp   int64                 // the last repayment's stamp, unix µs (guarded by mu)
 	decided uint64                // local decisions made (guarded by mu)
 	wake    chan struct{}
 }
@@ -181,9 +183,11 @@ type item struct {
 	usedMs   int64 // its last local decision
 	busy     bool  // a repayment of it is in flight
 	limits   map[string]*limit
-	// owed is the repayment in flight or to be retried, with its ID: it
-	// is sent again unchanged until it lands.
-	owed *cascade.Settlement
+	// owed is the repayment in flight or to be retried, with its stamp:
+	// it is sent again unchanged until it lands, and expires (dropped)
+	// repaymentLife after it was made.
+	owed    *cascade.Repayment
+	owedExp int64 // unix ms
 	// decisions counts the local decisions whose debits to it are owed,
 	// repaying those of them in owed; owedBy is the last one counted.
 	decisions, repaying int

@@ -42,7 +42,7 @@ func DegradeObserver(reg prometheus.Registerer) degrade.Observer {
 		repaid: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			// An older name, kept for the dashboards that query it.
 			Name: "ratelimit_settle_ups_total",
-			Help: "Repayments of what was decided locally, charged to the shared items, by result: applied, duplicate (an earlier try landed unanswered), failed (retried with the same id), dropped.",
+			Help: "Repayments of what was decided locally, charged to the shared items, by result: applied, duplicate (an earlier try landed unanswered), failed (retried with the same stamp), dropped.",
 		}, []string{"result"})),
 	}
 }
