@@ -35,8 +35,12 @@ type boundFigures struct {
 }
 
 func (b boundFigures) String() string {
-	return fmt.Sprintf("admitted %.0f, bound %.0f, ratio %.3f, local decisions %.0f (%.0f of %.0f after the first second), local decisions stopped %s, errors %d",
-		b.admitted, b.bound, b.admitted/b.bound, b.local, b.late, b.decided, b.back, b.errs)
+	late := ""
+	if b.decided > 0 {
+		late = fmt.Sprintf(" (%.0f of %.0f decisions after the first second)", b.late, b.decided)
+	}
+	return fmt.Sprintf("admitted %.0f, bound %.0f, ratio %.3f, local decisions %.0f%s, local decisions stopped %s, errors %d",
+		b.admitted, b.bound, b.admitted/b.bound, b.local, late, b.back, b.errs)
 }
 
 // backAfter formats localSampler.stoppedAfter's answer.
@@ -217,7 +221,8 @@ func TestFleetColdStartLocal(t *testing.T) {
 			s.Stop()
 			b := boundFigures{admitted: float64(l.ok.Load()), bound: 100 + 10*l.elapsed.Seconds(), local: s.last(),
 				back: backAfter(s.stoppedAfter(start)), errs: l.errs.Load()}
-			t.Logf("cold start, %s, run %d of %d: %v", storeName(t), i+1, runs, b)
+			t.Logf("cold start, %s, run %d of %d: %v; fleet size as the replicas count it %.0f (sum over 3), local decisions allowed %.0f",
+				storeName(t), i+1, runs, b, f.metric(t, "ratelimit_fleet_size"), f.metric(t, "ratelimit_local_decisions_total", `decision="allowed"`))
 			if b.admitted > 1.1*b.bound {
 				over++
 				t.Errorf("run %d: admitted %.0f, want at most 1.1 × %.0f", i+1, b.admitted, b.bound)
