@@ -193,7 +193,7 @@ descriptors:
 // TestFleetColdStartLocal is TestFleetColdStart in the default mode with
 // an unpaced driver: three replicas started with BACKEND_TIMEOUT=50ms and
 // no decision before 90 callers arrive at once, asking as fast as they are
-// answered, for 1.5 s, while the store leaves their first calls unanswered
+// answered, for 1 s, while the store leaves their first calls unanswered
 // past the budget (the fake: frozen for its first 250 ms; DynamoDB Local:
 // its JVM cold to the table, as in TestFleetColdStart). A replica with no
 // image of the bucket admits at most its share of it: the fleet admits at
@@ -217,7 +217,7 @@ func TestFleetColdStartLocal(t *testing.T) {
 			if fake != nil {
 				fake.fake.Freeze(250 * time.Millisecond)
 			}
-			l := f.driveWith(90, 1500*time.Millisecond, func(int) *pb.RateLimitRequest { return req }, nil)
+			l := f.driveWith(90, time.Second, func(int) *pb.RateLimitRequest { return req }, nil)
 			s.Stop()
 			b := boundFigures{admitted: float64(l.ok.Load()), bound: 100 + 10*l.elapsed.Seconds(), local: s.last(),
 				back: backAfter(s.stoppedAfter(start)), errs: l.errs.Load()}
