@@ -39,8 +39,12 @@ func (b boundFigures) String() string {
 	if b.decided > 0 {
 		late = fmt.Sprintf(" (%.0f of %.0f decisions after the first second)", b.late, b.decided)
 	}
-	return fmt.Sprintf("admitted %.0f, bound %.0f, ratio %.3f, local decisions %.0f%s, local decisions stopped %s, errors %d",
-		b.admitted, b.bound, b.admitted/b.bound, b.local, late, b.back, b.errs)
+	back := "local decisions stopped " + b.back
+	if b.local == 0 {
+		back = "no local decision"
+	}
+	return fmt.Sprintf("admitted %.0f, bound %.0f, ratio %.3f, local decisions %.0f%s, %s, errors %d",
+		b.admitted, b.bound, b.admitted/b.bound, b.local, late, back, b.errs)
 }
 
 // backAfter formats localSampler.stoppedAfter's answer.
@@ -61,7 +65,10 @@ func storeName(t *testing.T) string { return path.Base(t.Name()) }
 // from local shares. On the fake the fleet admits within [0.97, 1.0] ×
 // (100 + 10·t). On DynamoDB Local at least 0.9 × as long as no DynamoDB
 // call ran past the budget; when calls did, the test logs which. On both,
-// local decisions are under 1% of the decisions after the first second.
+// local decisions are under 1% of the decisions after the first second
+// (ratelimit_local_decisions_total counts a request's local decision
+// once for each level of the chain it decided: the test is the stricter
+// for it).
 func TestDegradedHotTenantNewKeys(t *testing.T) {
 	onStores(t, false, func(t *testing.T, store fleetStore) {
 		testutil.BusyCore(t)
@@ -114,7 +121,7 @@ func slowCalls(t *testing.T, f *fleet) string {
 			continue
 		}
 		out := f.metric(t, "ratelimit_dynamodb_calls_total", label, `outcome="timeout"`)
-		slow := f.metric(t, latency+"_count", label) - f.metric(t, latency+"_bucket", label, `le="0.25"`)
+		slow := max(0, f.metric(t, latency+"_count", label)-f.metric(t, latency+"_bucket", label, `le="0.25"`))
 		parts = append(parts, fmt.Sprintf("%s %.0f calls, %.0f ran out, %.0f slower than 250 ms", op, calls, out, slow))
 	}
 	return strings.Join(parts, "; ")
