@@ -193,8 +193,8 @@ type item struct {
 // limit is one limit of a tracked item.
 type limit struct {
 	bucket  tokenbucket.Limit // the shared limit
-	n       int               // the fleet size local was made for
-	local   tokenbucket.Limit // bucket divided by n
+	part    portion           // the share of bucket local was made for
+	local   tokenbucket.Limit // part of bucket
 	state   tokenbucket.State // local's level
 	pending tokenbucket.Millitokens
 	// repaying is the part of pending in owed.
@@ -301,7 +301,7 @@ func (s *Store) track(k cascade.Key, now int64) *item {
 }
 
 // follow brings the local buckets of tracked items down to what the shared
-// store just decided (its remaining tokens divided by the fleet's size),
+// store just decided (this replica's share of its remaining tokens),
 // and records its refusals.
 func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 	now := s.nowMs()
@@ -331,7 +331,7 @@ func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 // answer lags what other replicas admitted locally and have not repaid
 // yet, and the local bucket refills on its own.
 func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
-	share := shared / tokenbucket.Millitokens(l.n)
+	share := l.part.of(shared)
 	if share < l.local.Tokens(l.state, now) {
 		l.state = l.local.Holding(share, now)
 	}

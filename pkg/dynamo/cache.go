@@ -113,6 +113,9 @@ type caches struct {
 	// forgot holds the images forgotten because a write went unanswered:
 	// no longer what a write conditions on, still what LastSeen reports.
 	forgot *lru[*item.Image]
+	// demand follows this replica's part of each bucket's consumption
+	// (Demand); it has a lock of its own.
+	demand *demands
 }
 
 // newCaches returns caches of size entries each, but the rejection cache,
@@ -126,6 +129,7 @@ func newCaches(size, rejections int) caches {
 		ents:    newLRU[cachedEntity](CacheEntity, size),
 		warned:  newLRU[time.Time]("warned", maxWarned),
 		forgot:  newLRU[*item.Image]("forgot", maxForgot),
+		demand:  newDemands(),
 	}
 }
 
@@ -186,12 +190,17 @@ func (s cacher) forgetImage(pk string) {
 	s.images.remove(pk)
 }
 
-// keepImage records img as the last image of pk and learns the shard count
-// it carries.
+// keepImage records img as the last image of pk, learns the shard count
+// it carries, and counts the consumption since the image before it.
 func (s cacher) keepImage(b bucket, pk string, img *item.Image) {
 	s.mu.Lock()
+	old, ok := s.images.peek(pk)
+	if !ok {
+		old, _ = s.forgot.peek(pk)
+	}
 	s.images.add(pk, img)
 	s.mu.Unlock()
+	s.demand.saw(b.base, old, img, s.nowMs())
 	s.learnImage(b.base, img)
 }
 
