@@ -455,7 +455,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		return dec, nil
 	}
 	dec, err := s.decide(ctx, p, buckets)
-	s.demand.debited(p, buckets, &dec, err, s.nowMs())
+	s.demand.Debited(p, &dec, err, s.nowMs())
 	if err != nil {
 		callerKeys(err, plan, p)
 	}
