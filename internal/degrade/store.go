@@ -92,6 +92,9 @@ type Config struct {
 	// Probe is how soon a degraded item is first tried again; MaxProbe
 	// bounds the backoff.
 	Probe, MaxProbe time.Duration
+	// Late reports whether this process runs late (see firstProbe; never
+	// when nil).
+	Late func() bool
 	// Idle is how long an item whose debt is paid stays tracked.
 	Idle time.Duration
 	// RepayTimeout bounds one repayment call.
@@ -262,7 +265,7 @@ func (s *Store) degrade(plan *cascade.Plan, err error) map[cascade.Key]bool {
 	now := s.nowMs()
 	mark := func(k cascade.Key) {
 		if it := s.track(k, now); it != nil && !it.degraded {
-			it.degraded, it.attempt, it.retryMs = true, 0, now+s.cfg.Probe.Milliseconds()
+			it.degraded, it.attempt, it.retryMs = true, 0, now+s.firstProbe().Milliseconds()
 		}
 	}
 	failed := cascade.ItemErrors(err)
