@@ -48,19 +48,27 @@ func (l *limit) age(now int64) {
 // concurrent use.
 type Table struct {
 	mu     sync.Mutex
-	limits *simplelru.LRU[string, *limit] // key\x00limit prefix
-	last   *simplelru.LRU[string, int64]  // pk\x00limit prefix → its counter in the last image
+	limits *simplelru.LRU[name, *limit]
+	last   *simplelru.LRU[shard, int64] // its counter in the last image
 }
+
+// name names a limit of a bucket: the bucket's namespace, entity and
+// resource, and the limit's attribute prefix (item.LimitPrefix).
+type name struct{ ns, entity, resource, prefix string }
+
+// shard names a limit of one shard of a bucket: the shard's key and the
+// limit's attribute prefix.
+type shard struct{ pk, prefix string }
 
 // New returns an empty table.
 func New() *Table {
-	limits, _ := simplelru.NewLRU[string, *limit](maxLimits, nil) // errs only on a size ≤ 0
-	last, _ := simplelru.NewLRU[string, int64](maxShards, nil)
+	limits, _ := simplelru.NewLRU[name, *limit](maxLimits, nil) // errs only on a size ≤ 0
+	last, _ := simplelru.NewLRU[shard, int64](maxShards, nil)
 	return &Table{limits: limits, last: last}
 }
 
-func name(ns string, k cascade.Key, prefix string) string {
-	return ns + "\x00" + k.Entity + "\x00" + k.Resource + "\x00" + prefix
+func nameOf(ns string, k cascade.Key, prefix string) name {
+	return name{ns: ns, entity: k.Entity, resource: k.Resource, prefix: prefix}
 }
 
 // Saw counts what the fleet consumed on each limit of img, the image of
@@ -74,15 +82,15 @@ func (t *Table) Saw(pk, ns string, k cascade.Key, img *item.Image, now int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for p, li := range img.Limits {
-		n := name(ns, k, p)
+		n := nameOf(ns, k, p)
 		l, ok := t.limits.Get(n)
 		if !ok {
 			l = &limit{atMs: now, sinceMs: now}
 			t.limits.Add(n, l)
 		}
 		l.age(now)
-		prev, had := t.last.Get(pk + "\x00" + p)
-		t.last.Add(pk+"\x00"+p, li.Consumed)
+		prev, had := t.last.Get(shard{pk: pk, prefix: p})
+		t.last.Add(shard{pk: pk, prefix: p}, li.Consumed)
 		switch {
 		case !had:
 			l.baseline = true
@@ -107,7 +115,7 @@ func (t *Table) Debited(p *cascade.Plan, dec *cascade.Decision, err error, now i
 		if st.Contended || d.Amount <= 0 || !(d.Op == cascade.Charge || d.Op == cascade.Consume && dec.Admitted && st.OK) {
 			continue
 		}
-		l, ok := t.limits.Peek(name(d.Key.Namespace, d.Key, item.LimitPrefix(d.Limit)))
+		l, ok := t.limits.Peek(nameOf(d.Key.Namespace, d.Key, item.LimitPrefix(d.Limit)))
 		switch {
 		case !ok:
 		case l.baseline:
@@ -128,7 +136,7 @@ func (t *Table) Part(ns string, d *cascade.Debit) (float64, bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	l, ok := t.limits.Peek(name(ns, d.Key, item.LimitPrefix(d.Limit)))
+	l, ok := t.limits.Peek(nameOf(ns, d.Key, item.LimitPrefix(d.Limit)))
 	if !ok || l.fleet <= 0 || l.atMs-l.sinceMs < HistoryMs {
 		return 0, false
 	}
