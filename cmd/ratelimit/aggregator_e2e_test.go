@@ -20,6 +20,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/testutil"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -71,7 +72,7 @@ func TestAggregatorExactUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetShards(context.Background(), cascade.Key{Entity: "generic_key=sharded", Resource: "usage"}, 4, map[string]tokenbucket.Limit{"default": shape}); err != nil {
+	if err := dadmin.New(st).SetShards(context.Background(), cascade.Key{Entity: "generic_key=sharded", Resource: "usage"}, 4, map[string]tokenbucket.Limit{"default": shape}); err != nil {
 		t.Fatalf("SetShards: %v", err)
 	}
 	dir := t.TempDir()

@@ -87,11 +87,11 @@ func TestAdminAgainstLocal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}
-	recs, err := dadmin.New(s).Audit(context.Background(), dynamo.Scope{Entity: "team#1/x"})
+	recs, err := dadmin.New(s).Audit(context.Background(), dadmin.Scope{Entity: "team#1/x"})
 	if err != nil || len(recs) != 2 || recs[0].Action != "limits.set" || recs[1].Action != "limits.delete" { // the delete of nothing wrote none
 		t.Errorf("Audit(team#1/x) = %+v, %v, want limits.set then limits.delete", recs, err)
 	}
-	if recs, err := dadmin.New(s).Audit(context.Background(), dynamo.Scope{System: true}); err != nil || len(recs) < 2 {
+	if recs, err := dadmin.New(s).Audit(context.Background(), dadmin.Scope{System: true}); err != nil || len(recs) < 2 {
 		t.Errorf("Audit(system) = %+v, %v, want the namespace registration and the system limits", recs, err)
 	}
 }

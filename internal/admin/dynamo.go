@@ -123,7 +123,7 @@ type stateAndOK struct {
 // Bucket implements Buckets.
 func (d *Dynamo) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
 	return read(ctx, d, func(st *dynamo.Store) (BucketState, error) {
-		b, err := st.Bucket(ctx, key, limits)
+		b, err := dadmin.New(st).Bucket(ctx, key, limits)
 		return bucketOf(b), err
 	})
 }
@@ -131,7 +131,7 @@ func (d *Dynamo) Bucket(ctx context.Context, key cascade.Key, limits map[string]
 // ResetBucket implements Buckets.
 func (d *Dynamo) ResetBucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	r, err := write(ctx, d, func(st *dynamo.Store) (stateAndOK, error) {
-		b, ok, err := st.ResetBucket(ctx, key, limits)
+		b, ok, err := dadmin.New(st).ResetBucket(ctx, key, limits)
 		return stateAndOK{bucketOf(b), ok}, err
 	})
 	return r.b, r.ok, err
@@ -140,7 +140,7 @@ func (d *Dynamo) ResetBucket(ctx context.Context, key cascade.Key, limits map[st
 // TopUp implements Buckets.
 func (d *Dynamo) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (BucketState, bool, error) {
 	r, err := write(ctx, d, func(st *dynamo.Store) (stateAndOK, error) {
-		b, ok, err := st.TopUp(ctx, key, name, amount, limits)
+		b, ok, err := dadmin.New(st).TopUp(ctx, key, name, amount, limits)
 		return stateAndOK{bucketOf(b), ok}, err
 	})
 	return r.b, r.ok, err
@@ -186,7 +186,7 @@ func (d *Dynamo) Chain(ctx context.Context, ns, id, resource string) ([]ChainLev
 // SetLimits implements Entities.
 func (d *Dynamo) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
 	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
-		return struct{}{}, dadmin.New(st).SetLimits(ctx, dynamo.Scope(sc), limits)
+		return struct{}{}, dadmin.New(st).SetLimits(ctx, dadmin.Scope(sc), limits)
 	})
 	return err
 }
@@ -194,14 +194,14 @@ func (d *Dynamo) SetLimits(ctx context.Context, sc Scope, limits map[string]toke
 // Limits implements Entities.
 func (d *Dynamo) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
 	return read(ctx, d, func(st *dynamo.Store) (map[string]tokenbucket.Limit, error) {
-		return dadmin.New(st).Limits(ctx, dynamo.Scope(sc))
+		return dadmin.New(st).Limits(ctx, dadmin.Scope(sc))
 	})
 }
 
 // DeleteLimits implements Entities.
 func (d *Dynamo) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
 	_, err := write(ctx, d, func(st *dynamo.Store) (struct{}, error) {
-		return struct{}{}, dadmin.New(st).DeleteLimits(ctx, dynamo.Scope(sc), names...)
+		return struct{}{}, dadmin.New(st).DeleteLimits(ctx, dadmin.Scope(sc), names...)
 	})
 	return err
 }
@@ -209,7 +209,7 @@ func (d *Dynamo) DeleteLimits(ctx context.Context, sc Scope, names ...string) er
 // Audit implements Audit.
 func (d *Dynamo) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 	return read(ctx, d, func(st *dynamo.Store) ([]AuditRecord, error) {
-		recs, err := dadmin.New(st).Audit(ctx, dynamo.Scope(sc))
+		recs, err := dadmin.New(st).Audit(ctx, dadmin.Scope(sc))
 		return each(recs, func(r dadmin.AuditRecord) AuditRecord { return AuditRecord(r) }), err
 	})
 }

@@ -16,7 +16,7 @@ func fromDynamo(err error) error {
 	for _, m := range []struct{ dyn, ours error }{
 		{dynamo.ErrNotFound, ErrNotFound},
 		{dadmin.ErrNamespaceActive, ErrNamespaceActive},
-		{dynamo.ErrNoSuchLimit, ErrNoSuchLimit},
+		{dadmin.ErrNoSuchLimit, ErrNoSuchLimit},
 	} {
 		if errors.Is(err, m.dyn) {
 			return &translated{m.ours, err}
@@ -44,9 +44,9 @@ func each[A, B any](in []A, f func(A) B) []B {
 	return out
 }
 
-func bucketOf(b dynamo.BucketState) BucketState {
-	return BucketState{Key: b.Key, ShardCount: b.ShardCount, At: b.At, Shards: each(b.Shards, func(sh dynamo.ShardState) ShardState {
-		return ShardState{Shard: sh.Shard, Exists: sh.Exists, Limits: each(sh.Limits, func(l dynamo.LimitState) LimitState { return LimitState(l) })}
+func bucketOf(b dadmin.BucketState) BucketState {
+	return BucketState{Key: b.Key, ShardCount: b.ShardCount, At: b.At, Shards: each(b.Shards, func(sh dadmin.ShardState) ShardState {
+		return ShardState{Shard: sh.Shard, Exists: sh.Exists, Limits: each(sh.Limits, func(l dadmin.LimitState) LimitState { return LimitState(l) })}
 	})}
 }
 

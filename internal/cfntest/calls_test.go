@@ -172,7 +172,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 		}
 	}
 	rec.Step("Status")
-	if _, err := st.Status(ctx, key("solo"), map[string]tokenbucket.Limit{"rpm": lim("rpm:10/min")}); err != nil {
+	if _, err := dadmin.New(st).Status(ctx, key("solo"), map[string]tokenbucket.Limit{"rpm": lim("rpm:10/min")}); err != nil {
 		t.Fatalf("Status() = %v", err)
 	}
 	rc.decide = rec.Take()

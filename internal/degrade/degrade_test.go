@@ -125,7 +125,7 @@ func one(entity string) *cascade.Plan {
 // tokens is what the shared item of entity holds now.
 func (r *rig) tokens(t *testing.T, entity string) tokenbucket.Millitokens {
 	t.Helper()
-	st, err := r.shared.Status(context.Background(), key(entity), map[string]tokenbucket.Limit{"l": slow})
+	st, err := admin.New(r.shared).Status(context.Background(), key(entity), map[string]tokenbucket.Limit{"l": slow})
 	if err != nil {
 		t.Fatal(err)
 	}

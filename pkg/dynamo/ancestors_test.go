@@ -38,12 +38,12 @@ func putChain(t *testing.T, s *dynamo.Store, ents ...chainEntity) {
 			t.Fatalf("PutEntity(%s) = %v", e.id, err)
 		}
 		if e.def != nil {
-			if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Entity: e.id}, e.def); err != nil {
+			if err := admin.New(s).SetLimits(ctx, admin.Scope{Entity: e.id}, e.def); err != nil {
 				t.Fatalf("SetLimits(%s) = %v", e.id, err)
 			}
 		}
 		if e.forR != nil {
-			if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Entity: e.id, Resource: "r"}, e.forR); err != nil {
+			if err := admin.New(s).SetLimits(ctx, admin.Scope{Entity: e.id, Resource: "r"}, e.forR); err != nil {
 				t.Fatalf("SetLimits(%s, r) = %v", e.id, err)
 			}
 		}

@@ -124,27 +124,27 @@ func TestBudgetRaiseShowReset(t *testing.T) {
 				t.Fatalf("raised to 200: %+v", d)
 			}
 			limits := map[string]tokenbucket.Limit{"usd": big}
-			st, err := s.Bucket(ctx, key, limits)
+			st, err := admin.New(s).Bucket(ctx, key, limits)
 			if err != nil || st.Total()["usd"].Tokens != 70*tokenbucket.PerToken || st.Total()["usd"].Limit != big {
 				t.Fatalf("Bucket() = %+v, %v", st.Total(), err)
 			}
 			// Topped up by 50 for this month: 120; by 500 more: full, 200.
 			for _, c := range []struct{ add, want int64 }{{50, 120}, {500, 200}} {
-				if _, ok, err := s.TopUp(ctx, key, "usd", tokenbucket.Millitokens(c.add)*tokenbucket.PerToken, limits); err != nil || !ok {
+				if _, ok, err := admin.New(s).TopUp(ctx, key, "usd", tokenbucket.Millitokens(c.add)*tokenbucket.PerToken, limits); err != nil || !ok {
 					t.Fatalf("TopUp(%d) = %t, %v", c.add, ok, err)
 				}
-				if st, _ := s.Bucket(ctx, key, limits); st.Total()["usd"].Tokens != tokenbucket.Millitokens(c.want)*tokenbucket.PerToken {
+				if st, _ := admin.New(s).Bucket(ctx, key, limits); st.Total()["usd"].Tokens != tokenbucket.Millitokens(c.want)*tokenbucket.PerToken {
 					t.Fatalf("after a top-up of %d: %+v, want %d", c.add, st.Total()["usd"], c.want)
 				}
 			}
-			if _, _, err := s.TopUp(ctx, key, "eur", tokenbucket.PerToken, limits); !errors.Is(err, dynamo.ErrNoSuchLimit) {
+			if _, _, err := admin.New(s).TopUp(ctx, key, "eur", tokenbucket.PerToken, limits); !errors.Is(err, admin.ErrNoSuchLimit) {
 				t.Errorf("TopUp(eur) = %v, want ErrNoSuchLimit", err)
 			}
 			debit(big, cascade.Consume, 150)
-			if _, reset, err := s.ResetBucket(ctx, key, limits); err != nil || !reset {
+			if _, reset, err := admin.New(s).ResetBucket(ctx, key, limits); err != nil || !reset {
 				t.Fatalf("ResetBucket() = %t, %v", reset, err)
 			}
-			recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "cal", Entity: "team"})
+			recs, err := admin.New(s).Audit(ctx, admin.Scope{Namespace: "cal", Entity: "team"})
 			actions := map[string]int{}
 			for _, r := range recs {
 				if r.Principal == "alice" {

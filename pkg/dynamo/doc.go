@@ -6,16 +6,21 @@
 //
 // The store is four packages, by job, each reaching the table through one
 // handle (Table: the client, the table's name, the namespace, the budget
-// of a call, the clock, error classification, the audit writer):
+// of a call, the clock, error classification, who the audit records name):
 //
-//   - pkg/dynamo/item: the table's schema: keys, the codec of bucket items,
-//     update and condition expressions. It imports no other room.
+//   - pkg/dynamo/item: the table's schema: keys, the codec of bucket items
+//     and of stored limits, update and condition expressions. It imports no
+//     other room.
 //   - pkg/dynamo (this package): the decision engine: Store, its lanes,
 //     batches, shared reads, caches, give-backs, shards, lease
 //     settlement, warm-up, the fleet's heartbeat, and the reads of stored
-//     limits and entities on the decision path.
+//     limits and entities on the decision path; and the hooks through
+//     which the operator's room tells the store what it read and changed
+//     (hooks.go, ForgetConfig, ForgetEntity, KeepEntity).
 //   - pkg/dynamo/admin: the operator's writes and reads: entities, stored
-//     limits, the audit log, the namespace registry and lifecycle, purges.
+//     limits, the audit log, the namespace registry and lifecycle, purges,
+//     and the bucket verbs (Bucket, ResetBucket, TopUp, Status,
+//     SetShards).
 //   - pkg/dynamo/usage: the usage history, the stream's checkpoints and
 //     lease, and the aggregator that folds stream records into snapshots.
 //
@@ -202,8 +207,8 @@
 // of its level, so a doubling halves every old shard's share by itself
 // (conservative: it can forfeit part of the remaining burst); every write
 // conditions on the shard count it assumed. A refused shard retries on up
-// to two others. Status works on one shard chosen at random and reports
-// the whole bucket.
+// to two others. admin.Store.Status works on one shard chosen at random
+// and reports the whole bucket.
 //
 // A sharded bucket whose writes stayed below Config.ShardMergeRate for
 // Config.ShardMergeAfter, and whose shards show no recent writer, is
@@ -261,15 +266,20 @@
 //
 // # Operators' calls
 //
-// Bucket reads every shard of a bucket (strongly consistent) and never
-// writes; ResetBucket refills every limit on every shard in one
-// TransactWriteItems with its audit record, each shard conditional on the
-// shard count read. Audit records name the principal the store was given
-// (WithPrincipal). A namespace's registry record carries its lifecycle
-// state (DeleteNamespace, RecoverNamespace: conditional updates, audited);
-// decisions do not read it, the service does (DeletedNamespaces, refreshed
-// by the binary every Config.ConfigCacheTTL). admin.Store.Orphans and PurgeNamespace scan the table
-// (there is no index by namespace) and PurgeNamespace deletes by
+// They live in pkg/dynamo/admin, on the store's table handle.
+// admin.Store.Bucket reads every shard of a bucket (strongly consistent)
+// and never writes. ResetBucket refills every limit on every shard, and
+// TopUp credits one limit, in one TransactWriteItems with its audit
+// record, each shard conditional on the shard count read; both then have
+// the store forget its images of the shards (ForgetBucket). SetShards
+// pre-shards a new bucket and Status reads one shard; both tell the store
+// the shard count they saw (LearnBucket). Audit records name the principal
+// the store was given (WithPrincipal). A namespace's registry record
+// carries its lifecycle state (admin.Store.DeleteNamespace,
+// RecoverNamespace: conditional updates, audited); decisions do not read
+// it, the service does (admin.DeletedNamespaces, refreshed by the binary
+// every Config.ConfigCacheTTL). admin.Store.Orphans and PurgeNamespace scan the
+// table (there is no index by namespace) and PurgeNamespace deletes by
 // BatchWriteItem: the only callers of Scan and BatchWriteItem, which the
 // service never makes.
 //

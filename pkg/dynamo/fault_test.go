@@ -86,7 +86,7 @@ func tokensOf(t *testing.T, s *dynamo.Store, lim tokenbucket.Limit, keys ...casc
 	t.Helper()
 	var out []tokenbucket.Millitokens
 	for _, k := range keys {
-		st, err := s.Status(context.Background(), k, map[string]tokenbucket.Limit{"x": lim})
+		st, err := admin.New(s).Status(context.Background(), k, map[string]tokenbucket.Limit{"x": lim})
 		if err != nil {
 			t.Fatalf("Status(%v) = %v", k, err)
 		}

@@ -111,7 +111,7 @@ func acquireAgainstReference(t *testing.T, data []byte) {
 					if !ok {
 						continue
 					}
-					st, err := replicas[0].Status(context.Background(), k, map[string]tokenbucket.Limit{name: l})
+					st, err := admin.New(replicas[0]).Status(context.Background(), k, map[string]tokenbucket.Limit{name: l})
 					if err != nil {
 						t.Fatal(err)
 					}

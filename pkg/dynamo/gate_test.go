@@ -68,7 +68,7 @@ func TestRefusingParentGoesFirst(t *testing.T) {
 			t.Errorf("k5's item was written: %v", it)
 		}
 	}
-	st, err := s.Status(context.Background(), cascade.Key{Entity: "k5", Resource: "r"}, map[string]tokenbucket.Limit{"rps": own})
+	st, err := admin.New(s).Status(context.Background(), cascade.Key{Entity: "k5", Resource: "r"}, map[string]tokenbucket.Limit{"rps": own})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,7 +278,7 @@ func TestSetShardsCounts(t *testing.T) {
 			c := newClock()
 			s := newStore(t, f, "t", c)
 			key, limits := cascade.Key{Entity: "e", Resource: "r"}, map[string]tokenbucket.Limit{"rps": lim}
-			err := s.SetShards(context.Background(), key, tt.n, limits)
+			err := admin.New(s).SetShards(context.Background(), key, tt.n, limits)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("SetShards(%d) = %v, want error %t", tt.n, err, tt.wantErr)
 			}
@@ -299,7 +299,7 @@ func TestSetShardsCounts(t *testing.T) {
 			if tt.wantErr {
 				return
 			}
-			if err := s.SetShards(context.Background(), key, tt.n, limits); err == nil {
+			if err := admin.New(s).SetShards(context.Background(), key, tt.n, limits); err == nil {
 				t.Errorf("SetShards(%d) of a bucket that exists = nil, want an error", tt.n)
 			}
 		})

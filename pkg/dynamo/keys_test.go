@@ -69,17 +69,17 @@ func TestConfigResolution(t *testing.T) {
 	adm := admin.New(newStore(t, api, table, c))
 	ctx := context.Background()
 	yaml := mustLimit(t, 100, time.Second, 0)
-	set := func(sc dynamo.Scope, tokens uint64) {
+	set := func(sc admin.Scope, tokens uint64) {
 		t.Helper()
 		if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"rpm": mustLimit(t, tokens, time.Minute, 0)}); err != nil {
 			t.Fatalf("SetLimits(%v) = %v", sc, err)
 		}
 	}
-	set(dynamo.Scope{System: true}, 1)
-	set(dynamo.Scope{Resource: "r"}, 2)
-	set(dynamo.Scope{Entity: "e3"}, 3)
-	set(dynamo.Scope{Entity: "e4"}, 3)
-	set(dynamo.Scope{Entity: "e4", Resource: "r"}, 4)
+	set(admin.Scope{System: true}, 1)
+	set(admin.Scope{Resource: "r"}, 2)
+	set(admin.Scope{Entity: "e3"}, 3)
+	set(admin.Scope{Entity: "e4"}, 3)
+	set(admin.Scope{Entity: "e4", Resource: "r"}, 4)
 	cases := []struct {
 		name string
 		key  cascade.Key
@@ -106,16 +106,16 @@ func TestConfigResolution(t *testing.T) {
 		}
 	}
 	// A change is seen once the cache entry expires.
-	set(dynamo.Scope{Entity: "e4", Resource: "r"}, 9)
+	set(admin.Scope{Entity: "e4", Resource: "r"}, 9)
 	c.Advance(dynamo.DefaultConfigCacheTTL)
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e4", Resource: "r2"}, Limit: "rpm", Bucket: yaml, Amount: tokenbucket.PerToken}}}
 	if dec, err := s.Acquire(ctx, p); err != nil || dec.Statuses[0].Remaining != 2*tokenbucket.PerToken {
 		t.Errorf("Acquire(e4/r2) = %+v, %v, want the entity default (3 tokens, 2 left)", dec, err)
 	}
-	if err := adm.DeleteLimits(ctx, dynamo.Scope{System: true}); err != nil {
+	if err := adm.DeleteLimits(ctx, admin.Scope{System: true}); err != nil {
 		t.Errorf("DeleteLimits(system) = %v", err)
 	}
-	if _, err := adm.Limits(ctx, dynamo.Scope{System: true}); err == nil {
+	if _, err := adm.Limits(ctx, admin.Scope{System: true}); err == nil {
 		t.Errorf("Limits(system) after delete = nil error, want ErrNotFound")
 	}
 }

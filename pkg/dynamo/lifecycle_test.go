@@ -54,7 +54,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 				t.Fatalf("Acquire(%v) = %v", key, err)
 			}
 		}
-		if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Namespace: ns, Entity: "e0"}, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
+		if err := admin.New(s).SetLimits(ctx, admin.Scope{Namespace: ns, Entity: "e0"}, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
 			t.Fatalf("SetLimits(%s) = %v", ns, err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if got := itemsUnder(f, "nteam-b/"); strings.Join(got, "\n") != strings.Join(keepB, "\n") {
 		t.Errorf("items under nteam-b/ after purging team-a = %d, want the %d there before, untouched", len(got), len(keepB))
 	}
-	recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "team-a", System: true})
+	recs, err := admin.New(s).Audit(ctx, admin.Scope{Namespace: "team-a", System: true})
 	if err != nil || len(recs) != 1 || recs[0].Action != "namespace.purge" || recs[0].Principal != "ops@example" || !strings.Contains(recs[0].After, fmt.Sprintf("deleted %d items", n)) {
 		t.Errorf("Audit(team-a system) = %+v, %v, want the purge by ops@example", recs, err)
 	}

@@ -34,7 +34,7 @@ func TestAdminWritesFailLoudly(t *testing.T) {
 	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
 	failOn(f, "PutItem", 2, serverError()) // the limits record lands, its audit record not
-	if err := admin.New(s).SetLimits(ctx, dynamo.Scope{Resource: "r"}, lim); !errors.Is(err, dynamo.ErrUnavailable) {
+	if err := admin.New(s).SetLimits(ctx, admin.Scope{Resource: "r"}, lim); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("SetLimits() with its audit failing = %v, want ErrUnavailable", err)
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -242,7 +243,7 @@ func TestRefusedShardTriesEachOtherOnce(t *testing.T) {
 	}
 	key := cascade.Key{Entity: "e", Resource: "r"}
 	lim := mustLimit(t, 2, time.Hour, 0)
-	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"x": lim}); err != nil {
 		t.Fatal(err)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
@@ -517,7 +518,7 @@ func TestNoDoublingPastMaxShards(t *testing.T) {
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, newClock(), dynamo.WithObserver(obs))
 	key := cascade.Key{Entity: "e", Resource: "r"}
 	lim := mustLimit(t, 1000, time.Second, 0)
-	if err := s.SetShards(context.Background(), key, dynamo.MaxShards, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, dynamo.MaxShards, map[string]tokenbucket.Limit{"x": lim}); err != nil {
 		t.Fatal(err)
 	}
 	before := f.Calls("TransactWriteItems")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -102,7 +103,7 @@ func TestRefusedShardTriesTwoOthers(t *testing.T) {
 			s := newStore(t, api, "t", newClock())
 			lim := mustLimit(t, uint64(n), time.Hour, 0)
 			key := cascade.Key{Entity: "e", Resource: "r"}
-			if err := s.SetShards(context.Background(), key, n, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+			if err := admin.New(s).SetShards(context.Background(), key, n, map[string]tokenbucket.Limit{"x": lim}); err != nil {
 				t.Fatal(err)
 			}
 			p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}

@@ -32,7 +32,7 @@ func TestLimitsWritesFailClosed(t *testing.T) {
 	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
 	ctx := context.Background()
-	sc := dynamo.Scope{Resource: "r"}
+	sc := admin.Scope{Resource: "r"}
 	lim := map[string]tokenbucket.Limit{"rpm": mustLimit(t, 10, time.Minute, 0)}
 	if err := admin.New(s).SetLimits(ctx, sc, lim); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestLimitsRecordNamesItsEntity(t *testing.T) {
 	f := fakeTable(t)
 	s := newStore(t, f, "t", newClock())
 	lim := map[string]tokenbucket.Limit{"rpm": mustLimit(t, 10, time.Minute, 0)}
-	for _, sc := range []dynamo.Scope{{Entity: "acme", Resource: "r"}, {Resource: "q"}} {
+	for _, sc := range []admin.Scope{{Entity: "acme", Resource: "r"}, {Resource: "q"}} {
 		if err := admin.New(s).SetLimits(context.Background(), sc, lim); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestStaleLimitsRefresh(t *testing.T) {
 	adm := admin.New(newStore(t, f, "t", clk))
 	s := newStore(t, f, "t", clk)
 	ctx := context.Background()
-	sc := dynamo.Scope{Resource: "r"}
+	sc := admin.Scope{Resource: "r"}
 	if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 1, time.Hour, 0)}); err != nil {
 		t.Fatal(err)
 	}

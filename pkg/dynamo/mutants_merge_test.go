@@ -13,6 +13,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -34,7 +35,7 @@ func TestMergeItemsAndAfter(t *testing.T) {
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: 10}, c, dynamo.WithLogger(logrus.NewEntry(log)))
 	lim := slowLimit(t, 1000)
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.MergeShards(context.Background(), key, 2); err != nil {

@@ -115,16 +115,16 @@ func TestEmptyNamespaceIsTheStores(t *testing.T) {
 	c := newClock()
 	s := newStoreCfg(t, rec, dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second}, c)
 	ctx := context.Background()
-	set := func(sc dynamo.Scope, name string, tokens uint64) {
+	set := func(sc admin.Scope, name string, tokens uint64) {
 		t.Helper()
 		if err := admin.New(s).SetLimits(ctx, sc, map[string]tokenbucket.Limit{name: mustLimit(t, tokens, time.Hour, 0)}); err != nil {
 			t.Fatalf("SetLimits(%v) = %v", sc, err)
 		}
 	}
-	set(dynamo.Scope{Entity: "e", Resource: "r"}, "rpm", 2)
-	set(dynamo.Scope{Entity: "e"}, "daily", 50)
-	set(dynamo.Scope{Resource: "r"}, "burst", 40)
-	set(dynamo.Scope{System: true}, "global", 30)
+	set(admin.Scope{Entity: "e", Resource: "r"}, "rpm", 2)
+	set(admin.Scope{Entity: "e"}, "daily", 50)
+	set(admin.Scope{Resource: "r"}, "burst", 40)
+	set(admin.Scope{System: true}, "global", 30)
 	if err := admin.New(s).PutEntity(ctx, dynamo.Entity{ID: "e", Parent: "org", Cascade: true}); err != nil {
 		t.Fatalf("PutEntity() = %v", err)
 	}
@@ -134,10 +134,10 @@ func TestEmptyNamespaceIsTheStores(t *testing.T) {
 	if kids, err := admin.New(s).Children(ctx, "", "org"); err != nil || len(kids) != 1 || kids[0] != "e" {
 		t.Errorf("Children(\"\", org) = %v, %v, want [e]", kids, err)
 	}
-	if _, err := admin.New(s).Audit(ctx, dynamo.Scope{Entity: "e"}); err != nil {
+	if _, err := admin.New(s).Audit(ctx, admin.Scope{Entity: "e"}); err != nil {
 		t.Errorf("Audit(e) = %v", err)
 	}
-	if got, err := admin.New(s).Limits(ctx, dynamo.Scope{Namespace: "team-a", Entity: "e", Resource: "r"}); err != nil || len(got) != 1 {
+	if got, err := admin.New(s).Limits(ctx, admin.Scope{Namespace: "team-a", Entity: "e", Resource: "r"}); err != nil || len(got) != 1 {
 		t.Errorf("Limits(team-a/e/r) = %v, %v, want the limits set without a namespace", got, err)
 	}
 
@@ -180,10 +180,10 @@ func TestEmptyNamespaceIsTheStores(t *testing.T) {
 	if _, err := s.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{debit(cascade.Key{Entity: "g", Resource: "r"}, "x", cascade.Charge)}}); err != nil {
 		t.Errorf("Acquire(charge) = %v", err)
 	}
-	if err := s.SetShards(ctx, cascade.Key{Entity: "h", Resource: "r"}, 2, map[string]tokenbucket.Limit{"x": yaml}); err != nil {
+	if err := admin.New(s).SetShards(ctx, cascade.Key{Entity: "h", Resource: "r"}, 2, map[string]tokenbucket.Limit{"x": yaml}); err != nil {
 		t.Errorf("SetShards(h/r) = %v", err)
 	}
-	if _, err := s.Status(ctx, cascade.Key{Entity: "h", Resource: "r"}, map[string]tokenbucket.Limit{"x": yaml}); err != nil {
+	if _, err := admin.New(s).Status(ctx, cascade.Key{Entity: "h", Resource: "r"}, map[string]tokenbucket.Limit{"x": yaml}); err != nil {
 		t.Errorf("Status(h/r) = %v", err)
 	}
 
@@ -229,13 +229,13 @@ func TestNamespacesShareNoState(t *testing.T) {
 	a := newStoreCfg(t, f, dynamo.Config{Table: "t", Namespace: "team-a", Timeout: time.Second}, c, dynamo.WithObserver(obs))
 	b := newStoreCfg(t, f, dynamo.Config{Table: "t", Namespace: "team-b", Timeout: time.Second}, c)
 	lim := mustLimit(t, 3, time.Hour, 0)
-	if err := admin.New(a).SetLimits(ctx, dynamo.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": mustLimit(t, 2, time.Hour, 0)}); err != nil {
+	if err := admin.New(a).SetLimits(ctx, admin.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": mustLimit(t, 2, time.Hour, 0)}); err != nil {
 		t.Fatalf("SetLimits(team-a) = %v", err)
 	}
 	if err := admin.New(a).PutEntity(ctx, dynamo.Entity{ID: "e"}); err != nil {
 		t.Fatalf("PutEntity(team-a) = %v", err)
 	}
-	if _, err := admin.New(b).Limits(ctx, dynamo.Scope{Entity: "e"}); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := admin.New(b).Limits(ctx, admin.Scope{Entity: "e"}); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Errorf("team-b Limits(e) = %v, want ErrNotFound", err)
 	}
 	if _, err := admin.New(b).Entity(ctx, "", "e"); !errors.Is(err, dynamo.ErrNotFound) {

@@ -10,6 +10,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -50,7 +51,7 @@ func TestOverAdmissionLocal(t *testing.T) {
 				stores = append(stores, s)
 			}
 			if shards > 1 {
-				if err := stores[0].SetShards(context.Background(), key, shards, map[string]tokenbucket.Limit{"rps": bucket}); err != nil {
+				if err := admin.New(stores[0]).SetShards(context.Background(), key, shards, map[string]tokenbucket.Limit{"rps": bucket}); err != nil {
 					t.Fatalf("SetShards(%d) = %v", shards, err)
 				}
 			}

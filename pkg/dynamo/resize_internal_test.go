@@ -117,16 +117,6 @@ func TestIdleShards(t *testing.T) {
 	}
 }
 
-// TestLimitName undoes a limit attribute's escape, and keeps what does not
-// unescape as it is.
-func TestLimitName(t *testing.T) {
-	for in, want := range map[string]string{"b_rps": "rps", "b_a%2Fb": "a/b", "b_%zz": "%zz"} {
-		if got := limitName(in); got != want {
-			t.Errorf("limitName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestLoadsCalmAtTheMergeRate: a window of 4 shards is calm below the
 // merge rate per shard of 2 (10/s: 18 writes in a second are 9 a shard)
 // and not at it (20 writes, 10 a shard): a minute calm merges, a window at

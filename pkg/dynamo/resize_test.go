@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -91,7 +92,7 @@ func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, sha
 	if admitted < 100 {
 		t.Errorf("admitted %d of 300 on a bucket of 1 000 tokens, want at least the 100 before a doubling", admitted)
 	}
-	st, err := newStoreCfg(t, api, cfg, c).Bucket(context.Background(), key, map[string]tokenbucket.Limit{"rps": lim})
+	st, err := admin.New(newStoreCfg(t, api, cfg, c)).Bucket(context.Background(), key, map[string]tokenbucket.Limit{"rps": lim})
 	if err != nil {
 		t.Fatalf("Bucket() = %v", err)
 	}
@@ -123,7 +124,7 @@ func TestConcurrentDoublingOnce(t *testing.T) {
 		for i := range obs {
 			stores = append(stores, newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second}, c, dynamo.WithObserver(&obs[i])))
 		}
-		if err := stores[0].SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		if err := admin.New(stores[0]).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
 			t.Fatalf("SetShards(2) = %v", err)
 		}
 		start := make(chan struct{})
@@ -182,7 +183,7 @@ func mergeConserves(t *testing.T, api dynamo.API, table string) (*dynamo.Store, 
 	lim := slowLimit(t, 1000)
 	limits := map[string]tokenbucket.Limit{"rps": lim}
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := s.SetShards(context.Background(), key, 4, limits); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, 4, limits); err != nil {
 		t.Fatalf("SetShards(4) = %v", err)
 	}
 	for i := range 40 { // uneven shares, and the stale replica learns 4 shards
@@ -193,8 +194,8 @@ func mergeConserves(t *testing.T, api dynamo.API, table string) (*dynamo.Store, 
 		}
 	}
 	c.Advance(time.Second) // idle: the shards' last writes are far apart
-	bucket := func() dynamo.BucketState {
-		st, err := s.Bucket(context.Background(), key, limits)
+	bucket := func() admin.BucketState {
+		st, err := admin.New(s).Bucket(context.Background(), key, limits)
 		if err != nil {
 			t.Fatalf("Bucket() = %v", err)
 		}
@@ -260,7 +261,7 @@ func TestMergeWhenIdle(t *testing.T) {
 	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, ShardMergeRate: 10, ShardMergeAfter: time.Minute}, c, dynamo.WithObserver(obs))
 	lim := slowLimit(t, 1000)
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
 		t.Fatalf("SetShards(2) = %v", err)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
@@ -295,7 +296,7 @@ func TestDrainAfterMerge(t *testing.T) {
 	lim := slowLimit(t, 100)
 	limits := map[string]tokenbucket.Limit{"rps": lim}
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := stores[0].SetShards(context.Background(), key, 4, limits); err != nil {
+	if err := admin.New(stores[0]).SetShards(context.Background(), key, 4, limits); err != nil {
 		t.Fatalf("SetShards(4) = %v", err)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
@@ -310,13 +311,13 @@ func TestDrainAfterMerge(t *testing.T) {
 			t.Fatalf("MergeShards(%d) = %v", n, err)
 		}
 	}
-	st, err := stores[0].Bucket(context.Background(), key, limits)
+	st, err := admin.New(stores[0]).Bucket(context.Background(), key, limits)
 	if err != nil || st.ShardCount != 1 {
 		t.Fatalf("Bucket() after merging to 1 = %+v, %v, want 1 shard", st, err)
 	}
 	before := st.Total()["rps"].Tokens
 	admitted := admitConcurrently(t, stores, 6, 40, p)
-	st, err = stores[0].Bucket(context.Background(), key, limits)
+	st, err = admin.New(stores[0]).Bucket(context.Background(), key, limits)
 	if err != nil {
 		t.Fatalf("Bucket() = %v", err)
 	}

@@ -122,7 +122,7 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
 			continue
 		}
-		s.configs.add(k, cachedConfig{expires: expires, limits: DecodeLimits(got[k])})
+		s.configs.add(k, cachedConfig{expires: expires, limits: item.DecodeLimits(got[k])})
 	}
 	return nil
 }

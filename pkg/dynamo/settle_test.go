@@ -237,7 +237,7 @@ func TestSettleShard(t *testing.T) {
 			s := newStore(t, api, table, c)
 			lim := mustLimit(t, 100, time.Hour, 0)
 			key := cascade.Key{Entity: "sharded", Resource: "r"}
-			if err := s.SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+			if err := admin.New(s).SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
 				t.Fatalf("SetShards(4) = %v", err)
 			}
 			before := levels(t, api, table, key, 4)
@@ -315,7 +315,7 @@ func TestAcquireShardOfRefusal(t *testing.T) {
 	lim := mustLimit(t, 4, time.Hour, 0)
 	for k := range 20 {
 		hot, plain := cascade.Key{Entity: "hot-" + strconv.Itoa(k), Resource: "r"}, cascade.Key{Entity: "plain-" + strconv.Itoa(k), Resource: "r"}
-		if err := s.SetShards(context.Background(), hot, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
+		if err := admin.New(s).SetShards(context.Background(), hot, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
 			t.Fatalf("SetShards(4) = %v", err)
 		}
 		two := &cascade.Plan{Debits: []cascade.Debit{{Key: plain, Limit: "x", Bucket: lim, Amount: 1000}, {Key: hot, Limit: "x", Bucket: lim, Amount: 1000}}}

@@ -117,7 +117,7 @@ func TestShardDoubling(t *testing.T) {
 	}
 	// Every other replica learns the count from any shard it touches.
 	other := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff}, c)
-	st, err := other.Status(context.Background(), key, map[string]tokenbucket.Limit{"rpm": lim})
+	st, err := admin.New(other).Status(context.Background(), key, map[string]tokenbucket.Limit{"rpm": lim})
 	if err != nil {
 		t.Fatalf("Status() = %v", err)
 	}
@@ -178,7 +178,7 @@ func TestDoublingFromTwoShards(t *testing.T) {
 		dynamo.WithObserver(obs), dynamo.WithLogger(logrus.NewEntry(logger)))
 	lim := mustLimit(t, 1000, time.Second, 0)
 	key := cascade.Key{Entity: "hot", Resource: "r"}
-	if err := s.SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+	if err := admin.New(s).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
 		t.Fatalf("SetShards(2) = %v", err)
 	}
 	throttleWrites(f, 3)

@@ -63,8 +63,12 @@ const (
 	// invalid request (cascade.ErrInvalid), not something to store.
 	MaxValueBytes = 16 << 10
 
+	// MinBucketTTL is the least time ahead that a write of a bucket item
+	// sets its ttl to (see Expiry in the package's doc).
+	MinBucketTTL = 7 * 24 * time.Hour
+
 	maxImages    = 100000
-	minBucketTTL = 7 * 24 * time.Hour
+	minBucketTTL = MinBucketTTL
 	// costBudget is the least budget of a plan of charges and refunds.
 	costBudget = time.Second
 	// contendedRetry is the retry-after of a decision refused because its
@@ -225,7 +229,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 func WithLogger(l *logrus.Entry) Option { return func(s *Store) { s.log = l } }
 
 // WithPrincipal sets who the audit records the store writes name as
-// having made the change (AuditRecord.Principal): an operator's name, a
+// having made the change (admin.AuditRecord.Principal): an operator's name, a
 // role. Empty (the default) records none.
 func WithPrincipal(p string) Option { return func(s *Store) { s.principal = p } }
 

@@ -54,6 +54,8 @@
 // WARMUP (default 2s), CALLERS (default 16,64,256), KEYS (default 10000),
 // CONNS (most gRPC connections, default 8), SCENARIOS (default
 // hot,hot-tuned,many,many-tuned,refuse,refuse-nocache), BENCH_OUT (a file
-// that receives the tables too). Without the tag the package builds only
+// that receives the tables too), PROFILE (a directory that receives a CPU
+// profile of the service per measured run, <scenario>-<callers>.pprof,
+// with DEBUG_PPROF=true). Without the tag the package builds only
 // the report's unit test.
 package dynamoload

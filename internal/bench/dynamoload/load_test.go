@@ -6,6 +6,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -139,8 +141,10 @@ func TestDynamoLoad(t *testing.T) {
 				p := dial(t, svc.GRPCAddr(), conns)
 				drive(p, c, reqs, sc.refuses, warmup, 0)
 				before := snap(t, svc, pids)
+				prof := profile(t, svc, fmt.Sprintf("%s-%d", sc.name, c), duration)
 				l := drive(p, c, reqs, sc.refuses, duration, 0)
 				after := snap(t, svc, pids)
+				prof()
 				p.close()
 				r := newResult(sc.name, sc.refuses, c, conns, l, before, after)
 				t.Log(r.summary())
@@ -177,6 +181,9 @@ func startService(t *testing.T, local *dynamotest.Local, dir string, extra []str
 		"BACKEND_TYPE=dynamodb", "DYNAMODB_ENDPOINT=" + local.Endpoint(),
 		"DYNAMODB_TABLE=" + table, "AWS_REGION=us-east-1",
 		"BACKEND_TIMEOUT=" + backendTimeout, "ON_UNAVAILABLE=block",
+	}
+	if os.Getenv("PROFILE") != "" {
+		env = append(env, "DEBUG_PPROF=true")
 	}
 	envoytest.RunBinary(t, env, "table", "create")
 	local.DropAtCleanup(t, table)
@@ -364,4 +371,37 @@ func localPid(t *testing.T, endpoint string) int {
 		t.Fatalf("no DynamoDB Local process serves %s (DYNAMODB_ENDPOINT names an endpoint this benchmark did not start?): its CPU cannot be read", endpoint)
 	}
 	return pid
+}
+
+// profile, when PROFILE names a directory, records a CPU profile of the
+// service over the measured run into PROFILE/<name>.pprof; the returned
+// func waits for it.
+func profile(t *testing.T, svc *envoytest.Service, name string, d time.Duration) func() {
+	t.Helper()
+	dir := os.Getenv("PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", svc.DebugPort, int(d.Seconds()))
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Errorf("profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+		}
+		if err != nil {
+			t.Errorf("profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
 }

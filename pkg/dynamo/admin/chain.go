@@ -22,7 +22,7 @@ type ChainLevel struct {
 	Limits map[string]tokenbucket.Limit
 	// Scope is the scope Limits were stored at (an entity and resource, or
 	// the entity alone); the zero Scope when none are stored.
-	Scope dynamo.Scope
+	Scope Scope
 }
 
 // Chain returns entity id of namespace ns (empty: the store's) and the
@@ -50,9 +50,9 @@ func (s *Store) Chain(ctx context.Context, ns, id, resource string) (levels []Ch
 		case !errors.Is(err, dynamo.ErrNotFound):
 			return nil, false, err
 		}
-		scopes := []dynamo.Scope{{Namespace: ns, Entity: cur}}
+		scopes := []Scope{{Namespace: ns, Entity: cur}}
 		if resource != "" {
-			scopes = []dynamo.Scope{{Namespace: ns, Entity: cur, Resource: resource}, scopes[0]}
+			scopes = []Scope{{Namespace: ns, Entity: cur, Resource: resource}, scopes[0]}
 		}
 		for _, sc := range scopes {
 			l, err := s.Limits(ctx, sc)

@@ -64,7 +64,7 @@ func (s *Store) PutEntity(ctx context.Context, e dynamo.Entity) error {
 		return dynamo.Classify("put entity", err)
 	}
 	s.st.ForgetEntity(item.EntityPK(ns, e.ID))
-	return s.t.WriteAudit(ctx, ns, dynamo.Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
+	return s.writeAudit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
 }
 
 // checkEntityID refuses an entity id (what: "id" or "parent") that no
@@ -175,20 +175,20 @@ type AuditRecord struct {
 // resets of its buckets), oldest first. Pass Scope{System: true} (limits
 // of the system scope, the namespace's registration and lifecycle) or
 // Scope{Resource: r} for changes without an entity.
-func (s *Store) Audit(ctx context.Context, sc dynamo.Scope) ([]AuditRecord, error) {
+func (s *Store) Audit(ctx context.Context, sc Scope) ([]AuditRecord, error) {
 	ns := s.t.NsOr(sc.Namespace)
 	var out []AuditRecord
 	err := s.t.Query(ctx, "query audit", &dynamodb.QueryInput{
 		KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
 		ExpressionAttributeNames:  map[string]string{"#p": item.AttrPK, "#s": item.AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.AuditPK(ns, dynamo.AuditEntity(sc))), ":s": item.StrAV("#AUDIT#")},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": item.StrAV(item.AuditPK(ns, auditEntity(sc))), ":s": item.StrAV("#AUDIT#")},
 		ConsistentRead:            aws.Bool(true),
 	}, func(items []map[string]types.AttributeValue) {
 		for _, it := range items {
 			out = append(out, AuditRecord{
-				ID: strings.TrimPrefix(item.GetS(it, item.AttrSK), "#AUDIT#"), At: time.UnixMilli(item.GetN(it, dynamo.AttrAt)),
-				Action: item.GetS(it, dynamo.AttrAction), Scope: item.GetS(it, dynamo.AttrScope), Before: item.GetS(it, dynamo.AttrBefore), After: item.GetS(it, dynamo.AttrAfter),
-				Principal: item.GetS(it, dynamo.AttrPrincipal),
+				ID: strings.TrimPrefix(item.GetS(it, item.AttrSK), "#AUDIT#"), At: time.UnixMilli(item.GetN(it, AttrAt)),
+				Action: item.GetS(it, AttrAction), Scope: item.GetS(it, AttrScope), Before: item.GetS(it, AttrBefore), After: item.GetS(it, AttrAfter),
+				Principal: item.GetS(it, AttrPrincipal),
 			})
 		}
 	})
@@ -243,7 +243,7 @@ func (s *Store) RegisterNamespace(ctx context.Context, name string) (Namespace, 
 			return Namespace{}, cerr
 		}
 	}
-	if err := s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, "namespace.register", "", "name="+name+" id="+id); err != nil {
+	if err := s.writeAudit(ctx, name, Scope{System: true}, "namespace.register", "", "name="+name+" id="+id); err != nil {
 		return Namespace{}, err
 	}
 	return Namespace{Name: name, ID: id, State: NamespaceActive}, nil

@@ -13,7 +13,7 @@ import (
 )
 
 // Limits returns the limits stored at scope (ErrNotFound when none).
-func (s *Store) Limits(ctx context.Context, sc dynamo.Scope) (map[string]tokenbucket.Limit, error) {
+func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -22,7 +22,7 @@ func (s *Store) Limits(ctx context.Context, sc dynamo.Scope) (map[string]tokenbu
 	if err != nil {
 		return nil, err
 	}
-	l := dynamo.DecodeLimits(it)
+	l := item.DecodeLimits(it)
 	if l == nil {
 		return nil, fmt.Errorf("dynamo: limits of %s: %w", sc, dynamo.ErrNotFound)
 	}
@@ -31,7 +31,7 @@ func (s *Store) Limits(ctx context.Context, sc dynamo.Scope) (map[string]tokenbu
 
 // SetLimits stores limits at scope, merged over those already there, and
 // writes an audit record.
-func (s *Store) SetLimits(ctx context.Context, sc dynamo.Scope, limits map[string]tokenbucket.Limit) error {
+func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) error {
 	if err := sc.Validate(); err != nil {
 		return err
 	}
@@ -53,12 +53,12 @@ func (s *Store) SetLimits(ctx context.Context, sc dynamo.Scope, limits map[strin
 	if err := s.putConfig(ctx, sc, ns, after); err != nil {
 		return err
 	}
-	return s.t.WriteAudit(ctx, ns, sc, "limits.set", FormatLimits(before), FormatLimits(after))
+	return s.writeAudit(ctx, ns, sc, "limits.set", FormatLimits(before), FormatLimits(after))
 }
 
 // DeleteLimits removes the named limits at scope (all of them when names is
 // empty) and writes an audit record.
-func (s *Store) DeleteLimits(ctx context.Context, sc dynamo.Scope, names ...string) error {
+func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) error {
 	if err := sc.Validate(); err != nil {
 		return err
 	}
@@ -90,13 +90,13 @@ func (s *Store) DeleteLimits(ctx context.Context, sc dynamo.Scope, names ...stri
 		return err
 	}
 	s.st.ForgetConfig(pk, sk)
-	return s.t.WriteAudit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
+	return s.writeAudit(ctx, ns, sc, "limits.delete", FormatLimits(before), FormatLimits(after))
 }
 
-func (s *Store) putConfig(ctx context.Context, sc dynamo.Scope, ns string, limits map[string]tokenbucket.Limit) error {
+func (s *Store) putConfig(ctx context.Context, sc Scope, ns string, limits map[string]tokenbucket.Limit) error {
 	pk, sk := sc.Key(ns)
 	it := item.Key(pk, sk)
-	it[dynamo.AttrLimits] = dynamo.EncodeLimits(limits)
+	it[item.AttrLimits] = item.EncodeLimits(limits)
 	it[item.AttrNamespace] = item.StrAV(ns)
 	if sc.Entity != "" {
 		it[item.AttrEntity] = item.StrAV(sc.Entity)

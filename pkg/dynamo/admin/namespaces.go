@@ -89,7 +89,7 @@ func (s *Store) changeNamespace(ctx context.Context, name, to, action string, fr
 	if err := s.moveNamespace(ctx, cur, to, from...); err != nil {
 		return false, err
 	}
-	return true, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, action, "state="+cur.State, "state="+to)
+	return true, s.writeAudit(ctx, name, Scope{System: true}, action, "state="+cur.State, "state="+to)
 }
 
 // moveNamespace sets the state of cur's record to to, on the condition

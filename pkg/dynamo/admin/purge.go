@@ -75,7 +75,7 @@ func (s *Store) PurgeNamespace(ctx context.Context, name string, done func(delet
 	if err := s.moveNamespace(ctx, reg, NamespacePurged, NamespaceActive, NamespaceDeleted, NamespacePurged); err != nil {
 		return deleted, err
 	}
-	return deleted, s.t.WriteAudit(ctx, name, dynamo.Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
+	return deleted, s.writeAudit(ctx, name, Scope{System: true}, "namespace.purge", before, "state=purged, deleted "+strconv.Itoa(deleted)+" items")
 }
 
 // deleteBatch deletes keys (at most 25) by BatchWriteItem, sending again

@@ -15,6 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -94,7 +95,7 @@ func TestUsageFromStream(t *testing.T) {
 	s := newStore(t, st, at)
 	big, small := mustRate(t, 1000000, time.Hour), mustRate(t, 5, time.Hour)
 	key := func(e string) cascade.Key { return cascade.Key{Entity: e, Resource: "api"} }
-	if err := s.SetShards(context.Background(), key("b"), 4, map[string]tokenbucket.Limit{"rps": big}); err != nil {
+	if err := dadmin.New(s).SetShards(context.Background(), key("b"), 4, map[string]tokenbucket.Limit{"rps": big}); err != nil {
 		t.Fatalf("SetShards() = %v", err)
 	}
 	want := map[string]int64{}

@@ -1,4 +1,4 @@
-package dynamo_test
+package admin_test
 
 import (
 	"context"
@@ -36,12 +36,12 @@ func TestBucketShowAndReset(t *testing.T) {
 				t.Fatalf("NewLimit() = %v", err)
 			}
 			key := cascade.Key{Namespace: "ops", Entity: "tenant", Resource: "r"}
-			if err := s.SetShards(ctx, key, 4, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
+			if err := admin.New(s).SetShards(ctx, key, 4, map[string]tokenbucket.Limit{"rpm": lim}); err != nil {
 				t.Fatalf("SetShards() = %v", err)
 			}
-			total := func(when string) dynamo.LimitState {
+			total := func(when string) admin.LimitState {
 				t.Helper()
-				st, err := s.Bucket(ctx, key, nil)
+				st, err := admin.New(s).Bucket(ctx, key, nil)
 				if err != nil {
 					t.Fatalf("%s: Bucket() = %v", when, err)
 				}
@@ -67,11 +67,11 @@ func TestBucketShowAndReset(t *testing.T) {
 				t.Fatalf("Bucket() after 5 decisions = %d tokens, %d consumed, want 95 tokens and 5 000 millitokens consumed", after.Tokens, after.Consumed)
 			}
 
-			before, reset, err := s.ResetBucket(ctx, key, nil)
+			before, reset, err := admin.New(s).ResetBucket(ctx, key, nil)
 			if err != nil || !reset || before.Total()["rpm"].Tokens != 95*tokenbucket.PerToken {
 				t.Fatalf("ResetBucket() = %+v, %t, %v, want the bucket of 95 tokens, reset", before.Total(), reset, err)
 			}
-			st, err := s.Bucket(ctx, key, nil)
+			st, err := admin.New(s).Bucket(ctx, key, nil)
 			if err != nil {
 				t.Fatalf("Bucket() after the reset = %v", err)
 			}
@@ -83,7 +83,7 @@ func TestBucketShowAndReset(t *testing.T) {
 			if got := st.Total()["rpm"]; got.Tokens != 100*tokenbucket.PerToken || got.Consumed != 5*int64(tokenbucket.PerToken) {
 				t.Errorf("Bucket() after the reset = %d tokens, %d consumed, want 100 tokens and the usage kept (5 000)", got.Tokens, got.Consumed)
 			}
-			recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"})
+			recs, err := admin.New(s).Audit(ctx, admin.Scope{Namespace: "ops", Entity: "tenant"})
 			if err != nil || len(recs) != 1 {
 				t.Fatalf("Audit(tenant) = %+v, %v, want the reset", recs, err)
 			}
@@ -93,10 +93,10 @@ func TestBucketShowAndReset(t *testing.T) {
 			}
 
 			none := cascade.Key{Namespace: "ops", Entity: "nobody", Resource: "r"}
-			if _, reset, err := s.ResetBucket(ctx, none, map[string]tokenbucket.Limit{"rpm": lim}); err != nil || reset {
+			if _, reset, err := admin.New(s).ResetBucket(ctx, none, map[string]tokenbucket.Limit{"rpm": lim}); err != nil || reset {
 				t.Errorf("ResetBucket(a bucket without an item) = %t, %v, want false: nothing to reset", reset, err)
 			}
-			if recs, _ := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "nobody"}); len(recs) != 0 {
+			if recs, _ := admin.New(s).Audit(ctx, admin.Scope{Namespace: "ops", Entity: "nobody"}); len(recs) != 0 {
 				t.Errorf("Audit(nobody) = %+v, want none", recs)
 			}
 		})
@@ -137,7 +137,7 @@ func (d *doublingRace) TransactWriteItems(ctx context.Context, in *dynamodb.Tran
 // shards, the new one created empty included, with one audit record.
 func TestResetBucketRacesADoubling(t *testing.T) {
 	ctx := context.Background()
-	d := &doublingRace{Fake: newFakeTable(t), pk0: "nops/BUCKET#tenant#r#0", pk1: "nops/BUCKET#tenant#r#1"}
+	d := &doublingRace{Fake: fakeTable(t), pk0: "nops/BUCKET#tenant#r#0", pk1: "nops/BUCKET#tenant#r#1"}
 	c := newClock()
 	s := newStore(t, d, "t", c)
 	lim := mustLimit(t, 10, 24*time.Hour, 0)
@@ -147,7 +147,7 @@ func TestResetBucketRacesADoubling(t *testing.T) {
 		t.Fatalf("Acquire() = %+v, %v", dec, err)
 	}
 	d.ResetCalls()
-	before, reset, err := s.ResetBucket(ctx, key, nil)
+	before, reset, err := admin.New(s).ResetBucket(ctx, key, nil)
 	if err != nil || !reset {
 		t.Fatalf("ResetBucket() = %t, %v, want reset", reset, err)
 	}
@@ -157,7 +157,7 @@ func TestResetBucketRacesADoubling(t *testing.T) {
 	if before.ShardCount != 2 {
 		t.Errorf("ResetBucket() reset a bucket of %d shards, want the 2 it read again", before.ShardCount)
 	}
-	st, err := s.Bucket(ctx, key, map[string]tokenbucket.Limit{"rpd": lim})
+	st, err := admin.New(s).Bucket(ctx, key, map[string]tokenbucket.Limit{"rpd": lim})
 	if err != nil || st.ShardCount != 2 {
 		t.Fatalf("Bucket() = %+v, %v, want 2 shards", st, err)
 	}
@@ -166,7 +166,7 @@ func TestResetBucketRacesADoubling(t *testing.T) {
 			t.Errorf("shard %d holds %d after the reset, want its share 5 000 (the new shard no longer empty)", sh.Shard, got)
 		}
 	}
-	if recs, err := admin.New(s).Audit(ctx, dynamo.Scope{Namespace: "ops", Entity: "tenant"}); err != nil || len(recs) != 1 {
+	if recs, err := admin.New(s).Audit(ctx, admin.Scope{Namespace: "ops", Entity: "tenant"}); err != nil || len(recs) != 1 {
 		t.Errorf("Audit(tenant) = %+v, %v, want one record: the failed transaction wrote none", recs, err)
 	}
 }

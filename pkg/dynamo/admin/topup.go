@@ -1,11 +1,10 @@
-package dynamo
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -34,17 +33,17 @@ func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount 
 	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
 		return BucketState{}, false, fmt.Errorf("dynamo: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
 	}
-	return inspector{s}.rewrite(ctx, key, limits, func(b bucket, imgs []*item.Image, before BucketState) error {
+	return s.rewrite(ctx, key, limits, func(b bucketRef, imgs []*item.Image, before BucketState) error {
 		if _, ok := before.Total()[name]; !ok {
 			return fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 		}
-		return inspector{s}.writeTopUp(ctx, b, imgs, name, amount, limits, before)
+		return s.writeTopUp(ctx, b, imgs, name, amount, limits, before)
 	})
 }
 
 // writeTopUp lowers the limit's level on every existing shard by its share
 // of amount and writes the audit record, in one transaction.
-func (s inspector) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
+func (s *Store) writeTopUp(ctx context.Context, b bucketRef, imgs []*item.Image, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit, before BucketState) error {
 	n := len(imgs)
 	prefix := item.LimitPrefix(name)
 	var tx []types.TransactWriteItem
@@ -68,11 +67,17 @@ func (s inspector) writeTopUp(ctx context.Context, b bucket, imgs []*item.Image,
 		tx = append(tx, s.txUpdate(b.pk(sh), e))
 	}
 	sc := Scope{Namespace: b.ns, Entity: b.key.Entity, Resource: b.key.Resource}
-	tx = append(tx, types.TransactWriteItem{Put: s.tbl.AuditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
-	cctx, cancel := s.tbl.Call(ctx)
-	defer cancel()
-	if _, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
-		return Classify("top up bucket", err)
+	tx = append(tx, types.TransactWriteItem{Put: s.auditPut(b.ns, sc, "bucket.topup", bucketString(before), fmt.Sprintf("%s+%s", name, formatTokens(amount)))})
+	return s.transact(ctx, "top up bucket", tx)
+}
+
+// mulSat returns a·n, saturating at tokenbucket.MaxMillitokens.
+func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
+	if n <= 1 || a <= 0 {
+		return a
 	}
-	return nil
+	if a > tokenbucket.MaxMillitokens/tokenbucket.Millitokens(n) {
+		return tokenbucket.MaxMillitokens
+	}
+	return a * tokenbucket.Millitokens(n)
 }

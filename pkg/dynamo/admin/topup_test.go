@@ -1,4 +1,4 @@
-package dynamo_test
+package admin_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -26,12 +27,12 @@ func TestTopUpSplitsExactly(t *testing.T) {
 	lim := slowLimit(t, 8)
 	limits := map[string]tokenbucket.Limit{"rps": lim}
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := s.SetShards(ctx, key, 4, limits); err != nil {
+	if err := admin.New(s).SetShards(ctx, key, 4, limits); err != nil {
 		t.Fatal(err)
 	}
 	total := func() tokenbucket.Millitokens {
 		t.Helper()
-		st, err := s.Bucket(ctx, key, limits)
+		st, err := admin.New(s).Bucket(ctx, key, limits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,25 +47,25 @@ func TestTopUpSplitsExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := s.TopUp(ctx, key, "rps", 0, limits); err == nil {
+	if _, _, err := admin.New(s).TopUp(ctx, key, "rps", 0, limits); err == nil {
 		t.Error("TopUp(0) = nil error, want a top-up of at least 1 millitoken")
 	}
 	for _, c := range []struct{ add, want tokenbucket.Millitokens }{{7, 7}, {4000, 4007}} {
-		if _, ok, err := s.TopUp(ctx, key, "rps", c.add, limits); err != nil || !ok {
+		if _, ok, err := admin.New(s).TopUp(ctx, key, "rps", c.add, limits); err != nil || !ok {
 			t.Fatalf("TopUp(%d) = %t, %v", c.add, ok, err)
 		}
 		if got := total(); got != c.want {
 			t.Errorf("after a top-up of %d millitokens: %d, want %d", c.add, got, c.want)
 		}
 	}
-	if _, _, err := s.TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens+1, limits); err == nil {
+	if _, _, err := admin.New(s).TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens+1, limits); err == nil {
 		t.Error("TopUp(MaxMillitokens+1) = nil error, want a top-up of at most MaxMillitokens")
 	}
-	if _, ok, err := s.TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens, limits); err != nil || !ok {
+	if _, ok, err := admin.New(s).TopUp(ctx, key, "rps", tokenbucket.MaxMillitokens, limits); err != nil || !ok {
 		t.Errorf("TopUp(MaxMillitokens) = %t, %v, want it applied", ok, err)
 	}
 	failOn(f, "TransactWriteItems", 0, serverError())
-	if _, _, err := s.TopUp(ctx, key, "rps", 7, limits); err == nil {
+	if _, _, err := admin.New(s).TopUp(ctx, key, "rps", 7, limits); err == nil {
 		t.Error("TopUp() with its transaction failing = nil error")
 	}
 }
@@ -82,19 +83,19 @@ func TestResetTriesThreeTimesAndSetsTTL(t *testing.T) {
 	lim := slowLimit(t, 8)
 	limits := map[string]tokenbucket.Limit{"rps": lim}
 	key := cascade.Key{Entity: "e", Resource: "r"}
-	if err := s.SetShards(ctx, key, 2, limits); err != nil {
+	if err := admin.New(s).SetShards(ctx, key, 2, limits); err != nil {
 		t.Fatal(err)
 	}
 	failOn(f, "TransactWriteItems", 0, transactionCanceled("ConditionalCheckFailed", "None"))
 	before := f.Calls("TransactWriteItems")
-	if _, _, err := s.ResetBucket(ctx, key, limits); err == nil {
+	if _, _, err := admin.New(s).ResetBucket(ctx, key, limits); err == nil {
 		t.Error("ResetBucket() with every condition failing = nil error")
 	}
 	if n := f.Calls("TransactWriteItems") - before; n != 3 {
 		t.Errorf("ResetBucket() tried %d transactions, want 3", n)
 	}
 	f.SetFail(nil)
-	if _, ok, err := s.ResetBucket(ctx, key, limits); err != nil || !ok {
+	if _, ok, err := admin.New(s).ResetBucket(ctx, key, limits); err != nil || !ok {
 		t.Fatalf("ResetBucket() = %t, %v", ok, err)
 	}
 	want := strconv.FormatInt(c.Now().UnixMilli()/1000+7*24*3600, 10)

@@ -1,14 +1,10 @@
-package dynamo
+package admin
 
 import (
 	"errors"
 	"strconv"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
-	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // Scope names where stored limits apply. Exactly one form is valid:
@@ -18,7 +14,7 @@ import (
 // default, resource, system, and finally the plan's own (YAML) limit.
 type Scope struct {
 	// Namespace is the scope's namespace; empty is the store's
-	// (Config.Namespace).
+	// (dynamo.Config.Namespace).
 	Namespace string
 	System    bool
 	Entity    string
@@ -63,43 +59,4 @@ func (sc Scope) String() string {
 	default:
 		return "resource " + strconv.Quote(sc.Resource)
 	}
-}
-
-// AttrLimits is the attribute of a config record (a Scope's) that holds its
-// limits: a map by limit name of capacity, refill amount and refill period.
-const AttrLimits = "limits"
-
-// DecodeLimits decodes the limits a config record stores (AttrLimits), by
-// name, skipping any that is not a valid limit; nil when it has none.
-func DecodeLimits(it map[string]types.AttributeValue) map[string]tokenbucket.Limit {
-	m, ok := it[AttrLimits].(*types.AttributeValueMemberM)
-	if !ok {
-		return nil
-	}
-	out := map[string]tokenbucket.Limit{}
-	for name, av := range m.Value {
-		lm, ok := av.(*types.AttributeValueMemberM)
-		if !ok {
-			continue
-		}
-		l, err := tokenbucket.NewLimit(
-			tokenbucket.Millitokens(item.GetN(lm.Value, "cp")),
-			tokenbucket.Millitokens(item.GetN(lm.Value, "ra")),
-			time.Duration(item.GetN(lm.Value, "rp"))*time.Millisecond)
-		if err == nil {
-			out[name] = l
-		}
-	}
-	return out
-}
-
-// EncodeLimits encodes limits by name as a config record's AttrLimits.
-func EncodeLimits(m map[string]tokenbucket.Limit) types.AttributeValue {
-	out := map[string]types.AttributeValue{}
-	for name, l := range m {
-		out[name] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"cp": item.NumAV(int64(l.Capacity)), "ra": item.NumAV(int64(l.RefillAmount)), "rp": item.NumAV(l.RefillPeriod.Milliseconds()),
-		}}
-	}
-	return &types.AttributeValueMemberM{Value: out}
 }
