@@ -131,3 +131,12 @@ func (w *warming) LastSeen(d *cascade.Debit) (tokenbucket.Millitokens, bool, boo
 	}
 	return 0, false, false
 }
+
+// Demand is this replica's part of the recent demand of d's bucket, as the
+// store saw it; none while it is not open (degrade.Demand).
+func (w *warming) Demand(d *cascade.Debit) (float64, bool) {
+	if st := w.p.Load(); st != nil {
+		return st.Demand(d)
+	}
+	return 0, false
+}

@@ -76,7 +76,7 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 		switch {
 		case err == nil:
 			if old := f.live.Swap(int64(live)); old != int64(live) || changed.IsZero() {
-				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local divides limits by it)")
+				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local shares limits by it)")
 				changed = time.Now()
 			}
 			stale, failing = expired, false

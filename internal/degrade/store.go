@@ -94,6 +94,9 @@ type Config struct {
 	// Probe is how soon a degraded item is first tried again; MaxProbe
 	// bounds the backoff.
 	Probe, MaxProbe time.Duration
+	// Late reports whether this process runs late (see firstProbe; never
+	// when nil).
+	Late func() bool
 	// Idle is how long an item whose debt is paid stays tracked.
 	Idle time.Duration
 	// RepayTimeout bounds one repayment call.
@@ -197,8 +200,8 @@ type item struct {
 // limit is one limit of a tracked item.
 type limit struct {
 	bucket  tokenbucket.Limit // the shared limit
-	n       int               // the fleet size local was made for
-	local   tokenbucket.Limit // bucket divided by n
+	part    portion           // the share of bucket local was made for
+	local   tokenbucket.Limit // part of bucket
 	state   tokenbucket.State // local's level
 	pending tokenbucket.Millitokens
 	// repaying is the part of pending in owed.
@@ -266,7 +269,7 @@ func (s *Store) degrade(plan *cascade.Plan, err error) map[cascade.Key]bool {
 	now := s.nowMs()
 	mark := func(k cascade.Key) {
 		if it := s.track(k, now); it != nil && !it.degraded {
-			it.degraded, it.attempt, it.retryMs = true, 0, now+s.cfg.Probe.Milliseconds()
+			it.degraded, it.attempt, it.retryMs = true, 0, now+s.firstProbe().Milliseconds()
 		}
 	}
 	failed := cascade.ItemErrors(err)
@@ -305,7 +308,7 @@ func (s *Store) track(k cascade.Key, now int64) *item {
 }
 
 // follow brings the local buckets of tracked items down to what the shared
-// store just decided (its remaining tokens divided by the fleet's size),
+// store just decided (this replica's share of its remaining tokens),
 // and records its refusals.
 func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 	now := s.nowMs()
@@ -335,7 +338,7 @@ func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 // answer lags what other replicas admitted locally and have not repaid
 // yet, and the local bucket refills on its own.
 func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
-	share := shared / tokenbucket.Millitokens(l.n)
+	share := l.part.of(shared)
 	if share < l.local.Tokens(l.state, now) {
 		l.state = l.local.Holding(share, now)
 	}

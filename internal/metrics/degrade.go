@@ -67,11 +67,12 @@ func (o *degradeObserver) Lost(tokens tokenbucket.Millitokens, decisions int) {
 	o.lost[1].Add(float64(decisions))
 }
 
-// RegisterFleetSize exports the number of live replicas that
-// ON_UNAVAILABLE=local divides limits by.
+// RegisterFleetSize exports the number of live replicas, N, by which
+// ON_UNAVAILABLE=local bounds a replica's share (at least 1/(4N); 1/N
+// before it has seen an item's demand).
 func RegisterFleetSize(reg prometheus.Registerer, size func() int) {
 	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ratelimit_fleet_size",
-		Help: "Live replicas sharing the store (FLEET_SIZE, or counted by heartbeats): ON_UNAVAILABLE=local gives each 1/N of every limit.",
+		Help: "Live replicas sharing the store (FLEET_SIZE, or counted by heartbeats): ON_UNAVAILABLE=local gives each its part of an item's recent demand, at least 1/(4N) of every limit, and 1/N until it has seen a second of it.",
 	}, func() float64 { return float64(size()) }))
 }
