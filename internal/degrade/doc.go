@@ -35,7 +35,9 @@
 //
 // A local bucket starts from what this replica last saw of the shared one
 // (its share of the tokens of its last image; full at its share when it
-// saw none), refills at its share of the rate and, while the item is
+// saw none; empty while the fleet is not counted, Config.Settled, so that
+// replicas starting together do not each take a burst that is the shared
+// bucket's to give), refills at its share of the rate and, while the item is
 // tracked here, is brought down, never up, to its share of the shared
 // store's answers.
 // A local bucket holds at least one token when the shared one does: a

@@ -89,6 +89,9 @@ type Config struct {
 	ID string
 	// Share returns the number of live replicas (at least 1 is used).
 	Share func() int
+	// Settled reports whether Share's count can be relied on (Fleet.Settled);
+	// until it can, a new local bucket starts empty. Nil: always.
+	Settled func() bool
 	// MaxItems bounds the items tracked at once.
 	MaxItems int
 	// Probe is how soon a degraded item is first tried again; MaxProbe
@@ -117,6 +120,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Share == nil {
 		c.Share = func() int { return 1 }
+	}
+	if c.Settled == nil {
+		c.Settled = func() bool { return true }
 	}
 	if c.MaxItems <= 0 {
 		c.MaxItems = DefaultMaxItems
