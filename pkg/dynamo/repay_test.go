@@ -60,8 +60,8 @@ func TestRepayOnce(t *testing.T) {
 	tests := []struct {
 		name  string
 		fault func(f *dynamotest.Fake, n *atomic.Int64) // on the first try
-		first error                                      // what the first try reports
-		again bool                                       // the second try reports a duplicate
+		first error                                     // what the first try reports
+		again bool                                      // the second try reports a duplicate
 	}{
 		{"answered", nil, nil, true},
 		{"answer lost after it landed", func(f *dynamotest.Fake, n *atomic.Int64) {
