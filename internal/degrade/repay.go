@@ -189,6 +189,7 @@ func (s *Store) repay(ctx context.Context, it *item) {
 		}
 		s.cfg.Observer.Repaid(result)
 		s.kickLocked(it)
+		s.answeredLocked(now)
 	case errors.Is(err, cascade.ErrInvalid) || now > it.owedExp:
 		// Nothing the shared store can take: dropped, not retried forever.
 		tokens, decisions := it.tokens(func(l *limit) tokenbucket.Millitokens { return l.repaying }), it.repaying
@@ -200,12 +201,40 @@ func (s *Store) repay(ctx context.Context, it *item) {
 		}
 	default:
 		// Not taken, or unanswered (it may have landed): the same
-		// repayment, same stamp, again after a backoff.
+		// repayment, same stamp, again after a backoff, or as soon as the
+		// shared store answers another call (answered).
 		it.degraded = true
 		it.attempt++
 		it.retryMs = now + s.backoff(it.attempt).Milliseconds()
+		s.backedOff.Store(true)
 		s.cfg.Observer.Repaid(RepayFailed)
 	}
+}
+
+// answered tells that the shared store answered a call in time: the items
+// whose repayment waits on a backoff after failing are due at once, so
+// that they come back as soon as the store does, not up to
+// Config.MaxProbe later.
+func (s *Store) answered() {
+	if !s.backedOff.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.answeredLocked(s.nowMs())
+	s.mu.Unlock()
+}
+
+// answeredLocked is answered with s.mu held.
+func (s *Store) answeredLocked(now int64) {
+	if !s.backedOff.Swap(false) {
+		return
+	}
+	for _, it := range s.items {
+		if it.attempt > 0 && !it.busy && it.retryMs > now {
+			it.retryMs = now
+		}
+	}
+	s.kick()
 }
 
 // paid takes the repayment in owed off what it owes. Caller holds s.mu.

@@ -177,6 +177,10 @@ type Store struct {
 	items   map[cascade.Key]*item // guarded by mu
 	tracked atomic.Int64          // len(items): the fast path reads it unlocked
 	stamp   int64                 // the last repayment's stamp, unix µs (guarded by mu)
+	// backedOff is set when a repayment failed, so that an answer of the
+	// shared store sends the items that wait on a backoff at once
+	// (answered).
+	backedOff atomic.Bool
 	decided uint64                // local decisions made (guarded by mu)
 	wake    chan struct{}
 }
@@ -241,6 +245,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if err == nil {
 		if s.tracked.Load() > 0 {
 			s.follow(plan, &dec)
+			s.answered()
 		}
 		return dec, nil
 	}
