@@ -10,6 +10,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/lateness"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
@@ -61,6 +62,8 @@ type backendOptions struct {
 	metrics  *metrics.Metrics
 	reg      prometheus.Registerer
 	tracing  *tracing.Provider
+	// late measures how late this process runs (nil: not measured).
+	late *lateness.Meter
 	// names returns the namespaces the live rules name ("" among them):
 	// the namespace registry records a DynamoDB backend follows.
 	names func() []string

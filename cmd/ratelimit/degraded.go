@@ -9,6 +9,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/degrade"
+	"github.com/dynalimit/dynalimit/internal/lateness"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
 )
@@ -31,16 +32,21 @@ type degradedBackend struct {
 
 var _ backend = (*degradedBackend)(nil)
 
-// degraded makes b decide on this replica's share when DynamoDB cannot.
-func degraded(b *dynamoBackend, s config.Settings, reg prometheus.Registerer) *degradedBackend {
+// degraded makes b decide on this replica's share when DynamoDB cannot;
+// an item that degrades while this process runs late by a quarter of
+// BACKEND_TIMEOUT or more (late) is tried again at once.
+func degraded(b *dynamoBackend, s config.Settings, reg prometheus.Registerer, late *lateness.Meter) *degradedBackend {
 	fleet := degrade.NewFleet(s.FleetSize)
 	metrics.RegisterFleetSize(reg, fleet.Size)
 	log := b.log.WithFields(logrus.Fields{"replica": fleet.ID(), "fleet_size": s.FleetSize})
 	return &degradedBackend{
 		dynamoBackend: b,
-		local:         degrade.New(b.w, degrade.Config{ID: fleet.ID(), Share: fleet.Size, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log}),
-		fleet:         fleet,
-		log:           log,
+		local: degrade.New(b.w, degrade.Config{
+			ID: fleet.ID(), Share: fleet.Size, Settled: fleet.Settled, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log,
+			Late: func() bool { return late.Late(s.BackendTimeout) },
+		}),
+		fleet: fleet,
+		log:   log,
 	}
 }
 

@@ -44,7 +44,7 @@ var (
 // ON_UNAVAILABLE=local.
 func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 	s := o.settings
-	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDB(o.reg), tracing.DynamoDB(o.tracing))
+	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDBLate(o.reg, o.late.Late), tracing.DynamoDB(o.tracing))
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb client: %w", err)
 	}
@@ -85,7 +85,7 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 		return dynamo.NewStore(ctx, client, opsCfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
 	})
 	if s.OnUnavailable == config.OnUnavailableLocal {
-		return degraded(b, s, o.reg), nil
+		return degraded(b, s, o.reg, o.late), nil
 	}
 	return b, nil
 }

@@ -26,18 +26,26 @@ func dynamoEnv(t *testing.T, extra ...string) []string {
 // dynamoEnvAt is dynamoEnv on the DynamoDB Local local.
 func dynamoEnvAt(t *testing.T, local *dynamotest.Local, extra ...string) []string {
 	t.Helper()
+	env := tableEnv(t, local.Endpoint(), extra...)
+	local.DropAtCleanup(t, lookup(env)("DYNAMODB_TABLE"))
+	return env
+}
+
+// tableEnv returns the settings of a replica on a new table at the
+// DynamoDB endpoint, with extra, after creating the table as an operator
+// would (ratelimit table create).
+func tableEnv(t *testing.T, endpoint string, extra ...string) []string {
+	t.Helper()
 	env := append([]string{
 		"BACKEND_TYPE=dynamodb",
-		"DYNAMODB_ENDPOINT=" + local.Endpoint(),
+		"DYNAMODB_ENDPOINT=" + endpoint,
 		"DYNAMODB_TABLE=" + dynamotest.TableName(t),
 		"AWS_REGION=us-east-1",
 	}, extra...)
-	getenv := lookup(env)
 	var out bytes.Buffer
-	if code := Main(context.Background(), []string{"table", "create"}, getenv, &out, &out); code != 0 {
+	if code := Main(context.Background(), []string{"table", "create"}, lookup(env), &out, &out); code != 0 {
 		t.Fatalf("ratelimit table create = exit %d:\n%s", code, out.String())
 	}
-	local.DropAtCleanup(t, getenv("DYNAMODB_TABLE"))
 	return env
 }
 

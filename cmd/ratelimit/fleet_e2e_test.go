@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
 )
 
 const fleetConfig = `domain: fleet
@@ -58,7 +60,14 @@ func startFleet(t *testing.T, replicas int, env ...string) *fleet {
 // table, serving the descriptor configuration config.
 func startFleetWith(t *testing.T, config string, replicas int, env ...string) *fleet {
 	t.Helper()
-	return startFleetEnv(t, config, replicas, dynamoEnv(t, append([]string{"LOG_LEVEL=warn"}, env...)...))
+	return startFleetOn(t, localStore{dynamotest.Shared(t)}, config, replicas, env...)
+}
+
+// startFleetOn starts replicas of the binary on one new table of store,
+// serving the descriptor configuration config.
+func startFleetOn(t *testing.T, store fleetStore, config string, replicas int, env ...string) *fleet {
+	t.Helper()
+	return startFleetEnv(t, config, replicas, store.env(t, append([]string{"LOG_LEVEL=warn"}, env...)...))
 }
 
 // startFleetEnv starts replicas of the binary with env (a table's
@@ -148,9 +157,18 @@ func (f *fleet) metric(t *testing.T, name string, match ...string) float64 {
 // of match.
 func scrape(t *testing.T, url, name string, match ...string) float64 {
 	t.Helper()
+	sum, err := scrapeErr(url, name, match...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// scrapeErr is scrape, returning its error.
+func scrapeErr(url, name string, match ...string) (float64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	var sum float64
@@ -172,7 +190,7 @@ lines:
 			sum += v
 		}
 	}
-	return sum
+	return sum, sc.Err()
 }
 
 // allowed returns the answers ON_UNAVAILABLE=allow made on the fleet, and

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/lateness"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/tracing"
@@ -61,6 +62,8 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	// stopped serving (or when run fails before serving).
 	bg := newTasks(context.Background(), p.log)
 	defer bg.stop()
+	late := lateness.New(lateness.DefaultInterval, metrics.ProcessLateness(reg))
+	bg.start("lateness", late.Run)
 
 	if p.config, err = openConfig(s, p.metrics, p.log("config")); err != nil {
 		return err
@@ -76,7 +79,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	defer fail(nil)
 
 	p.backend, err = openBackend(ctx, backendOptions{
-		settings: s, metrics: p.metrics, reg: reg, tracing: p.tracing,
+		settings: s, metrics: p.metrics, reg: reg, tracing: p.tracing, late: late,
 		names: func() []string { return configNamespaces(p.config.Current()) },
 		log:   p.log("store"),
 	})

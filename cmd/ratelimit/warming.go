@@ -95,14 +95,22 @@ func (w *warming) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Deci
 	return st.Acquire(ctx, plan)
 }
 
-// Settle applies a settlement on the store (adjust.Settler,
-// degrade.Shared).
+// Settle applies a settlement on the store (adjust.Settler).
 func (w *warming) Settle(ctx context.Context, s *cascade.Settlement) (cascade.Settled, error) {
 	st := w.store(ctx)
 	if st == nil {
 		return cascade.Settled{}, errWarming
 	}
 	return st.Settle(ctx, s)
+}
+
+// Repay applies a replica's repayment on the store (degrade.Shared).
+func (w *warming) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settled, error) {
+	st := w.store(ctx)
+	if st == nil {
+		return cascade.Settled{}, errWarming
+	}
+	return st.Repay(ctx, r)
 }
 
 // Ancestors returns the stored ancestors of key's entity
@@ -122,4 +130,13 @@ func (w *warming) LastSeen(d *cascade.Debit) (tokenbucket.Millitokens, bool, boo
 		return st.LastSeen(d)
 	}
 	return 0, false, false
+}
+
+// Demand is this replica's part of the recent demand of d's bucket, as the
+// store saw it; none while it is not open (degrade.Demand).
+func (w *warming) Demand(d *cascade.Debit) (float64, bool) {
+	if st := w.p.Load(); st != nil {
+		return st.Demand(d)
+	}
+	return 0, false
 }

@@ -321,6 +321,45 @@ func (failing) Acquire(context.Context, *cascade.Plan) (cascade.Decision, error)
 	return cascade.Decision{}, errDown
 }
 
-func (failing) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+func (failing) Repay(context.Context, *cascade.Repayment) (cascade.Settled, error) {
 	return cascade.Settled{}, errDown
+}
+
+// TestAnswerSendsBackedOffRepayments: an item whose repayments failed
+// waits on a backoff (up to Config.MaxProbe); an answer of the shared store
+// to another call sends its repayment at once, so that it comes back as
+// soon as the store does.
+func TestAnswerSendsBackedOffRepayments(t *testing.T) {
+	synctest.Test(t, testAnswerSendsBackedOffRepayments)
+}
+
+func testAnswerSendsBackedOffRepayments(t *testing.T) {
+	r := newRig(t, 3)
+	var down atomic.Bool
+	down.Store(true)
+	r.fake.SetFailItem(func(_, pk string) error {
+		if down.Load() && strings.Contains(pk, "BUCKET#a#") {
+			return unanswered()
+		}
+		return nil
+	})
+	if _, local := r.decide(t, one("a"), 5); local != 5 {
+		t.Fatalf("%d of 5 decided locally while a's item fails, want all", local)
+	}
+	time.Sleep(2 * time.Second) // repayments fail; the backoff reaches its most
+	synctest.Wait()
+	down.Store(false)
+	time.Sleep(10 * time.Millisecond) // less than any backoff
+	synctest.Wait()
+	if _, local := r.decide(t, one("a"), 1); local != 1 {
+		t.Fatal("a came back before any answer: the test shows nothing")
+	}
+	if _, local := r.decide(t, one("b"), 1); local != 0 { // the store answers
+		t.Fatal("b decided locally")
+	}
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if _, local := r.decide(t, one("a"), 1); local != 0 {
+		t.Errorf("a still decided locally 1 ms after the store answered, want it back: its repayment waited on its backoff")
+	}
 }

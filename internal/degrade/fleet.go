@@ -33,6 +33,7 @@ type Fleet struct {
 	id    string
 	fixed int
 	live  atomic.Int64
+	beats atomic.Int64 // heartbeats that counted the fleet
 }
 
 // NewFleet returns a fleet of fixed replicas (FLEET_SIZE), or counted by
@@ -56,6 +57,13 @@ func (f *Fleet) Size() int {
 	return int(max(f.live.Load(), 1))
 }
 
+// Settled reports whether Size can be relied on: the size is fixed, or
+// this replica has counted the fleet at two heartbeats. Replicas that start
+// together learn of each other at their beats, so the first count may be
+// short of the fleet; by the second (a second later) every replica that
+// started with it has beaten.
+func (f *Fleet) Settled() bool { return f.fixed > 0 || f.beats.Load() >= 2 }
+
 // Beat records this replica's heartbeat every interval until ctx ends
 // (alive for 3 intervals), counting the live replicas each time; a beat
 // that fails keeps the last count and is tried again after 250 ms (the
@@ -75,8 +83,9 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 		live, expired, err := h.Heartbeat(ctx, f.id, 3*interval, stale)
 		switch {
 		case err == nil:
+			f.beats.Add(1)
 			if old := f.live.Swap(int64(live)); old != int64(live) || changed.IsZero() {
-				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local divides limits by it)")
+				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local shares limits by it)")
 				changed = time.Now()
 			}
 			stale, failing = expired, false

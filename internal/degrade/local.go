@@ -11,7 +11,8 @@ import (
 const full = time.Second
 
 // decideLocked decides plan on the local buckets, all-or-nothing as
-// cascade.Decide does, at this replica's share of each limit, and records
+// cascade.Decide does, at this replica's share of each limit (shareOf),
+// and records
 // what it debited as owed to the shared items but those in landed (whose
 // write may have landed: counted there once). Caller holds s.mu.
 func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) cascade.Decision {
@@ -45,7 +46,7 @@ func (s *Store) decideLocked(plan *cascade.Plan, landed map[cascade.Key]bool) ca
 	for i := range dec.Statuses {
 		st := &dec.Statuses[i]
 		st.Bucket = plan.Debits[i].Bucket
-		st.Remaining = mulSat(st.Remaining, n)
+		st.Remaining = lp.lims[lp.slot[i]].part.whole(st.Remaining)
 	}
 	dec.Local = true
 	return dec
@@ -88,7 +89,7 @@ func (s *Store) localPlan(plan *cascade.Plan, now int64, n int) (*local, int64, 
 		if refuses(d) && sn.refused {
 			refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
 		}
-		l := limitOf(it, d, n, now, sn)
+		l := limitOf(it, d, s.shareOf(d, n), now, sn, !s.cfg.Settled())
 		j := indexOf(lp.lims, l)
 		if j < 0 {
 			j = len(lp.lims)
@@ -165,26 +166,33 @@ func (s *Store) owe(lp *local, i int, d *cascade.Debit, landed map[cascade.Key]b
 	}
 }
 
-// limitOf returns it's local bucket for d's limit, made for a fleet of n:
-// a new one starts from sn, what the shared store last showed (divided by
-// n; full when it showed nothing), and one made for another limit or fleet
-// size keeps its tokens in proportion.
-func limitOf(it *item, d *cascade.Debit, n int, now int64, sn seen) *limit {
+// limitOf returns it's local bucket for d's limit, made for share p: a
+// new one starts from sn, what the shared store last showed (its share p
+// of that; full when it showed nothing), and one made for another limit or
+// a share that moved by more than an eighth keeps its tokens in
+// proportion.
+func limitOf(it *item, d *cascade.Debit, p portion, now int64, sn seen, unsettled bool) *limit {
 	l := it.limits[d.Limit]
 	if l == nil {
-		l = &limit{bucket: d.Bucket, n: n, local: divide(d.Bucket, n)}
-		l.state = l.local.Full(now)
-		if sn.ok {
-			l.state = l.local.Holding(sn.tokens/tokenbucket.Millitokens(n), now)
+		l = &limit{bucket: d.Bucket, part: p, local: scale(d.Bucket, p)}
+		switch {
+		case unsettled:
+			// The fleet is not counted yet, so no share of the burst is
+			// known to be this replica's: the burst is the shared
+			// bucket's to give once it answers. Only the refill is.
+			l.state = l.local.Empty(now)
+		case sn.ok:
+			l.state = l.local.Holding(p.of(sn.tokens), now)
+		default:
+			l.state = l.local.Full(now)
 		}
 		it.limits[d.Limit] = l
 		return l
 	}
-	if l.bucket != d.Bucket || l.n != n {
-		tokens := l.local.Tokens(l.state, now)
-		whole := mulSat(tokens, l.n)
-		l.bucket, l.n, l.local = d.Bucket, n, divide(d.Bucket, n)
-		l.state = l.local.Holding(whole/tokenbucket.Millitokens(n), now)
+	if l.bucket != d.Bucket || l.part.moved(p) {
+		all := l.part.whole(l.local.Tokens(l.state, now))
+		l.bucket, l.part, l.local = d.Bucket, p, scale(d.Bucket, p)
+		l.state = l.local.Holding(p.of(all), now)
 	}
 	return l
 }
@@ -199,40 +207,6 @@ type seen struct {
 // oneToken is the least capacity of a local bucket whose shared one holds
 // that much.
 const oneToken = tokenbucket.Millitokens(1000)
-
-// divide returns b's share for one replica of n: capacity and refill
-// divided by n, but a capacity of at least one token (when b holds one), so
-// that a small limit (2 a minute over 3 replicas) still admits a request
-// on each replica rather than none anywhere, and a refill of at least a
-// millitoken.
-//
-// A calendar budget's share is its total divided the same way, granted per
-// period as the shared one is.
-func divide(b tokenbucket.Limit, n int) tokenbucket.Limit {
-	m := tokenbucket.Millitokens(n)
-	if !b.Calendar.IsZero() {
-		l, err := tokenbucket.Budget(max(b.Capacity/m, min(b.Capacity, oneToken)), b.Calendar, b.Carries())
-		if err == nil {
-			return l
-		}
-	}
-	return tokenbucket.Limit{
-		Capacity:     max(b.Capacity/m, min(b.Capacity, oneToken)),
-		RefillAmount: max(b.RefillAmount/m, 1),
-		RefillPeriod: b.RefillPeriod,
-	}
-}
-
-func mulSat(a tokenbucket.Millitokens, n int) tokenbucket.Millitokens {
-	m := tokenbucket.Millitokens(n)
-	switch {
-	case a > 0 && a > tokenbucket.MaxMillitokens/m:
-		return tokenbucket.MaxMillitokens
-	case a < 0 && a < -tokenbucket.MaxMillitokens/m:
-		return -tokenbucket.MaxMillitokens
-	}
-	return a * m
-}
 
 func indexOf(lims []*limit, l *limit) int {
 	for j, x := range lims {

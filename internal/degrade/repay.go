@@ -3,7 +3,6 @@ package degrade
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -134,25 +133,25 @@ func (it *item) inDebt() bool {
 	return false
 }
 
-// repaymentLocked is it's debt as a settlement of a new ID: per limit a
+// repaymentLocked is it's debt as a repayment of a new stamp: per limit a
 // charge of what was debited locally (a refund when refunds were more),
-// a charge of nothing when nothing is owed (a probe). Caller holds s.mu.
-func (s *Store) repaymentLocked(it *item, now int64) *cascade.Settlement {
-	s.seq++
-	st := &cascade.Settlement{
-		ID:      "local-" + s.cfg.ID + "-" + strconv.FormatUint(s.seq, 36),
-		Expires: time.UnixMilli(now).Add(repaymentLife),
-	}
+// a charge of nothing when nothing is owed (a probe). The stamp is this
+// replica's clock in microseconds, higher than every stamp before. Caller
+// holds s.mu.
+func (s *Store) repaymentLocked(it *item, now int64) *cascade.Repayment {
+	s.stamp = max(s.cfg.Now().UnixMicro(), s.stamp+1)
+	r := &cascade.Repayment{Replica: s.cfg.ID, Stamp: s.stamp, Key: it.key}
+	it.owedExp = now + repaymentLife.Milliseconds()
 	for name, l := range it.limits {
 		d := cascade.Debit{Key: it.key, Limit: name, Bucket: l.bucket, Op: cascade.Charge, Amount: l.pending}
 		if l.pending < 0 {
 			d.Op, d.Amount = cascade.Refund, -l.pending
 		}
 		l.repaying = l.pending
-		st.Debits = append(st.Debits, d)
+		r.Debits = append(r.Debits, d)
 	}
 	it.repaying = it.decisions
-	return st
+	return r
 }
 
 // release marks it not busy without a try.
@@ -165,7 +164,7 @@ func (s *Store) release(it *item) {
 // repay sends it's repayment and applies the outcome.
 func (s *Store) repay(ctx context.Context, it *item) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.RepayTimeout)
-	res, err := s.shared.Settle(cctx, it.owed)
+	res, err := s.shared.Repay(cctx, it.owed)
 	cancel()
 	now := s.nowMs()
 	s.mu.Lock()
@@ -190,7 +189,8 @@ func (s *Store) repay(ctx context.Context, it *item) {
 		}
 		s.cfg.Observer.Repaid(result)
 		s.kickLocked(it)
-	case errors.Is(err, cascade.ErrInvalid) || now > it.owed.Expires.UnixMilli():
+		s.answeredLocked(now)
+	case errors.Is(err, cascade.ErrInvalid) || now > it.owedExp:
 		// Nothing the shared store can take: dropped, not retried forever.
 		tokens, decisions := it.tokens(func(l *limit) tokenbucket.Millitokens { return l.repaying }), it.repaying
 		it.paid()
@@ -201,12 +201,40 @@ func (s *Store) repay(ctx context.Context, it *item) {
 		}
 	default:
 		// Not taken, or unanswered (it may have landed): the same
-		// repayment, same ID, again after a backoff.
+		// repayment, same stamp, again after a backoff, or as soon as the
+		// shared store answers another call (answered).
 		it.degraded = true
 		it.attempt++
 		it.retryMs = now + s.backoff(it.attempt).Milliseconds()
+		s.backedOff.Store(true)
 		s.cfg.Observer.Repaid(RepayFailed)
 	}
+}
+
+// answered tells that the shared store answered a call in time: the items
+// whose repayment waits on a backoff after failing are due at once, so
+// that they come back as soon as the store does, not up to
+// Config.MaxProbe later.
+func (s *Store) answered() {
+	if !s.backedOff.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.answeredLocked(s.nowMs())
+	s.mu.Unlock()
+}
+
+// answeredLocked is answered with s.mu held.
+func (s *Store) answeredLocked(now int64) {
+	if !s.backedOff.Swap(false) {
+		return
+	}
+	for _, it := range s.items {
+		if it.attempt > 0 && !it.busy && it.retryMs > now {
+			it.retryMs = now
+		}
+	}
+	s.kick()
 }
 
 // paid takes the repayment in owed off what it owes. Caller holds s.mu.

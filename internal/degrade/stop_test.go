@@ -165,7 +165,7 @@ func TestDroppedRepaymentIsLost(t *testing.T) {
 // invalid.
 type refusing struct{ hanging }
 
-func (refusing) Settle(context.Context, *cascade.Settlement) (cascade.Settled, error) {
+func (refusing) Repay(context.Context, *cascade.Repayment) (cascade.Settled, error) {
 	return cascade.Settled{}, fmt.Errorf("refused: %w", cascade.ErrInvalid)
 }
 
@@ -177,7 +177,7 @@ func (hanging) Acquire(context.Context, *cascade.Plan) (cascade.Decision, error)
 	return cascade.Decision{}, errDown
 }
 
-func (hanging) Settle(ctx context.Context, _ *cascade.Settlement) (cascade.Settled, error) {
+func (hanging) Repay(ctx context.Context, _ *cascade.Repayment) (cascade.Settled, error) {
 	<-ctx.Done()
 	return cascade.Settled{}, ctx.Err()
 }

@@ -34,16 +34,18 @@ const (
 	// refusalWindow is how long a refusal of the shared store stands
 	// locally.
 	refusalWindow = time.Second
-	// repaymentLife is how long the shared store keeps a repayment's ID;
-	// a repayment still failing then is dropped.
+	// repaymentLife is how long a repayment is sent again, from its stamp
+	// (cascade.Repayment: the shared store keeps a stamp longer); one
+	// still failing then is dropped.
 	repaymentLife = time.Hour
 )
 
-// Shared is the store a fleet shares: it decides plans and applies
-// settlements at most once per ID.
+// Shared is the store a fleet shares: it decides plans and applies each
+// replica's repayments once (cascade.Repayment), by the same kind of write
+// that its decisions take.
 type Shared interface {
 	Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decision, error)
-	Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error)
+	Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settled, error)
 }
 
 // Seer is what a shared store can tell of a bucket without a call: the
@@ -87,11 +89,17 @@ type Config struct {
 	ID string
 	// Share returns the number of live replicas (at least 1 is used).
 	Share func() int
+	// Settled reports whether Share's count can be relied on (Fleet.Settled);
+	// until it can, a new local bucket starts empty. Nil: always.
+	Settled func() bool
 	// MaxItems bounds the items tracked at once.
 	MaxItems int
 	// Probe is how soon a degraded item is first tried again; MaxProbe
 	// bounds the backoff.
 	Probe, MaxProbe time.Duration
+	// Late reports whether this process runs late (see firstProbe; never
+	// when nil).
+	Late func() bool
 	// Idle is how long an item whose debt is paid stays tracked.
 	Idle time.Duration
 	// RepayTimeout bounds one repayment call.
@@ -112,6 +120,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Share == nil {
 		c.Share = func() int { return 1 }
+	}
+	if c.Settled == nil {
+		c.Settled = func() bool { return true }
 	}
 	if c.MaxItems <= 0 {
 		c.MaxItems = DefaultMaxItems
@@ -165,7 +176,11 @@ type Store struct {
 	mu      sync.Mutex
 	items   map[cascade.Key]*item // guarded by mu
 	tracked atomic.Int64          // len(items): the fast path reads it unlocked
-	seq     uint64                // repayments issued (guarded by mu)
+	stamp   int64                 // the last repayment's stamp, unix µs (guarded by mu)
+	// backedOff is set when a repayment failed, so that an answer of the
+	// shared store sends the items that wait on a backoff at once
+	// (answered).
+	backedOff atomic.Bool
 	decided uint64                // local decisions made (guarded by mu)
 	wake    chan struct{}
 }
@@ -181,9 +196,11 @@ type item struct {
 	usedMs   int64 // its last local decision
 	busy     bool  // a repayment of it is in flight
 	limits   map[string]*limit
-	// owed is the repayment in flight or to be retried, with its ID: it
-	// is sent again unchanged until it lands.
-	owed *cascade.Settlement
+	// owed is the repayment in flight or to be retried, with its stamp:
+	// it is sent again unchanged until it lands, and expires (dropped)
+	// repaymentLife after it was made.
+	owed    *cascade.Repayment
+	owedExp int64 // unix ms
 	// decisions counts the local decisions whose debits to it are owed,
 	// repaying those of them in owed; owedBy is the last one counted.
 	decisions, repaying int
@@ -193,8 +210,8 @@ type item struct {
 // limit is one limit of a tracked item.
 type limit struct {
 	bucket  tokenbucket.Limit // the shared limit
-	n       int               // the fleet size local was made for
-	local   tokenbucket.Limit // bucket divided by n
+	part    portion           // the share of bucket local was made for
+	local   tokenbucket.Limit // part of bucket
 	state   tokenbucket.State // local's level
 	pending tokenbucket.Millitokens
 	// repaying is the part of pending in owed.
@@ -228,6 +245,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if err == nil {
 		if s.tracked.Load() > 0 {
 			s.follow(plan, &dec)
+			s.answered()
 		}
 		return dec, nil
 	}
@@ -262,7 +280,7 @@ func (s *Store) degrade(plan *cascade.Plan, err error) map[cascade.Key]bool {
 	now := s.nowMs()
 	mark := func(k cascade.Key) {
 		if it := s.track(k, now); it != nil && !it.degraded {
-			it.degraded, it.attempt, it.retryMs = true, 0, now+s.cfg.Probe.Milliseconds()
+			it.degraded, it.attempt, it.retryMs = true, 0, now+s.firstProbe().Milliseconds()
 		}
 	}
 	failed := cascade.ItemErrors(err)
@@ -301,7 +319,7 @@ func (s *Store) track(k cascade.Key, now int64) *item {
 }
 
 // follow brings the local buckets of tracked items down to what the shared
-// store just decided (its remaining tokens divided by the fleet's size),
+// store just decided (this replica's share of its remaining tokens),
 // and records its refusals.
 func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 	now := s.nowMs()
@@ -331,7 +349,7 @@ func (s *Store) follow(plan *cascade.Plan, dec *cascade.Decision) {
 // answer lags what other replicas admitted locally and have not repaid
 // yet, and the local bucket refills on its own.
 func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
-	share := shared / tokenbucket.Millitokens(l.n)
+	share := l.part.of(shared)
 	if share < l.local.Tokens(l.state, now) {
 		l.state = l.local.Holding(share, now)
 	}

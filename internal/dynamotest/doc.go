@@ -11,8 +11,10 @@
 // reason: tests that need DynamoDB never skip.
 //
 // Fake is a DynamoDB in memory for the store's unit tests; Serve puts it
-// behind DynamoDB's HTTP JSON protocol (GetItem and TransactWriteItems) for
-// a binary under test that makes its own client.
+// behind DynamoDB's HTTP JSON protocol (every operation of dynamo.API) for
+// a binary under test that makes its own client, such as a fleet of the
+// ratelimit binary sharing one Fake. Freeze stops it answering for a
+// while, as a DynamoDB Local stopped by SIGSTOP.
 //
 // By default the Fake answers at once and never conflicts or throttles.
 // SetOptions (LikeDynamoDB for all of it at DynamoDB's figures) makes it

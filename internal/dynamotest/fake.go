@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -46,6 +47,7 @@ type Fake struct {
 	rng     *rand.Rand         // the latency draws
 	pending map[string]*txn    // item → the transaction in flight on it
 	buckets map[string]*bucket // partition and kind → its throughput
+	thawAt  time.Time          // calls wait until then (Freeze)
 }
 
 // SetLostItem makes an UpdateItem that applied ask lost, with the item's
@@ -125,6 +127,9 @@ func (f *Fake) enter(ctx context.Context, op string) error {
 	f.calls[op]++
 	fail := f.Fail
 	f.mu.Unlock()
+	if err := f.thaw(ctx); err != nil {
+		return err
+	}
 	if fail != nil {
 		return fail(ctx, op)
 	}

@@ -127,11 +127,19 @@ func (f *Fake) latency(k callKind) time.Duration {
 	return d.draw(f.rng)
 }
 
-// wait waits d through Options.Sleep; a d not above zero returns at once.
+// wait waits d through Options.Sleep, then out any freeze (Freeze); a d
+// not above zero waits only for the freeze.
 func (f *Fake) wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
+	if d > 0 {
+		if err := f.sleep(ctx, d); err != nil {
+			return err
+		}
 	}
+	return f.thaw(ctx)
+}
+
+// sleep waits d through Options.Sleep.
+func (f *Fake) sleep(ctx context.Context, d time.Duration) error {
 	f.mu.Lock()
 	sleep := f.model.Sleep
 	f.mu.Unlock()
@@ -139,6 +147,34 @@ func (f *Fake) wait(ctx context.Context, d time.Duration) error {
 		sleep = timerSleep
 	}
 	return sleep(ctx, d)
+}
+
+// Freeze makes f answer no call for d from now, as a DynamoDB whose
+// process is stopped (SIGSTOP): a call sent meanwhile waits until the
+// freeze ends before it runs, one in flight waits before it answers, and
+// a call whose context ends first returns the context's error. A freeze
+// during a freeze lasts until the later end.
+func (f *Fake) Freeze(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if end := time.Now().Add(d); end.After(f.thawAt) {
+		f.thawAt = end
+	}
+}
+
+// thaw waits until no freeze holds f, or ctx is done.
+func (f *Fake) thaw(ctx context.Context) error {
+	for {
+		f.mu.Lock()
+		left := time.Until(f.thawAt)
+		f.mu.Unlock()
+		if left <= 0 {
+			return nil
+		}
+		if err := f.sleep(ctx, left); err != nil {
+			return err
+		}
+	}
 }
 
 // timerSleep waits d on a timer, or until ctx is done.

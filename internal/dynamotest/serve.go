@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
@@ -22,24 +21,28 @@ import (
 
 // Serve starts an HTTP server speaking DynamoDB's JSON protocol in front of
 // api (a Fake, or a type embedding one), for a process that talks to
-// DynamoDB itself (a client built by dynamo.NewClient on the server's URL):
-// GetItem and TransactWriteItems (Put and Update) are answered by api; any
-// other operation is refused. An error of api is answered as DynamoDB
-// would answer it (a cancelled transaction with its reasons, throttling,
-// a missing table), anything else as a server error. It returns the
-// server's URL; the server stops when t ends.
+// DynamoDB itself (a client built by dynamo.NewClient on the server's URL,
+// or the binary with DYNAMODB_ENDPOINT set to it): every operation of
+// dynamo.API is answered by api, its request decoded into the SDK's input
+// and its output encoded back by their fields (wire.go). An error of api
+// is answered as DynamoDB would answer it (a failed condition or a
+// cancelled transaction with its reasons, throttling, a missing table),
+// anything else as a server error. It returns the server's URL; the server
+// stops when t ends.
 func Serve(t testing.TB, api dynamo.API) string {
 	t.Helper()
+	ops := operations(api)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
-		var in map[string]json.RawMessage
+		_, name, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
 		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = json.Unmarshal(body, &in)
-		}
 		var out any
 		if err == nil {
-			out, err = serveOp(r.Context(), api, op, in)
+			op, ok := ops[name]
+			if !ok {
+				err = &types.InternalServerError{Message: aws.String("dynamotest: Serve does not answer " + name)}
+			} else {
+				out, err = op(r.Context(), body)
+			}
 		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if err != nil {
@@ -54,91 +57,12 @@ func Serve(t testing.TB, api dynamo.API) string {
 	return srv.URL
 }
 
-// serveOp answers one operation.
-func serveOp(ctx context.Context, api dynamo.API, op string, in map[string]json.RawMessage) (any, error) {
-	switch op {
-	case "GetItem":
-		var p struct {
-			TableName string
-			Key       map[string]json.RawMessage
-		}
-		if err := remarshal(in, &p); err != nil {
-			return nil, err
-		}
-		key, err := avMap(p.Key)
-		if err != nil {
-			return nil, err
-		}
-		got, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(p.TableName), Key: key, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return nil, err
-		}
-		if got.Item == nil {
-			return map[string]any{}, nil
-		}
-		return map[string]any{"Item": avMapJSON(got.Item)}, nil
-	case "TransactWriteItems":
-		return serveTransact(ctx, api, in)
-	}
-	return nil, &types.InternalServerError{Message: aws.String("dynamotest: Serve does not answer " + op)}
-}
-
-// txItemJSON is one item of a TransactWriteItems request.
-type txItemJSON struct {
-	TableName                 string
-	Key, Item                 map[string]json.RawMessage
-	ConditionExpression       *string
-	UpdateExpression          *string
-	ExpressionAttributeNames  map[string]string
-	ExpressionAttributeValues map[string]json.RawMessage
-}
-
-func serveTransact(ctx context.Context, api dynamo.API, in map[string]json.RawMessage) (any, error) {
-	var p struct {
-		TransactItems []struct{ Put, Update *txItemJSON }
-	}
-	if err := remarshal(in, &p); err != nil {
-		return nil, err
-	}
-	tx := make([]types.TransactWriteItem, len(p.TransactItems))
-	for i, ti := range p.TransactItems {
-		j := ti.Put
-		if j == nil {
-			j = ti.Update
-		}
-		if j == nil {
-			return nil, errors.New("dynamotest: Serve answers Put and Update only")
-		}
-		key, err := avMap(j.Key)
-		if err == nil && ti.Put != nil {
-			key, err = avMap(j.Item)
-		}
-		values, verr := avMap(j.ExpressionAttributeValues)
-		if err = errors.Join(err, verr); err != nil {
-			return nil, err
-		}
-		if ti.Put != nil {
-			tx[i].Put = &types.Put{TableName: aws.String(j.TableName), Item: key, ConditionExpression: j.ConditionExpression, ExpressionAttributeNames: j.ExpressionAttributeNames, ExpressionAttributeValues: values}
-		} else {
-			tx[i].Update = &types.Update{TableName: aws.String(j.TableName), Key: key, UpdateExpression: j.UpdateExpression, ConditionExpression: j.ConditionExpression, ExpressionAttributeNames: j.ExpressionAttributeNames, ExpressionAttributeValues: values}
-		}
-	}
-	out, err := api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
-	if err != nil {
-		return nil, err
-	}
-	var units float64
-	for _, c := range out.ConsumedCapacity {
-		units += aws.ToFloat64(c.CapacityUnits)
-	}
-	return map[string]any{"ConsumedCapacity": []any{map[string]any{"CapacityUnits": units}}}, nil
-}
-
 // errorBody is DynamoDB's answer to err: its status and JSON body.
 func errorBody(err error) (int, []byte) {
 	body := map[string]any{"message": err.Error()}
 	status, name := http.StatusInternalServerError, "InternalServerError"
 	var tce *types.TransactionCanceledException
+	var ccf *types.ConditionalCheckFailedException
 	var pte *types.ProvisionedThroughputExceededException
 	var te *types.ThrottlingException
 	var tcf *types.TransactionConflictException
@@ -148,9 +72,18 @@ func errorBody(err error) (int, []byte) {
 		status, name = http.StatusBadRequest, "TransactionCanceledException"
 		var reasons []map[string]any
 		for _, r := range tce.CancellationReasons {
-			reasons = append(reasons, map[string]any{"Code": aws.ToString(r.Code)})
+			reason := map[string]any{"Code": aws.ToString(r.Code)}
+			if r.Item != nil {
+				reason["Item"] = avMapJSON(r.Item)
+			}
+			reasons = append(reasons, reason)
 		}
 		body["CancellationReasons"] = reasons
+	case errors.As(err, &ccf):
+		status, name = http.StatusBadRequest, "ConditionalCheckFailedException"
+		if ccf.Item != nil {
+			body["Item"] = avMapJSON(ccf.Item)
+		}
 	case errors.As(err, &pte):
 		status, name = http.StatusBadRequest, "ProvisionedThroughputExceededException"
 	case errors.As(err, &te):
@@ -163,14 +96,6 @@ func errorBody(err error) (int, []byte) {
 	body["__type"] = "com.amazonaws.dynamodb.v20120810#" + name
 	b, _ := json.Marshal(body)
 	return status, b
-}
-
-func remarshal(in map[string]json.RawMessage, v any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
 }
 
 // avMap decodes an item or a key from DynamoDB's JSON ({"S": "x"}, …).

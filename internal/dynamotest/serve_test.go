@@ -12,8 +12,8 @@ import (
 
 // TestServe: a store on an SDK client talking HTTP to Serve's endpoint
 // opens (GetItem of the schema version), applies usage in a transaction,
-// and finds a record applied twice a duplicate (a cancelled transaction's
-// reasons crossing the wire).
+// finds a record applied twice a duplicate (a cancelled transaction's
+// reasons crossing the wire), and reads the usage back (a Query).
 func TestServe(t *testing.T) {
 	f := dynamotest.NewFakeTable(t, "t")
 	client, err := dynamo.NewClient(context.Background(), dynamotest.Serve(t, f), "us-east-1")
@@ -32,7 +32,8 @@ func TestServe(t *testing.T) {
 	if rep, err := usage.Of(s).ApplyUsage(context.Background(), []usage.Entry{rec}); err != nil || rep.Duplicates != 1 {
 		t.Fatalf("ApplyUsage(again) = %+v, %v, want a duplicate", rep, err)
 	}
-	if _, err := usage.Of(s).Usage(context.Background(), "n", "e", "r", usage.Hourly, time.Now()); err == nil {
-		t.Errorf("Usage() through Serve = nil error, want Query refused")
+	snaps, err := usage.Of(s).Usage(context.Background(), "n", "e", "r", usage.Hourly, time.Now().Add(-time.Hour))
+	if err != nil || len(snaps) != 1 {
+		t.Errorf("Usage() through Serve (a Query) = %+v, %v, want the one hour's snapshot", snaps, err)
 	}
 }

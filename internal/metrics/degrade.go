@@ -42,7 +42,7 @@ func DegradeObserver(reg prometheus.Registerer) degrade.Observer {
 		repaid: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			// An older name, kept for the dashboards that query it.
 			Name: "ratelimit_settle_ups_total",
-			Help: "Repayments of what was decided locally, charged to the shared items, by result: applied, duplicate (an earlier try landed unanswered), failed (retried with the same id), dropped.",
+			Help: "Repayments of what was decided locally, charged to the shared items, by result: applied, duplicate (an earlier try landed unanswered), failed (retried with the same stamp), dropped.",
 		}, []string{"result"})),
 	}
 }
@@ -67,11 +67,12 @@ func (o *degradeObserver) Lost(tokens tokenbucket.Millitokens, decisions int) {
 	o.lost[1].Add(float64(decisions))
 }
 
-// RegisterFleetSize exports the number of live replicas that
-// ON_UNAVAILABLE=local divides limits by.
+// RegisterFleetSize exports the number of live replicas, N, by which
+// ON_UNAVAILABLE=local bounds a replica's share (at least 1/(4N); 1/N
+// before it has seen an item's demand).
 func RegisterFleetSize(reg prometheus.Registerer, size func() int) {
 	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ratelimit_fleet_size",
-		Help: "Live replicas sharing the store (FLEET_SIZE, or counted by heartbeats): ON_UNAVAILABLE=local gives each 1/N of every limit.",
+		Help: "Live replicas sharing the store (FLEET_SIZE, or counted by heartbeats): ON_UNAVAILABLE=local gives each its part of an item's recent demand, at least 1/(4N) of every limit, and 1/N until it has seen a second of it.",
 	}, func() float64 { return float64(size()) }))
 }

@@ -37,6 +37,10 @@ type dynamoMetrics struct {
 	calls    *prometheus.CounterVec
 	units    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	timeouts *prometheus.CounterVec
+	// late reports whether the process ran late for a call of a budget
+	// (nil: never).
+	late func(budget time.Duration) bool
 }
 
 func newDynamoMetrics(reg prometheus.Registerer) *dynamoMetrics {
@@ -54,12 +58,21 @@ func newDynamoMetrics(reg prometheus.Registerer) *dynamoMetrics {
 			Help:    "Latency of DynamoDB calls, by operation.",
 			Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .03, .05, .1, .25, 1},
 		}, []string{"operation"})),
+		timeouts: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_dynamodb_timeouts_total",
+			Help: "DynamoDB calls that ran out of their budget (outcome timeout), by operation and cause: process_late when this process ran late by a quarter of the call's time or more (ratelimit_process_lateness_seconds: its own CPU, not DynamoDB), store otherwise.",
+		}, []string{"operation", "cause"})),
 	}
 }
 
 func (m *dynamoMetrics) observe(op string, start time.Time, err error, units float64) {
-	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	m.calls.WithLabelValues(op, dynamoOutcome(err)).Inc()
+	took := time.Since(start)
+	m.duration.WithLabelValues(op).Observe(took.Seconds())
+	outcome := dynamoOutcome(err)
+	m.calls.WithLabelValues(op, outcome).Inc()
+	if outcome == dynamoTimeout {
+		m.timeouts.WithLabelValues(op, timeoutCause(m.late, took)).Inc()
+	}
 	if units > 0 {
 		m.units.WithLabelValues(op).Add(units)
 	}
@@ -106,7 +119,16 @@ func dynamoOutcome(err error) string {
 // Collectors are registered with reg (nil: not registered); two options on
 // one registry share them.
 func DynamoDB(reg prometheus.Registerer) func(*dynamodb.Options) {
+	return DynamoDBLate(reg, nil)
+}
+
+// DynamoDBLate is DynamoDB, with late telling whether this process ran
+// late for a call of a budget (lateness.Meter.Late): a call that runs out
+// of its time then counts as cause="process_late" in
+// ratelimit_dynamodb_timeouts_total (nil: every timeout is the store's).
+func DynamoDBLate(reg prometheus.Registerer, late func(budget time.Duration) bool) func(*dynamodb.Options) {
 	m := newDynamoMetrics(reg)
+	m.late = late
 	mw := middleware.InitializeMiddlewareFunc("ratelimit.metrics", m.handle)
 	return func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {

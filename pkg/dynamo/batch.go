@@ -305,7 +305,7 @@ var errThrottledItem = fmt.Errorf("dynamo: item throttled through the decision's
 // deliver hands each part its decision and remembers the refusals.
 func (s batchWriter) deliver(batch []*part, j *judgement, now int64) {
 	for i, pt := range batch {
-		pt.dec, pt.n, pt.start = j.decs[i], j.n, &j.starts[i]
+		pt.dec, pt.n, pt.start, pt.dup = j.decs[i], j.n, &j.starts[i], j.dups[i]
 		if !pt.dec.Admitted && !pt.hasCost() {
 			cacher(s).rememberRefusal(pt, now)
 		}
@@ -321,9 +321,11 @@ type judgement struct {
 	absent   []bool  // the item does not hold the limit yet
 	used     []int64 // millitokens debited, for the consumption counter
 	decs     []cascade.Decision
-	starts   []partStart // what each part was decided on
-	changed  bool        // some level changes: the batch writes
-	admitted bool        // some part was admitted
+	starts   []partStart           // what each part was decided on
+	changed  bool                  // some level changes, or a repayment stamp: the batch writes
+	admitted bool                  // some part was admitted
+	dups     []bool                // per part: a repayment the item applied already
+	stamps   map[string]stampRange // per replica, the repayment stamps the batch writes
 }
 
 // partStart is what a part was decided on: its plan as decided (amounts in
@@ -345,6 +347,16 @@ func judge(batch []*part, img *item.Image, now int64) *judgement {
 	index := map[string]int{}
 	for _, pt := range batch {
 		q := pt.plan(j.n)
+		dup := pt.repaid(img)
+		switch {
+		case dup:
+			for i := range q.Debits {
+				q.Debits[i].Amount = 0 // applied before: nothing changes
+			}
+		case pt.kind == repayPart:
+			j.addStamp(pt)
+		}
+		j.dups = append(j.dups, dup)
 		slot := make([]int, len(q.Debits))
 		var mine []int // batch indexes of the part's limits, in first-use order
 		for i := range q.Debits {
@@ -383,10 +395,13 @@ func judge(batch []*part, img *item.Image, now int64) *judgement {
 		for m, k := range mine {
 			j.levels[k] = lv[m]
 		}
-		j.count(pt, mine, slot, &dec)
+		if !dup {
+			j.count(pt, mine, slot, &dec)
+		}
 		j.decs = append(j.decs, dec)
 		j.admitted = j.admitted || dec.Admitted
 	}
+	j.changed = len(j.stamps) > 0
 	for k := range j.levels {
 		j.changed = j.changed || j.levels[k].Changed()
 	}
@@ -455,7 +470,7 @@ func (j *judgement) sameOutcome(o *judgement) bool {
 // the condition's range, for which the decisions are the same, so the guess
 // stands.
 func preImage(newImg, guessed *item.Image, j *judgement) *item.Image {
-	pre := &item.Image{Exists: guessed.Exists, Empty: guessed.Empty, ShardCount: j.n, Limits: map[string]item.LimitImage{}}
+	pre := &item.Image{Exists: guessed.Exists, Empty: guessed.Empty, ShardCount: j.n, Limits: map[string]item.LimitImage{}, Repaid: guessed.Repaid}
 	for p, l := range guessed.Limits {
 		pre.Limits[p] = l
 	}
@@ -554,6 +569,7 @@ func (s batchWriter) writeExpr(b bucket, img *item.Image, j *judgement, now int6
 	}
 	e.SetAttr(item.AttrTTL, item.NumAV(fullAt+1))
 	item.StampWriter(e, now)
+	writeStamps(e, img, j, now)
 	return e
 }
 

@@ -1,11 +1,13 @@
 package dynamo
 
 import (
+	"slices"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/demand"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -113,6 +115,9 @@ type caches struct {
 	// forgot holds the images forgotten because a write went unanswered:
 	// no longer what a write conditions on, still what LastSeen reports.
 	forgot *lru[*item.Image]
+	// demand follows this replica's part of each limit's consumption
+	// (Store.Demand); it has a lock of its own.
+	demand *demand.Table
 }
 
 // newCaches returns caches of size entries each, but the rejection cache,
@@ -126,6 +131,7 @@ func newCaches(size, rejections int) caches {
 		ents:    newLRU[cachedEntity](CacheEntity, size),
 		warned:  newLRU[time.Time]("warned", maxWarned),
 		forgot:  newLRU[*item.Image]("forgot", maxForgot),
+		demand:  demand.New(),
 	}
 }
 
@@ -186,12 +192,13 @@ func (s cacher) forgetImage(pk string) {
 	s.images.remove(pk)
 }
 
-// keepImage records img as the last image of pk and learns the shard count
-// it carries.
+// keepImage records img as the last image of pk, learns the shard count
+// it carries, and counts the consumption it shows (Demand).
 func (s cacher) keepImage(b bucket, pk string, img *item.Image) {
 	s.mu.Lock()
 	s.images.add(pk, img)
 	s.mu.Unlock()
+	s.demand.Saw(pk, b.ns, b.key, img, s.nowMs())
 	s.learnImage(b.base, img)
 }
 
@@ -311,23 +318,14 @@ func (s cacher) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	shardOf := make([]int, len(q.Debits))
 	for i := range q.Debits {
 		d := &q.Debits[i]
-		bi := 0
-		for buckets[bi].key != d.Key {
-			bi++
-		}
+		bi := slices.IndexFunc(buckets, func(b bucket) bool { return b.key == d.Key })
 		shardOf[i] = shards[bi]
 		img := imgs[bi]
 		if img != nil && img.Exists && img.ShardCount > 1 {
 			d.Amount = mulSat(d.Amount, img.ShardCount)
 		}
 		k := buckets[bi].base + "\x00" + d.Limit
-		slot[i] = -1
-		for j := range keys {
-			if keys[j] == k {
-				slot[i] = j
-			}
-		}
-		if slot[i] < 0 {
+		if slot[i] = slices.Index(keys, k); slot[i] < 0 {
 			lv, _ := startLevel(img, item.LimitPrefix(d.Limit), d.Bucket, now)
 			slot[i] = len(keys)
 			keys = append(keys, k)
@@ -382,3 +380,12 @@ func (s *Store) KeepEntity(pk string, e Entity, ok bool) {
 
 // cacher reads and fills the store's caches of items, shard counts and refusals (cache.go).
 type cacher struct{ *Store }
+
+// Demand returns this replica's part, 0 to 1, of the recent consumption of
+// debit d's limit, and whether it knows one (package demand: what it
+// debited over what the fleet did, from the images DynamoDB returned, over
+// about the last 5 s). It makes no call: ON_UNAVAILABLE=local sizes an
+// item's local bucket by it.
+func (s *Store) Demand(d *cascade.Debit) (part float64, known bool) {
+	return s.demand.Part(s.ns(d.Key), d)
+}

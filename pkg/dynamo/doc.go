@@ -135,6 +135,21 @@
 // (TransactionConflictException) wrote nothing: the batch reads the item
 // again and retries within its budget, as after a lost race.
 //
+// # Repayments
+//
+// Repay applies a cascade.Repayment, what a replica decided locally on one
+// bucket item while the store did not answer, once per replica and stamp,
+// and not by a transaction: a repayment is a part of the item's lane
+// (repayPart, on shard 0), written by the lane's next conditional
+// UpdateItem with the decisions queued beside it. The write adds its
+// charges as a decision's, sets rp_{replica} (item.RepaidAttr) to the
+// stamp, and conditions on the stored stamp being absent or below it. A
+// batch decided on an image whose stamp for the replica already reaches
+// the repayment's writes nothing of it and reports it a duplicate (an
+// earlier attempt landed unanswered); a failed condition is decided again
+// on what DynamoDB returned. A write drops stamps older than two hours
+// (repaidKeep), on the condition that they are unchanged.
+//
 // # Give-backs
 //
 // Until its give-back lands, a refused plan holds the tokens its consuming

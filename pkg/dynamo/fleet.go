@@ -36,8 +36,8 @@ const (
 // one included, and the ids whose time passed over a minute ago. One
 // UpdateItem of one small item (1 WCU for a fleet of up to about 30
 // replicas): a fleet of N replicas beating every 5 s writes N/5 a second.
-// ON_UNAVAILABLE=local divides every limit by this count while DynamoDB
-// does not answer.
+// ON_UNAVAILABLE=local bounds a replica's share of every limit by this
+// count while DynamoDB does not answer.
 func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, stale []string) (live int, expired []string, err error) {
 	if id == "" || len(id) > MaxReplicaID || item.Esc(id) != id {
 		return 0, nil, fmt.Errorf("dynamo: heartbeat: replica id %q: 1 to %d of [A-Za-z0-9._-]: %w", id, MaxReplicaID, cascade.ErrInvalid)

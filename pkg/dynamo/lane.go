@@ -35,11 +35,16 @@ func (s *Store) bucketsOf(p *cascade.Plan) []bucket {
 			}
 		}
 		if !seen {
-			ns := s.ns(k)
-			out = append(out, bucket{key: k, ns: ns, base: item.NSPart(ns) + "/" + item.Esc(k.Entity) + "#" + item.Esc(k.Resource)})
+			out = append(out, s.bucketOf(k))
 		}
 	}
 	return out
+}
+
+// bucketOf returns the bucket item of key k.
+func (s *Store) bucketOf(k cascade.Key) bucket {
+	ns := s.ns(k)
+	return bucket{key: k, ns: ns, base: item.NSPart(ns) + "/" + item.Esc(k.Entity) + "#" + item.Esc(k.Resource)}
 }
 
 // partKind is what a part is for.
@@ -51,6 +56,9 @@ const (
 	// giveBackPart: the refund of what a part of a refused plan consumed
 	// (compensation), its amounts already scaled (part.scale).
 	giveBackPart
+	// repayPart: a replica's repayment of what it decided locally
+	// (part.repay), always on shard 0, applied once per stamp.
+	repayPart
 )
 
 // part is the debits of one plan on one bucket item: what an item's lane
@@ -64,6 +72,8 @@ type part struct {
 	// shard count (a compensation gives back exactly what was taken).
 	scale int
 	of    *part // the part a compensation gives back for
+	// repay is a repayment's replica and stamp (repayPart only).
+	repay *repayTag
 	// from is the context of the decision the part belongs to, for its
 	// values only (see WithCallContext).
 	from  context.Context
@@ -77,6 +87,7 @@ type part struct {
 	err   error
 	n     int        // shard count the decision was made with
 	start *partStart // what the decision was made on (nil: not by a batch)
+	dup   bool       // a repayment the item had applied: nothing written
 }
 
 // givesBack reports whether pt is a give-back rather than a decision.
@@ -92,7 +103,7 @@ func (pt *part) ended(ctx context.Context) bool {
 // another: a decision with nothing to charge or refund, on a bucket of
 // more than one shard, that has not tried two other shards or all of them.
 func (pt *part) mayTryAnotherShard() bool {
-	return pt.n > 1 && !pt.givesBack() && !pt.hasCost() && !pt.triedShards()
+	return pt.n > 1 && pt.kind == decisionPart && !pt.hasCost() && !pt.triedShards()
 }
 
 // triedShards reports whether pt has tried as many other shards as it may:
@@ -131,7 +142,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 
 func (pt *part) choose(shard int) {
 	pt.shard, pt.pk = shard, pt.b.pk(shard)
-	pt.done, pt.taken, pt.dec, pt.err, pt.start = make(chan struct{}), false, cascade.Decision{}, nil, nil
+	pt.done, pt.taken, pt.dec, pt.err, pt.start, pt.dup = make(chan struct{}), false, cascade.Decision{}, nil, nil, false
 }
 
 // errShardGone ends a batch on a shard that a merge removed (image.gone):
@@ -244,8 +255,9 @@ type lane struct {
 // outcome is what the table holds. A part that charges or refunds is never
 // withdrawn, and is queued again when its item was too busy, for up to
 // four budgets; but a give-back still queued when ctx ends is withdrawn, and
-// one its item kept too busy is not queued again past ctx: it fails as
-// contended, having written nothing, for its owner to try again. A sharded
+// a give-back or a repayment its item kept too busy is not queued again
+// past ctx: it fails as contended, having written nothing, for its owner
+// to try again. A sharded
 // part refused with nothing to charge or refund tries up to two other
 // shards.
 func (s *Store) await(ctx context.Context, pt *part) {
@@ -276,7 +288,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 			<-pt.done
 		}
 		if errors.Is(pt.err, errContended) {
-			if time.Now().Before(costDeadline) && (!pt.givesBack() || ctx.Err() == nil) {
+			if time.Now().Before(costDeadline) && (pt.kind == decisionPart || ctx.Err() == nil) {
 				if errors.Is(pt.err, errShardGone) {
 					s.rehome(pt)
 				} else {

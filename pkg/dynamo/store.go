@@ -459,6 +459,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 		return dec, nil
 	}
 	dec, err := s.decide(ctx, p, buckets)
+	s.demand.Debited(p, &dec, err, s.nowMs())
 	if err != nil {
 		callerKeys(err, plan, p)
 	}

@@ -29,7 +29,17 @@ type Image struct {
 	WroteMs    int64 // the clocks of its last two writers (attrWriter, attrPrevWriter), 0 when absent
 	PrevMs     int64
 	Limits     map[string]LimitImage // by attribute prefix ("b_"+esc(name))
+	Repaid     map[string]int64      // per replica attribute (RepaidAttr), the stamp of its last repayment applied; nil when none
 	AtMs       int64                 // when this replica got the image from DynamoDB (unix ms)
+}
+
+// RepaidStamp returns the stamp of the last repayment the item applied
+// from replica, 0 when none (or the item does not exist).
+func (im *Image) RepaidStamp(replica string) int64 {
+	if im == nil || !im.Exists {
+		return 0
+	}
+	return im.Repaid[RepaidAttr(replica)]
 }
 
 // LimitsOrNil returns the item's limits (nil when it does not exist).
@@ -87,6 +97,14 @@ func Decode(item map[string]types.AttributeValue) (*Image, error) {
 			continue
 		case name == AttrPrevWriter:
 			im.PrevMs, _ = Number(av)
+			continue
+		case strings.HasPrefix(name, AttrRepaidPrefix):
+			if n, ok := Number(av); ok {
+				if im.Repaid == nil {
+					im.Repaid = map[string]int64{}
+				}
+				im.Repaid[name] = n
+			}
 			continue
 		}
 		prefix, field, ok := LimitField(name)

@@ -152,3 +152,12 @@ const (
 	AttrWriter     = "wt"
 	AttrPrevWriter = "wp"
 )
+
+// AttrRepaidPrefix begins the attribute in which a bucket item (shard 0)
+// keeps, per replica, the stamp of the last repayment it applied from that
+// replica: "rp_" + the replica's id (see cascade.Repayment). A write drops
+// the stamps that no repayment can still be sent under.
+const AttrRepaidPrefix = "rp_"
+
+// RepaidAttr is the attribute that holds replica's last repayment stamp.
+func RepaidAttr(replica string) string { return AttrRepaidPrefix + Esc(replica) }
