@@ -181,8 +181,8 @@ type Store struct {
 	// shared store sends the items that wait on a backoff at once
 	// (answered).
 	backedOff atomic.Bool
-	decided uint64                // local decisions made (guarded by mu)
-	wake    chan struct{}
+	decided   uint64 // local decisions made (guarded by mu)
+	wake      chan struct{}
 }
 
 // item is one bucket item tracked here: degraded, owed a debt, or recently
