@@ -74,8 +74,8 @@ func named(t *testing.T, kv ...any) []cascade.NamedLimit {
 // and on DynamoDB Local.
 func TestAncestorsChain(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			s := newStore(t, api, table, newClock())
 			putChain(t, s,
 				// key-1 → proj → acme, every level with limits.
@@ -237,8 +237,8 @@ func TestAncestorsReads(t *testing.T) {
 // fake and on DynamoDB Local.
 func TestPutEntityRefuses(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			s := newStore(t, api, table, newClock())
 			ctx := context.Background()
 			putChain(t, s, chainEntity{id: "a"}, chainEntity{id: "b", parent: "a"}, chainEntity{id: "c", parent: "b"})
@@ -310,8 +310,8 @@ func putRaw(t *testing.T, api dynamo.API, table, id, parent string, cascadeOn bo
 // walk returns. Run on the fake and on DynamoDB Local.
 func TestAncestorsCycleWrittenBehind(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			s := newStore(t, api, table, newClock())
 			putRaw(t, api, table, "x", "y", true)
 			putRaw(t, api, table, "y", "x", true)

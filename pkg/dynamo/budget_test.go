@@ -99,8 +99,8 @@ func TestBudgetBoundaryTwoReplicas(t *testing.T) {
 // operator: exact on both backends.
 func TestBudgetRaiseShowReset(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			c := newClock()
 			s := newStore(t, api, table, c, dynamo.WithPrincipal("alice"))
 			ctx := context.Background()

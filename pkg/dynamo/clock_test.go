@@ -75,7 +75,7 @@ func newSkewedFleetOn(t *testing.T, api dynamo.API, table string, offsetA, offse
 func (fl *skewedFleet) advance(ms int64) {
 	fl.nowMs += ms
 	for i, c := range fl.clocks {
-		c.ms.Store(fl.nowMs + fl.offsets[i])
+		c.Set(fl.nowMs + fl.offsets[i])
 	}
 }
 
@@ -340,8 +340,8 @@ func TestEqualClocksExact(t *testing.T) {
 func TestClockBehindSignal(t *testing.T) {
 	const skew = 150
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			fl := newSkewedFleetOn(t, api, table, skew, 0) // replica 0 is ahead
 			l := mustLimit(t, 1000, time.Second, 0)
 			for range 100 {

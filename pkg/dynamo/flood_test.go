@@ -26,8 +26,8 @@ import (
 func TestFloodKeepsHotCaches(t *testing.T) {
 	const size, flood = 32, 200
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			api, table := be.api(t)
+		t.Run(be.Name, func(t *testing.T) {
+			api, table := be.API(t)
 			c := &counter{API: api}
 			s := newStoreCfg(t, c, dynamo.Config{Table: table, Timeout: 2 * time.Second, RejectionCacheSize: size}, newClock(), dynamo.WithCacheSize(size))
 			plenty, once := mustLimit(t, 1_000_000, time.Second, 0), mustLimit(t, 1, time.Hour, 0)

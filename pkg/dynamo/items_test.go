@@ -13,20 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/dynamotest/rig"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-func fakeTable(t *testing.T) *dynamotest.Fake {
-	t.Helper()
-	f := dynamotest.NewFake()
-	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatalf("CreateTable() = %v", err)
-	}
-	return f
-}
+var fakeTable = rig.FakeTable
 
 func bucketItems(f *dynamotest.Fake) []map[string]types.AttributeValue {
 	var out []map[string]types.AttributeValue

@@ -41,8 +41,8 @@ func TestKeyInjection(t *testing.T) {
 		t.Fatalf("Rate() = %v", err)
 	}
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			c := newClock()
 			s := newStore(t, api, table, c)
 			for _, p := range pairs {
@@ -64,7 +64,7 @@ func TestKeyInjection(t *testing.T) {
 // take the most specific: entity+resource > entity > resource > system >
 // the plan's own.
 func TestConfigResolution(t *testing.T) {
-	api, table := backends()[0].api(t)
+	api, table := backends()[0].API(t)
 	c := newClock()
 	adm := admin.New(newStore(t, api, table, c))
 	ctx := context.Background()

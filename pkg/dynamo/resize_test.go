@@ -83,6 +83,12 @@ func driveRate(t *testing.T, api dynamo.API, table string) (doublings int64, sha
 	key := cascade.Key{Entity: "hot", Resource: "r"}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
 	admitted := admitConcurrently(t, stores, 2, 150, p)
+	// A doubling runs beside the decisions, under the store's life: Close
+	// would cancel one that has not landed yet (on a loaded machine it can
+	// still be under way when the last decision is made).
+	for deadline := time.Now().Add(5 * time.Second); obs[0].doublings.Load()+obs[1].doublings.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	for _, s := range stores {
 		_ = s.Close() // waits for a doubling under way
 	}

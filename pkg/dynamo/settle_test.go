@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/internal/dynamotest/rig"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
@@ -37,14 +38,7 @@ func (l *lossy) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 	return out, err
 }
 
-func newFakeTable(t *testing.T) *dynamotest.Fake {
-	t.Helper()
-	f := dynamotest.NewFake()
-	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
-		t.Fatalf("CreateTable(fake) = %v", err)
-	}
-	return f
-}
+var newFakeTable = rig.FakeTable
 
 func settlement(c *clock, id string, ds ...cascade.Debit) *cascade.Settlement {
 	return &cascade.Settlement{ID: id, Expires: c.Now().Add(time.Hour), Debits: ds}
@@ -231,8 +225,8 @@ func changed(before, after []string) []int {
 // shard the item does not have is settled on shard 0.
 func TestSettleShard(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			api, table := be.api(t)
+		t.Run(be.Name, func(t *testing.T) {
+			api, table := be.API(t)
 			c := newClock()
 			s := newStore(t, api, table, c)
 			lim := mustLimit(t, 100, time.Hour, 0)

@@ -14,8 +14,8 @@ import (
 // the holder moves a checkpoint.
 func TestStreamLease(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			c := newClock()
 			s := newStore(t, api, table, c)
 			ctx := context.Background()

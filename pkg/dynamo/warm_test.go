@@ -22,8 +22,8 @@ import (
 // makes, in 2 to 5 rounds, writing only its own items under the namespace.
 func TestWarm(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			s := newStoreCfg(t, api, dynamo.Config{Table: table, Namespace: "team-a", Timeout: 400 * time.Millisecond}, newClock())
 			f, isFake := api.(*dynamotest.Fake)
 			if isFake {

@@ -26,8 +26,8 @@ import (
 // an item is not written.
 func TestBucketShowAndReset(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			api, table := b.api(t)
+		t.Run(b.Name, func(t *testing.T) {
+			api, table := b.API(t)
 			c := newClock()
 			s := newStore(t, api, table, c, dynamo.WithPrincipal("alice"))
 			ctx := context.Background()
