@@ -72,6 +72,10 @@ func (s *Store) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settle
 	case pt.dup:
 		return cascade.Settled{Duplicate: true}, nil
 	}
+	// What it charged was this replica's demand, decided locally: counted
+	// as its own, or the fleet's count would grow by it alone and this
+	// replica's part read low.
+	s.demand.Debited(p, &pt.dec, nil, s.nowMs())
 	return cascade.Settled{Statuses: pt.dec.Statuses}, nil
 }
 
