@@ -75,8 +75,8 @@ test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
 # a store's decisions, give-backs, degraded modes or the xDS client, and
 # before trusting a new timing-sensitive test (docs/development.md).
 STRESS_COUNT ?= 20
-STRESS_RUN_CMD ?= ^(TestFleet|TestOutageThreeModes|TestWarmingDecidesLocally|TestXDSAdjustmentsReloadConfig)
-STRESS_RUN_DYNAMO ?= ^(TestOverAdmission|TestFaultsOnFake|TestConformance)
+STRESS_RUN_CMD ?= ^(TestFleet|TestDegraded|TestOutageThreeModes|TestWarmingDecidesLocally|TestXDSAdjustmentsReloadConfig)
+STRESS_RUN_DYNAMO ?= ^(TestOverAdmission|TestRepay|TestFaultsOnFake|TestConformance)
 .PHONY: stress
 stress: ## the timing-sensitive tests STRESS_COUNT (20) times under -race with a core kept busy; not part of test
 	@yes > /dev/null & busy=$$!; trap "kill $$busy" EXIT; \
