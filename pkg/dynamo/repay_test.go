@@ -295,3 +295,31 @@ func repayProperty(t *testing.T, seed uint64, model *dynamotest.Options, timeout
 		t.Errorf("seed %d (fail %.2f, lost %.2f): the item counts %d millitokens repaid, want %d: a repayment charged %s", seed, pFail, pLost, got, want.Load(), map[bool]string{true: "twice", false: "never"}[got > want.Load()])
 	}
 }
+
+// TestRepayStaleImageIsStillOnce: a batch decided on an image from before
+// the repayment landed (a read that raced the write, a cache of another
+// instance) does not see the stamp, and would charge again; the write's
+// condition on the stamp refuses it, and the batch, decided again on what
+// DynamoDB returns, finds it a duplicate.
+func TestRepayStaleImageIsStillOnce(t *testing.T) {
+	lim := mustLimit(t, 10, time.Hour, 0)
+	key := cascade.Key{Entity: "e", Resource: "r"}
+	f := newFakeTable(t)
+	c := newClock()
+	a, b := newStore(t, f, "t", c), newStore(t, f, "t", c)
+	check := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "p", Bucket: lim, Op: cascade.Consume, Amount: 1000}}}
+	if _, err := b.Acquire(context.Background(), check); err != nil { // b caches the item as it was
+		t.Fatal(err)
+	}
+	r := repayment("r1", 42, key, lim, 3000)
+	if got, err := a.Repay(context.Background(), r); err != nil || got.Duplicate {
+		t.Fatalf("Repay(a) = %+v, %v, want applied", got, err)
+	}
+	got, err := b.Repay(context.Background(), r)
+	if err != nil || !got.Duplicate {
+		t.Errorf("Repay(b) on its stale image = %+v, %v, want a duplicate", got, err)
+	}
+	if got := consumed(t, f, key, "p"); got != 4000 {
+		t.Errorf("consumed = %d, want 4000 (1000 decided, 3000 repaid once)", got)
+	}
+}
