@@ -19,10 +19,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 
 // The harness the rooms' tests share (internal/dynamotest/rig).
-type (
-	clock   = rig.Clock
-	backend = rig.Backend
-)
+type clock = rig.Clock
 
 var (
 	newClock    = rig.NewClock

@@ -16,10 +16,6 @@ import (
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 
 // The harness the rooms' tests share (internal/dynamotest/rig).
-type (
-	clock   = rig.Clock
-	backend = rig.Backend
-)
 
 var (
 	newClock            = rig.NewClock
