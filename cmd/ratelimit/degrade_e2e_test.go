@@ -232,31 +232,46 @@ func runOutage(t *testing.T, mode string) outageRun {
 
 // TestWarmingDecidesLocally: a replica whose DynamoDB does not answer yet
 // (nothing listens at its endpoint) decides under ON_UNAVAILABLE=local on
-// its own bucket, never an unconditional OK: 3 a minute admits 3 of 5, and
-// each answer says in its dynamic metadata that it was decided locally.
+// its own bucket, never an unconditional OK, and each answer says in its
+// dynamic metadata that it was decided locally. With FLEET_SIZE=1 its share
+// is the whole limit: 3 a minute admits 3 of 5. Without, it has not counted
+// the fleet, so no share of the burst is known to be its own (the burst is
+// the shared bucket's to give once DynamoDB answers): its bucket starts
+// empty and refills at its share, and 5 asked at once are all refused.
 func TestWarmingDecidesLocally(t *testing.T) {
-	env := dynamoEnv(t, "BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE=local")
-	setEnv(env, "DYNAMODB_ENDPOINT", fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t)))
-	dir := t.TempDir()
-	writeConfig(t, dir, "e2e.yaml", e2eConfig)
-	p := startBinaryUnready(t, dir, env...)
-	client := rlsClient(t, p)
-	var codes []pb.RateLimitResponse_Code
-	for range 5 {
-		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-			Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "three")},
-		})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit while DynamoDB is away: %v\n%s", err, p.Output())
-		}
-		codes = append(codes, resp.GetOverallCode())
-		if !resp.GetDynamicMetadata().GetFields()["dynalimit.local"].GetBoolValue() {
-			t.Errorf("answer %d has no dynalimit.local: true in its dynamic metadata: %v", len(codes), resp.GetDynamicMetadata())
-		}
-	}
 	ok := pb.RateLimitResponse_OK
 	over := pb.RateLimitResponse_OVER_LIMIT
-	if want := []pb.RateLimitResponse_Code{ok, ok, ok, over, over}; fmt.Sprint(codes) != fmt.Sprint(want) {
-		t.Errorf("answers while DynamoDB is away = %v, want %v", codes, want)
+	for _, tc := range []struct {
+		name  string
+		fleet []string
+		want  []pb.RateLimitResponse_Code
+	}{
+		{"fleet size set", []string{"FLEET_SIZE=1"}, []pb.RateLimitResponse_Code{ok, ok, ok, over, over}},
+		{"fleet not counted", nil, []pb.RateLimitResponse_Code{over, over, over, over, over}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := dynamoEnv(t, append([]string{"BACKEND_TIMEOUT=100ms", "ON_UNAVAILABLE=local"}, tc.fleet...)...)
+			setEnv(env, "DYNAMODB_ENDPOINT", fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t)))
+			dir := t.TempDir()
+			writeConfig(t, dir, "e2e.yaml", e2eConfig)
+			p := startBinaryUnready(t, dir, env...)
+			client := rlsClient(t, p)
+			var codes []pb.RateLimitResponse_Code
+			for range 5 {
+				resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+					Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "three")},
+				})
+				if err != nil {
+					t.Fatalf("ShouldRateLimit while DynamoDB is away: %v\n%s", err, p.Output())
+				}
+				codes = append(codes, resp.GetOverallCode())
+				if !resp.GetDynamicMetadata().GetFields()["dynalimit.local"].GetBoolValue() {
+					t.Errorf("answer %d has no dynalimit.local: true in its dynamic metadata: %v", len(codes), resp.GetDynamicMetadata())
+				}
+			}
+			if fmt.Sprint(codes) != fmt.Sprint(tc.want) {
+				t.Errorf("answers while DynamoDB is away = %v, want %v", codes, tc.want)
+			}
+		})
 	}
 }
