@@ -94,18 +94,8 @@ func everyLocalTokenChargedOnce(t *testing.T, seed uint64) {
 		mode = []int{storeAnswers, storeRefuses, storeLoses}[rng.IntN(3)]
 		n, pause := rng.IntN(20), time.Duration(rng.IntN(400))*time.Millisecond
 		mu.Unlock()
-		for range n {
-			dec, err := r.store.Acquire(context.Background(), p)
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
-			if dec.Admitted {
-				admitted++
-			}
-			if dec.Local {
-				local++
-			}
-		}
+		ok, l := r.decide(t, p, n)
+		admitted, local = admitted+ok, local+l
 		time.Sleep(pause) // repayments run on the bubble's clock
 		synctest.Wait()
 	}
