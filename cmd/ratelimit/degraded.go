@@ -42,7 +42,7 @@ func degraded(b *dynamoBackend, s config.Settings, reg prometheus.Registerer, la
 	return &degradedBackend{
 		dynamoBackend: b,
 		local: degrade.New(b.w, degrade.Config{
-			ID: fleet.ID(), Share: fleet.Size, Settled: fleet.Settled, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log,
+			ID: fleet.ID(), Share: fleet.Size, Settled: fleet.Settled, Answered: fleet.Answered, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log,
 			Late: func() bool { return late.Late(s.BackendTimeout) },
 		}),
 		fleet: fleet,

@@ -116,6 +116,18 @@ func newRig(t *testing.T, share int) *rig {
 	return &rig{fake: f, shared: shared, store: d, obs: obs, reg: reg, log: hook, stop: stop}
 }
 
+// outage makes d's shared store's failures an outage: a call to it fails
+// (on an item of its own, decided locally), and a second passes, every
+// call in between failing as well. Local buckets with no image then start
+// full at their share.
+func outage(t *testing.T, d *degrade.Store) {
+	t.Helper()
+	if dec, err := d.Acquire(context.Background(), one("outage")); err != nil || !dec.Local {
+		t.Fatalf("the first failed call: %+v, %v; want a local decision", dec, err)
+	}
+	time.Sleep(time.Second)
+}
+
 func key(entity string) cascade.Key { return cascade.Key{Entity: entity, Resource: "api"} }
 
 func one(entity string) *cascade.Plan {
@@ -199,6 +211,44 @@ func testOutageLocalShareThenRepay(t *testing.T) {
 	}
 }
 
+// TestNoImageStartsEmpty: a bucket this replica never saw, failed while
+// the shared store answers this replica's other calls (a slow call, not
+// an outage), starts empty at its share: the shared bucket may be giving
+// its burst to the replicas it answers, so only the refill is this
+// replica's. Once the store has failed every call for a second (an
+// outage: nobody is admitting there), a new bucket starts full at its
+// share.
+func TestNoImageStartsEmpty(t *testing.T) { synctest.Test(t, testNoImageStartsEmpty) }
+
+func testNoImageStartsEmpty(t *testing.T) {
+	r := newRig(t, 2)
+	if ok, _ := r.decide(t, one("seen"), 1); ok != 1 {
+		t.Fatal("the store did not admit")
+	}
+	var cold atomic.Bool
+	cold.Store(true)
+	r.fake.SetFailItem(func(_, pk string) error {
+		if cold.Load() && strings.Contains(pk, "#cold#") {
+			return unanswered()
+		}
+		return nil
+	})
+	if ok, local := r.decide(t, one("cold"), 5); ok != 0 || local != 5 {
+		t.Errorf("a slow call on a bucket never seen: %d of 5 admitted, %d local; want 5 refused locally", ok, local)
+	}
+	if ok, local := r.decide(t, one("seen"), 1); ok != 1 || local != 0 {
+		t.Errorf("another bucket meanwhile: %d admitted, %d local; want the store's admission", ok, local)
+	}
+	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+	outage(t, r.store)
+	if ok, local := r.decide(t, one("new"), 60); ok != 50 || local != 60 {
+		t.Errorf("in an outage, a bucket never seen: %d of 60 admitted, %d local; want 50 (full at half of 100)", ok, local)
+	}
+	r.fake.SetFail(nil)
+	cold.Store(false)
+	r.repaid(t)
+}
+
 // TestThrottledItemAlone: an item DynamoDB keeps throttling is decided
 // locally while other items keep going to DynamoDB, and goes back to
 // DynamoDB within a second of the throttling ending.
@@ -207,6 +257,12 @@ func TestThrottledItemAlone(t *testing.T) { synctest.Test(t, testThrottledItemAl
 func testThrottledItemAlone(t *testing.T) {
 	r := newRig(t, 1)
 	var throttled atomic.Bool
+	// Decided once by the store first: a local bucket starts from the
+	// image (one with none, while DynamoDB answers other calls, starts
+	// empty: the item may be admitting its burst to other replicas).
+	if ok, local := r.decide(t, one("hot"), 1); ok != 1 || local != 0 {
+		t.Fatalf("before the throttling: %d admitted, %d local; want the store's admission", ok, local)
+	}
 	throttled.Store(true)
 	r.fake.SetFailItem(func(op, pk string) error {
 		if throttled.Load() && strings.Contains(pk, "#hot#") {
@@ -234,10 +290,10 @@ func testThrottledItemAlone(t *testing.T) {
 	}
 	t.Logf("back to DynamoDB %v after the throttling ended", time.Since(end).Round(time.Millisecond))
 	r.repaid(t)
-	// 3 local admissions repaid, 1 by the store. (Throttling doubled
-	// the item's shards, which forfeits tokens: at most 96 remain.)
-	if got := r.tokens(t, "hot"); got > 96*token {
-		t.Errorf("hot holds %d, want at most 96 tokens", got)
+	// 3 local admissions repaid, 2 by the store. (Throttling doubled
+	// the item's shards, which forfeits tokens: at most 95 remain.)
+	if got := r.tokens(t, "hot"); got > 95*token {
+		t.Errorf("hot holds %d, want at most 95 tokens", got)
 	}
 }
 
@@ -259,8 +315,18 @@ func testUnknownOutcome(t *testing.T, landed bool) {
 		return nil
 	}
 	if landed {
+		// Decided once by the store first: the local bucket starts from
+		// its image, and the write whose answer is lost is the item's.
+		if ok, local := r.decide(t, one("u"), 1); ok != 1 || local != 0 {
+			t.Fatalf("before the fault: %d admitted, %d local; want the store's admission", ok, local)
+		}
 		r.fake.SetLostItem(fault)
 	} else {
+		// A read that failed says nothing: with no image, the local
+		// bucket starts full only in an outage.
+		r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+		outage(t, r.store)
+		r.fake.SetFail(nil)
 		r.fake.SetFailItem(func(_, pk string) error { return fault(pk) })
 	}
 	ok, local := r.decide(t, one("u"), 1)
@@ -268,8 +334,12 @@ func testUnknownOutcome(t *testing.T, landed bool) {
 		t.Fatalf("%d admitted, %d local; want 1 admitted locally", ok, local)
 	}
 	r.repaid(t)
-	if got := r.tokens(t, "u"); got > 99*token+token/2 || got < 99*token {
-		t.Errorf("the item holds %d, want 99 tokens: the request counted once", got)
+	want := 99 * token
+	if landed {
+		want = 98 * token // the first decision too
+	}
+	if got := r.tokens(t, "u"); got > want+token/2 || got < want {
+		t.Errorf("the item holds %d, want %d: the request counted once", got, want)
 	}
 }
 
@@ -303,13 +373,16 @@ func testRecentRefusalStands(t *testing.T) {
 // TestBoundedItems: past MaxItems a plan that needs another item is
 // refused, never admitted unlimited.
 func TestBoundedItems(t *testing.T) {
-	d := degrade.New(failing{}, degrade.Config{ID: "r", MaxItems: 2})
-	for i, want := range []bool{true, true, false} {
-		dec, err := d.Acquire(context.Background(), one(string(rune('a'+i))))
-		if err != nil || dec.Admitted != want || !dec.Local {
-			t.Errorf("item %d: %+v, %v; want local, admitted %v", i, dec, err, want)
+	synctest.Test(t, func(t *testing.T) {
+		d := degrade.New(failing{}, degrade.Config{ID: "r", MaxItems: 3})
+		outage(t, d) // tracks a third item
+		for i, want := range []bool{true, true, false} {
+			dec, err := d.Acquire(context.Background(), one(string(rune('a'+i))))
+			if err != nil || dec.Admitted != want || !dec.Local {
+				t.Errorf("item %d: %+v, %v; want local, admitted %v", i, dec, err, want)
+			}
 		}
-	}
+	})
 }
 
 // failing is a shared store that never answers.

@@ -34,6 +34,7 @@ type Fleet struct {
 	fixed int
 	live  atomic.Int64
 	beats atomic.Int64 // heartbeats that counted the fleet
+	beat  atomic.Int64 // when the last one did (unix ms)
 }
 
 // NewFleet returns a fleet of fixed replicas (FLEET_SIZE), or counted by
@@ -55,6 +56,16 @@ func (f *Fleet) Size() int {
 		return f.fixed
 	}
 	return int(max(f.live.Load(), 1))
+}
+
+// Answered returns when the shared store last answered a heartbeat of
+// this replica (zero: never; always with a fixed size). A Store takes it
+// as Config.Answered: a store that answers heartbeats is not down.
+func (f *Fleet) Answered() time.Time {
+	if ms := f.beat.Load(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 // Settled reports whether Size can be relied on: the size is fixed, or
@@ -84,6 +95,7 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 		switch {
 		case err == nil:
 			f.beats.Add(1)
+			f.beat.Store(time.Now().UnixMilli())
 			if old := f.live.Swap(int64(live)); old != int64(live) || changed.IsZero() {
 				log.WithFields(logrus.Fields{"replicas": live, "was": old}).Info("fleet size changed (ON_UNAVAILABLE=local shares limits by it)")
 				changed = time.Now()

@@ -88,7 +88,10 @@ func everyLocalTokenChargedOnce(t *testing.T, seed uint64) {
 		return nil
 	})
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key("e"), Limit: "l", Bucket: plenty, Amount: token}}}
-	admitted, local := 0, 0
+	// One answered decision first: the replica then has an image of the
+	// item, so its local buckets start from it (a plenty limit admits
+	// every decision) rather than empty.
+	admitted, local := r.decide(t, p, 1)
 	for range 40 {
 		mu.Lock()
 		mode = []int{storeAnswers, storeRefuses, storeLoses}[rng.IntN(3)]

@@ -172,6 +172,7 @@ func (s *Store) repay(ctx context.Context, it *item) {
 	it.busy = false
 	switch {
 	case err == nil:
+		s.heard()
 		for i, d := range it.owed.Debits {
 			l := it.limits[d.Limit]
 			if !res.Duplicate && i < len(res.Statuses) && l.bucket == d.Bucket {
@@ -203,6 +204,7 @@ func (s *Store) repay(ctx context.Context, it *item) {
 		// Not taken, or unanswered (it may have landed): the same
 		// repayment, same stamp, again after a backoff, or as soon as the
 		// shared store answers another call (answered).
+		s.failing()
 		it.degraded = true
 		it.attempt++
 		it.retryMs = now + s.backoff(it.attempt).Milliseconds()

@@ -30,6 +30,7 @@ func testStopRepays(t *testing.T) {
 		}
 		return unanswered()
 	})
+	outage(t, r.store)
 	ok, local := r.decide(t, one("a"), 20)
 	if ok != 20 || local != 20 {
 		t.Fatalf("during the outage %d admitted, %d local; want 20 admitted locally", ok, local)
@@ -74,6 +75,7 @@ func TestStopWithDynamoDBDownCountsTheLoss(t *testing.T) {
 func testStopCountsTheLoss(t *testing.T) {
 	r := newRig(t, 1)
 	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+	outage(t, r.store)
 	ok, _ := r.decide(t, one("a"), 20)
 	// Two levels: each decision owes a token to both items.
 	two := &cascade.Plan{Debits: []cascade.Debit{
@@ -119,6 +121,7 @@ func TestLastPassWithinDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		d := degrade.New(hanging{}, degrade.Config{ID: "r", Drain: 1500 * time.Millisecond, Observer: metrics.DegradeObserver(reg)})
+		outage(t, d)
 		for range 3 {
 			if dec, err := d.Acquire(context.Background(), one("a")); err != nil || !dec.Admitted {
 				t.Fatalf("%+v, %v; want admitted locally", dec, err)
@@ -143,6 +146,7 @@ func TestDroppedRepaymentIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		d := degrade.New(refusing{}, degrade.Config{ID: "r", Observer: metrics.DegradeObserver(reg)})
+		outage(t, d)
 		for range 2 {
 			if dec, err := d.Acquire(context.Background(), one("a")); err != nil || !dec.Admitted {
 				t.Fatalf("%+v, %v; want admitted locally", dec, err)

@@ -38,6 +38,12 @@ const (
 	// (cascade.Repayment: the shared store keeps a stamp longer); one
 	// still failing then is dropped.
 	repaymentLife = time.Hour
+	// outage is how long the shared store must have failed every call of
+	// this replica before a local bucket with no image starts full at its
+	// share (an outage: nobody is admitting on the shared bucket); until
+	// then it starts empty, as the shared bucket may be admitting its
+	// burst to the replicas it answers.
+	outage = time.Second
 )
 
 // Shared is the store a fleet shares: it decides plans and applies each
@@ -92,6 +98,10 @@ type Config struct {
 	// Settled reports whether Share's count can be relied on (Fleet.Settled);
 	// until it can, a new local bucket starts empty. Nil: always.
 	Settled func() bool
+	// Answered returns when the shared store last answered this replica
+	// outside Acquire and Repay (Fleet.Answered: its heartbeats); zero
+	// when never. Nil: never.
+	Answered func() time.Time
 	// MaxItems bounds the items tracked at once.
 	MaxItems int
 	// Probe is how soon a degraded item is first tried again; MaxProbe
@@ -123,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Settled == nil {
 		c.Settled = func() bool { return true }
+	}
+	if c.Answered == nil {
+		c.Answered = func() time.Time { return time.Time{} }
 	}
 	if c.MaxItems <= 0 {
 		c.MaxItems = DefaultMaxItems
@@ -182,6 +195,10 @@ type Store struct {
 	// (answered).
 	backedOff atomic.Bool
 	decided   uint64 // local decisions made (guarded by mu)
+	// failingMs is when the shared store began to fail this replica's
+	// calls (unix ms): its first failure since it last answered one in
+	// time (New's time until it first does); 0 while it answers.
+	failingMs atomic.Int64
 	wake      chan struct{}
 }
 
@@ -223,6 +240,7 @@ type limit struct {
 func New(shared Shared, cfg Config) *Store {
 	s := &Store{shared: shared, cfg: cfg.withDefaults(), items: map[cascade.Key]*item{}, wake: make(chan struct{}, 1)}
 	s.seer, _ = shared.(Seer)
+	s.failingMs.Store(s.nowMs())
 	return s
 }
 
@@ -243,6 +261,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	}
 	dec, err := s.shared.Acquire(ctx, plan)
 	if err == nil {
+		s.heard()
 		if s.tracked.Load() > 0 {
 			s.follow(plan, &dec)
 			s.answered()
@@ -252,6 +271,7 @@ func (s *Store) Acquire(ctx context.Context, plan *cascade.Plan) (cascade.Decisi
 	if errors.Is(err, cascade.ErrInvalid) || ctx.Err() != nil {
 		return dec, err
 	}
+	s.failing()
 	s.mu.Lock()
 	landed := s.degrade(plan, err)
 	dec = s.decideLocked(plan, landed)
@@ -356,6 +376,41 @@ func (l *limit) lower(shared tokenbucket.Millitokens, now int64) {
 }
 
 func (s *Store) nowMs() int64 { return s.cfg.Now().UnixMilli() }
+
+// heard records that the shared store answered a call in time. It reads
+// the shared word at every decision and writes it only after a failure.
+func (s *Store) heard() {
+	if s.failingMs.Load() != 0 {
+		s.failingMs.Store(0)
+	}
+}
+
+// failing records that the shared store failed a call.
+func (s *Store) failing() { s.failingMs.CompareAndSwap(0, s.nowMs()) }
+
+// startsEmpty reports whether a new local bucket starts empty at now, its
+// refill only being this replica's: while the fleet is not counted yet
+// (Config.Settled) no share of the burst is known to be this replica's;
+// and with no image of the bucket (sn), until the shared store has
+// answered none of this replica's calls (nor heartbeats, Config.Answered)
+// for an outage window, it may be giving the burst to the replicas it
+// answers.
+func (s *Store) startsEmpty(sn seen, now int64) bool {
+	if !s.cfg.Settled() {
+		return true
+	}
+	if sn.ok {
+		return false
+	}
+	since := s.failingMs.Load()
+	if since == 0 {
+		return true
+	}
+	if a := s.cfg.Answered(); !a.IsZero() {
+		since = max(since, a.UnixMilli())
+	}
+	return now-since < outage.Milliseconds()
+}
 
 func (s *Store) share() int { return max(s.cfg.Share(), 1) }
 
