@@ -117,12 +117,14 @@ func newRig(t *testing.T, share int) *rig {
 }
 
 // outage makes d's shared store's failures an outage: a call to it fails
-// (on an item of its own, decided locally), and a second passes, every
+// (a check of an item of its own, decided locally: nothing owed), and a second passes, every
 // call in between failing as well. Local buckets with no image then start
 // full at their share.
 func outage(t *testing.T, d *degrade.Store) {
 	t.Helper()
-	if dec, err := d.Acquire(context.Background(), one("outage")); err != nil || !dec.Local {
+	check := one("outage")
+	check.Debits[0].Op, check.Debits[0].Amount = cascade.Check, 0 // owes nothing
+	if dec, err := d.Acquire(context.Background(), check); err != nil || !dec.Local {
 		t.Fatalf("the first failed call: %+v, %v; want a local decision", dec, err)
 	}
 	time.Sleep(time.Second)
@@ -211,16 +213,16 @@ func testOutageLocalShareThenRepay(t *testing.T) {
 	}
 }
 
-// TestNoImageStartsEmpty: a bucket this replica never saw, failed while
+// TestNoImageStartsBare: a bucket this replica never saw, failed while
 // the shared store answers this replica's other calls (a slow call, not
-// an outage), starts empty at its share: the shared bucket may be giving
-// its burst to the replicas it answers, so only the refill is this
-// replica's. Once the store has failed every call for a second (an
-// outage: nobody is admitting there), a new bucket starts full at its
-// share.
-func TestNoImageStartsEmpty(t *testing.T) { synctest.Test(t, testNoImageStartsEmpty) }
+// an outage), starts bare: holding the one request that made it, as the
+// shared bucket may be giving its burst to the replicas it answers, so
+// only the refill is this replica's. Once the store has failed every call
+// for a second (an outage: nobody is admitting there), a new bucket starts
+// full at its share.
+func TestNoImageStartsBare(t *testing.T) { synctest.Test(t, testNoImageStartsBare) }
 
-func testNoImageStartsEmpty(t *testing.T) {
+func testNoImageStartsBare(t *testing.T) {
 	r := newRig(t, 2)
 	if ok, _ := r.decide(t, one("seen"), 1); ok != 1 {
 		t.Fatal("the store did not admit")
@@ -233,8 +235,8 @@ func testNoImageStartsEmpty(t *testing.T) {
 		}
 		return nil
 	})
-	if ok, local := r.decide(t, one("cold"), 5); ok != 0 || local != 5 {
-		t.Errorf("a slow call on a bucket never seen: %d of 5 admitted, %d local; want 5 refused locally", ok, local)
+	if ok, local := r.decide(t, one("cold"), 5); ok != 1 || local != 5 {
+		t.Errorf("a slow call on a bucket never seen: %d of 5 admitted, %d local; want 1 (the request that made it) and 5 local", ok, local)
 	}
 	if ok, local := r.decide(t, one("seen"), 1); ok != 1 || local != 0 {
 		t.Errorf("another bucket meanwhile: %d admitted, %d local; want the store's admission", ok, local)

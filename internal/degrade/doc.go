@@ -35,14 +35,16 @@
 //
 // A local bucket starts from what this replica last saw of the shared one:
 // its share of the tokens of its last image. One with no image starts
-// empty, its refill only being this replica's, while the shared store may
-// be giving the bucket's burst to the replicas it answers; full at its
-// share once the store has answered none of this replica's calls (nor its
-// heartbeats, Config.Answered) for a second, an outage. While the fleet is not counted (Config.Settled) every
-// new local bucket starts empty, so that replicas starting together do not
-// each take a burst that is the shared bucket's to give. A local bucket
-// refills at its share of the rate and, while the item is tracked here,
-// is brought down, never up, to its share of the shared store's answers.
+// bare, holding only the request that makes it (its refill being this
+// replica's), while the shared store may be giving the bucket's burst to
+// the replicas it answers; full at its share once the store has answered
+// none of this replica's calls (nor its heartbeats, Config.Answered) for
+// a second, an outage. While the fleet is not counted (Config.Settled)
+// every new local bucket starts bare, so that replicas starting together
+// do not each take a burst that is the shared bucket's to give. A local
+// bucket refills at its share of the rate and, while the item is tracked
+// here, is brought down, never up, to its share of the shared store's
+// answers.
 // A local bucket holds at least one token when the shared one does: a
 // limit of 2 a minute over 3 replicas admits one request on each rather
 // than none anywhere. An item the shared store refused within the last second

@@ -89,7 +89,7 @@ func (s *Store) localPlan(plan *cascade.Plan, now int64, n int) (*local, int64, 
 		if refuses(d) && sn.refused {
 			refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
 		}
-		l := limitOf(it, d, s.shareOf(d, n), now, sn, s.startsEmpty(sn, now))
+		l := limitOf(it, d, s.shareOf(d, n), now, sn, s.startsBare(sn, now))
 		j := indexOf(lp.lims, l)
 		if j < 0 {
 			j = len(lp.lims)
@@ -171,13 +171,16 @@ func (s *Store) owe(lp *local, i int, d *cascade.Debit, landed map[cascade.Key]b
 // of that; full when it showed nothing), and one made for another limit or
 // a share that moved by more than an eighth keeps its tokens in
 // proportion.
-func limitOf(it *item, d *cascade.Debit, p portion, now int64, sn seen, empty bool) *limit {
+func limitOf(it *item, d *cascade.Debit, p portion, now int64, sn seen, bare bool) *limit {
 	l := it.limits[d.Limit]
 	if l == nil {
 		l = &limit{bucket: d.Bucket, part: p, local: scale(d.Bucket, p)}
 		switch {
-		case empty:
-			l.state = l.local.Empty(now)
+		case bare:
+			// Only the request that made it: the burst is the shared
+			// bucket's to give (startsBare); the refill is this
+			// replica's.
+			l.state = l.local.Holding(min(max(d.Amount, 0), l.local.Capacity), now)
 		case sn.ok:
 			l.state = l.local.Holding(p.of(sn.tokens), now)
 		default:

@@ -41,8 +41,8 @@ const (
 	// outage is how long the shared store must have failed every call of
 	// this replica before a local bucket with no image starts full at its
 	// share (an outage: nobody is admitting on the shared bucket); until
-	// then it starts empty, as the shared bucket may be admitting its
-	// burst to the replicas it answers.
+	// then it starts bare (startsBare), as the shared bucket may be
+	// admitting its burst to the replicas it answers.
 	outage = time.Second
 )
 
@@ -96,7 +96,7 @@ type Config struct {
 	// Share returns the number of live replicas (at least 1 is used).
 	Share func() int
 	// Settled reports whether Share's count can be relied on (Fleet.Settled);
-	// until it can, a new local bucket starts empty. Nil: always.
+	// until it can, a new local bucket starts bare (startsBare). Nil: always.
 	Settled func() bool
 	// Answered returns when the shared store last answered this replica
 	// outside Acquire and Repay (Fleet.Answered: its heartbeats); zero
@@ -388,14 +388,16 @@ func (s *Store) heard() {
 // failing records that the shared store failed a call.
 func (s *Store) failing() { s.failingMs.CompareAndSwap(0, s.nowMs()) }
 
-// startsEmpty reports whether a new local bucket starts empty at now, its
-// refill only being this replica's: while the fleet is not counted yet
+// startsBare reports whether a new local bucket starts bare at now:
+// holding only the request that makes it, the refill alone being this
+// replica's (a limit of a few a minute still admits that one request on
+// each replica, so a new API key is not refused for a slow call). While the fleet is not counted yet
 // (Config.Settled) no share of the burst is known to be this replica's;
 // and with no image of the bucket (sn), until the shared store has
 // answered none of this replica's calls (nor heartbeats, Config.Answered)
 // for an outage window, it may be giving the burst to the replicas it
 // answers.
-func (s *Store) startsEmpty(sn seen, now int64) bool {
+func (s *Store) startsBare(sn seen, now int64) bool {
 	if !s.cfg.Settled() {
 		return true
 	}
