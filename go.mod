@@ -24,6 +24,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/statsd_exporter v0.31.0
+	github.com/redis/rueidis v1.0.79
 	github.com/sirupsen/logrus v1.10.2
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0

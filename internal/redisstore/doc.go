@@ -1,0 +1,41 @@
+// Package redisstore is the Redis store (BACKEND_TYPE=redis): a fleet's
+// bucket levels in the Redis its operators already run, decided with the
+// same exact token buckets as the other stores.
+//
+// # One call per batch of plans
+//
+// Every decision runs in Redis, in one call of one server-side script
+// (decide.lua, sent by its SHA): it reads the levels of every limit of the
+// plans it is given, decides each plan at Redis's own clock (TIME: the
+// replicas' clocks do not matter) with the integer GCRA of
+// pkg/tokenbucket, in millitokens and 128-bit levels, and writes a plan's
+// levels only if it is admitted (charges and refunds are applied
+// regardless), all or nothing. The plans waiting on one item share a call
+// (lanes): while a call for a key is in flight, the plans that arrive for
+// it wait and go together in the next one.
+//
+// The script answers the levels each plan saw and the clock it decided
+// at; this package runs cascade.Decide again on them to tell every status
+// (remaining, retry-after, reset), so a status is computed by one piece of
+// Go, and a script whose admission differs from it is a reported error,
+// never an answer.
+//
+// # Keys
+//
+// A bucket item is one hash: per limit, its level and the limit it was
+// written under (a level is restated when the limit changes, as on the
+// other stores). Its key starts with Prefix and the namespace, then its
+// hash tag (a hash of the item's own key: its cluster slot) and its entity
+// and resource, each part escaped and length-prefixed, so that no
+// descriptor value can forge or collide with another key. A hash expires
+// once every limit on it would be full again.
+//
+// # Failures
+//
+// Every call has a deadline (Config.Timeout) that covers the wait for a
+// connection, the write and the read, and at most Config.MaxInFlight calls
+// are in flight; a lane holds at most maxQueue plans. A call that fails
+// fails its plans with an error wrapping ErrUnavailable (and
+// cascade.ErrMayHaveLanded when it may have run): the service applies
+// ON_UNAVAILABLE. Never is an error an admission.
+package redisstore

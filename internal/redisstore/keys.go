@@ -1,0 +1,102 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
+
+// Prefix starts every key the store writes.
+const Prefix = "dl:"
+
+// keyspace names the store's keys in Redis. Every key starts with Prefix
+// and the namespace; a bucket's key then carries its hash tag (its
+// cluster slot: a hash of the bucket's own key, so that an item is one key
+// whatever request, settlement or command names it) and its entity and
+// resource. Each part is escaped ({, } and % as %7B, %7D, %25:
+// the tag is a key's only braces) and length-prefixed, so that no value
+// can end one part and start the next: two keys are equal only when every
+// part is.
+type keyspace struct {
+	ns string // the deployment's namespace, for keys that name none
+}
+
+// part appends s to b escaped and length-prefixed: "<len>:<escaped>".
+func part(b *strings.Builder, s string) {
+	n := len(s) + 2*strings.Count(s, "{") + 2*strings.Count(s, "}") + 2*strings.Count(s, "%")
+	b.WriteString(strconv.Itoa(n))
+	b.WriteByte(':')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		case '%':
+			b.WriteString("%25")
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// namespace is k's namespace, the deployment's when k names none.
+func (ks keyspace) namespace(k cascade.Key) string {
+	if k.Namespace != "" {
+		return k.Namespace
+	}
+	return ks.ns
+}
+
+// tag is the hash tag of k's bucket: 16 hex digits of a hash of its
+// namespace, entity and resource (hex holds no brace).
+func (ks keyspace) tag(root cascade.Key) string {
+	h := sha256.New()
+	var b strings.Builder
+	part(&b, ks.namespace(root))
+	part(&b, root.Entity)
+	part(&b, root.Resource)
+	h.Write([]byte(b.String()))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// head is a key's start: the prefix, the namespace and the tag.
+func (ks keyspace) head(b *strings.Builder, ns, tag string) {
+	b.WriteString(Prefix)
+	part(b, ns)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteByte('}')
+}
+
+// bucket is the key of k's bucket hash.
+func (ks keyspace) bucket(k cascade.Key) string {
+	var b strings.Builder
+	ks.head(&b, ks.namespace(k), ks.tag(k))
+	b.WriteByte('b')
+	part(&b, k.Entity)
+	part(&b, k.Resource)
+	return b.String()
+}
+
+// settled is the key that records settlement id as applied to the items
+// in the slot of tag, in namespace ns.
+func (ks keyspace) settled(ns, tag, id string) string {
+	var b strings.Builder
+	ks.head(&b, ns, tag)
+	b.WriteByte('s')
+	part(&b, id)
+	return b.String()
+}
+
+// fleet is the key of the namespace's replica heartbeats.
+func (ks keyspace) fleet() string {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	part(&b, ks.ns)
+	b.WriteString("fleet")
+	return b.String()
+}

@@ -1,0 +1,83 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
+
+const (
+	// settledMargin is how long past its Expires a settlement's ID is
+	// kept: replicas' clocks differ from Redis's by less.
+	settledMargin = time.Minute
+	// repaidKeep is how long a bucket hash keeps a replica's repayment
+	// stamp at least (cascade.Repayment: an hour after it, and more).
+	repaidKeep = 2 * time.Hour
+)
+
+// Settle applies st once per ID: in the same call of the script as its
+// charges and refunds, a key recording the ID in the deployment's
+// namespace (kept until st.Expires and a minute) is written, and a later
+// Settle of the ID finds it and is a duplicate.
+func (s *Store) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error) {
+	if err := ctx.Err(); err != nil {
+		return cascade.Settled{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	if st == nil {
+		return cascade.Settled{}, fmt.Errorf("redisstore: settle: nil settlement: %w", cascade.ErrSettlement)
+	}
+	if err := st.Validate(); err != nil {
+		return cascade.Settled{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	debits := make([]cascade.Debit, len(st.Debits))
+	for i, d := range st.Debits {
+		if err := d.Bucket.Validate(); err != nil {
+			return cascade.Settled{}, fmt.Errorf("redisstore: settle %q: debit %d of %s: %w: %w", st.ID, i, d.Limit, cascade.ErrSettlement, err)
+		}
+		d.Role = cascade.Advisory // a settlement is never refused
+		debits[i] = d
+	}
+	keep := time.Until(st.Expires) + settledMargin
+	if s.cfg.Now != nil {
+		keep = st.Expires.Sub(s.cfg.Now()) + settledMargin
+	}
+	j := &job{kind: kindSettle, debits: debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(cascade.Key{Entity: st.ID}), st.ID), keepMs: max(keep.Milliseconds(), 1)}
+	return s.applyOnce(ctx, j)
+}
+
+// Repay applies r once per replica stamp, in the same call of the script
+// as the item's decisions: the hash keeps the replica's highest stamp
+// applied, and a repayment whose stamp is not higher is a duplicate.
+func (s *Store) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settled, error) {
+	if err := ctx.Err(); err != nil {
+		return cascade.Settled{}, fmt.Errorf("redisstore: repay: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return cascade.Settled{}, fmt.Errorf("redisstore: repay: %w", err)
+	}
+	debits := make([]cascade.Debit, len(r.Debits))
+	for i, d := range r.Debits {
+		if err := d.Bucket.Validate(); err != nil {
+			return cascade.Settled{}, fmt.Errorf("redisstore: repay: debit %d of %s: %w: %w", i, d.Limit, cascade.ErrRepayment, err)
+		}
+		d.Role = cascade.Advisory // a repayment is never refused
+		debits[i] = d
+	}
+	j := &job{kind: kindRepay, debits: debits, item: r.Key, stampField: "p" + r.Replica, stamp: r.Stamp, keepMs: repaidKeep.Milliseconds()}
+	return s.applyOnce(ctx, j)
+}
+
+// applyOnce decides a settlement or a repayment job.
+func (s *Store) applyOnce(ctx context.Context, j *job) (cascade.Settled, error) {
+	dec, err := s.decide(ctx, j)
+	if errors.Is(err, errDuplicate) {
+		return cascade.Settled{Duplicate: true}, nil
+	}
+	if err != nil {
+		return cascade.Settled{}, err
+	}
+	return cascade.Settled{Statuses: dec.Statuses}, nil
+}
