@@ -18,12 +18,23 @@ import (
 // (ON_UNAVAILABLE=local counts the fleet by it).
 const heartbeatInterval = 5 * time.Second
 
-// degradedBackend is DynamoDB under ON_UNAVAILABLE=local: what DynamoDB
-// cannot decide, this replica decides on its share of the fleet, through
-// internal/degrade, which repays in the background; the fleet is
+// sharedBackend is a backend on a store the fleet shares (DynamoDB,
+// Redis), which a degraded backend wraps.
+type sharedBackend interface {
+	backend
+	// shared is the store degrade decides on and repays to.
+	shared() degrade.Shared
+	// heart returns the store heartbeats are recorded in once it is open;
+	// nil if ctx ends first.
+	heart(ctx context.Context) degrade.Heart
+}
+
+// degradedBackend is a shared store under ON_UNAVAILABLE=local: what the
+// store cannot decide, this replica decides on its share of the fleet,
+// through internal/degrade, which repays in the background; the fleet is
 // counted by heartbeats unless FLEET_SIZE fixes it.
 type degradedBackend struct {
-	*dynamoBackend
+	sharedBackend
 	local *degrade.Store
 	fleet *degrade.Fleet
 	// log names the replica and the fleet size.
@@ -32,16 +43,16 @@ type degradedBackend struct {
 
 var _ backend = (*degradedBackend)(nil)
 
-// degraded makes b decide on this replica's share when DynamoDB cannot;
+// degraded makes b decide on this replica's share when its store cannot;
 // an item that degrades while this process runs late by a quarter of
 // BACKEND_TIMEOUT or more (late) is tried again at once.
-func degraded(b *dynamoBackend, s config.Settings, reg prometheus.Registerer, late *lateness.Meter) *degradedBackend {
+func degraded(b sharedBackend, s config.Settings, reg prometheus.Registerer, late *lateness.Meter, log *logrus.Entry) *degradedBackend {
 	fleet := degrade.NewFleet(s.FleetSize)
 	metrics.RegisterFleetSize(reg, fleet.Size)
-	log := b.log.WithFields(logrus.Fields{"replica": fleet.ID(), "fleet_size": s.FleetSize})
+	log = log.WithFields(logrus.Fields{"replica": fleet.ID(), "fleet_size": s.FleetSize})
 	return &degradedBackend{
-		dynamoBackend: b,
-		local: degrade.New(b.w, degrade.Config{
+		sharedBackend: b,
+		local: degrade.New(b.shared(), degrade.Config{
 			ID: fleet.ID(), Share: fleet.Size, Settled: fleet.Settled, Answered: fleet.Answered, Observer: metrics.DegradeObserver(reg), Drain: s.ShutdownTimeout, Log: log,
 			Late: func() bool { return late.Late(s.BackendTimeout) },
 		}),
@@ -50,27 +61,27 @@ func degraded(b *dynamoBackend, s config.Settings, reg prometheus.Registerer, la
 	}
 }
 
-// Store decides on DynamoDB, or locally what DynamoDB cannot.
+// Store decides on the shared store, or locally what it cannot.
 func (b *degradedBackend) Store() service.Store { return b.local }
 
-// Run follows the namespace registry, repays what was decided
-// locally, and beats the fleet's heartbeat, until ctx ends.
+// Run does the store's own work, repays what was decided locally, and
+// beats the fleet's heartbeat, until ctx ends.
 func (b *degradedBackend) Run(ctx context.Context) error {
 	return runTasks(ctx, b.taskLog, map[string]func(context.Context) error{
-		"namespaces": b.dynamoBackend.Run,
-		"repay":      b.local.Run,
-		"heartbeat":  b.beat,
+		"store":     b.sharedBackend.Run,
+		"repay":     b.local.Run,
+		"heartbeat": b.beat,
 	})
 }
 
 // beat records this replica in the fleet record once the store is open,
 // every heartbeatInterval, until ctx ends (degrade.Fleet.Beat).
 func (b *degradedBackend) beat(ctx context.Context) error {
-	st := b.w.await(ctx)
-	if st == nil {
+	h := b.heart(ctx)
+	if h == nil {
 		return nil
 	}
-	return b.fleet.Beat(ctx, st, heartbeatInterval, b.log)
+	return b.fleet.Beat(ctx, h, heartbeatInterval, b.log)
 }
 
 func (b *degradedBackend) taskLog(name string) *logrus.Entry { return b.log.WithField("task", name) }

@@ -11,6 +11,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
+	"github.com/dynalimit/dynalimit/internal/degrade"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
@@ -85,13 +86,24 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 		return dynamo.NewStore(ctx, client, opsCfg, dynamo.WithLogger(log), dynamo.WithCallContext(tracing.CallContext), dynamo.WithPrincipal(principal))
 	})
 	if s.OnUnavailable == config.OnUnavailableLocal {
-		return degraded(b, s, o.reg, o.late), nil
+		return degraded(b, s, o.reg, o.late, b.log), nil
 	}
 	return b, nil
 }
 
 // Store is the store, waited for while it opens (warming).
 func (b *dynamoBackend) Store() service.Store { return b.w }
+
+// shared is the store, waited for while it opens (degrade.Shared).
+func (b *dynamoBackend) shared() degrade.Shared { return b.w }
+
+// heart is the store once it is open; nil if ctx ends first.
+func (b *dynamoBackend) heart(ctx context.Context) degrade.Heart {
+	if st := b.w.await(ctx); st != nil {
+		return st
+	}
+	return nil
+}
 
 // Settler is the store, waited for while it opens.
 func (b *dynamoBackend) Settler() adjust.Settler { return b.w }

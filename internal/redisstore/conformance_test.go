@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -16,6 +17,13 @@ import (
 
 // server starts a redis-server for t and returns a client of it.
 func server(t *testing.T) rueidis.Client {
+	t.Helper()
+	c, _ := serverProc(t)
+	return c
+}
+
+// serverProc is server, with the server's process.
+func serverProc(t *testing.T) (rueidis.Client, *os.Process) {
 	t.Helper()
 	port := testutil.FreePort(t)
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
@@ -36,7 +44,7 @@ func server(t *testing.T) rueidis.Client {
 		t.Fatalf("client: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return c, cmd.Process
 }
 
 func TestConformance(t *testing.T) {

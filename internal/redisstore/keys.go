@@ -24,8 +24,8 @@ type keyspace struct {
 	ns string // the deployment's namespace, for keys that name none
 }
 
-// part appends s to b escaped and length-prefixed: "<len>:<escaped>".
-func part(b *strings.Builder, s string) {
+// keyPart appends s to b escaped and length-prefixed: "<len>:<escaped>".
+func keyPart(b *strings.Builder, s string) {
 	n := len(s) + 2*strings.Count(s, "{") + 2*strings.Count(s, "}") + 2*strings.Count(s, "%")
 	b.WriteString(strconv.Itoa(n))
 	b.WriteByte(':')
@@ -56,9 +56,9 @@ func (ks keyspace) namespace(k cascade.Key) string {
 func (ks keyspace) tag(root cascade.Key) string {
 	h := sha256.New()
 	var b strings.Builder
-	part(&b, ks.namespace(root))
-	part(&b, root.Entity)
-	part(&b, root.Resource)
+	keyPart(&b, ks.namespace(root))
+	keyPart(&b, root.Entity)
+	keyPart(&b, root.Resource)
 	h.Write([]byte(b.String()))
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
@@ -66,7 +66,7 @@ func (ks keyspace) tag(root cascade.Key) string {
 // head is a key's start: the prefix, the namespace and the tag.
 func (ks keyspace) head(b *strings.Builder, ns, tag string) {
 	b.WriteString(Prefix)
-	part(b, ns)
+	keyPart(b, ns)
 	b.WriteByte('{')
 	b.WriteString(tag)
 	b.WriteByte('}')
@@ -77,8 +77,8 @@ func (ks keyspace) bucket(k cascade.Key) string {
 	var b strings.Builder
 	ks.head(&b, ks.namespace(k), ks.tag(k))
 	b.WriteByte('b')
-	part(&b, k.Entity)
-	part(&b, k.Resource)
+	keyPart(&b, k.Entity)
+	keyPart(&b, k.Resource)
 	return b.String()
 }
 
@@ -88,7 +88,7 @@ func (ks keyspace) settled(ns, tag, id string) string {
 	var b strings.Builder
 	ks.head(&b, ns, tag)
 	b.WriteByte('s')
-	part(&b, id)
+	keyPart(&b, id)
 	return b.String()
 }
 
@@ -96,7 +96,7 @@ func (ks keyspace) settled(ns, tag, id string) string {
 func (ks keyspace) fleet() string {
 	var b strings.Builder
 	b.WriteString(Prefix)
-	part(&b, ks.ns)
+	keyPart(&b, ks.ns)
 	b.WriteString("fleet")
 	return b.String()
 }

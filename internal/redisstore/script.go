@@ -191,7 +191,11 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	for _, j := range jobs {
 		args = j.args(args, keyIndex, s.keys, est)
 	}
-	msgs, err := decideScript.Exec(ctx, s.client, keys, args).ToArray()
+	c, err := s.conn()
+	if err != nil {
+		return err
+	}
+	msgs, err := decideScript.Exec(ctx, c, keys, args).ToArray()
 	if err != nil {
 		return err
 	}

@@ -44,8 +44,35 @@ func (s *Store) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Set
 	if s.cfg.Now != nil {
 		keep = st.Expires.Sub(s.cfg.Now()) + settledMargin
 	}
+	if s.clustered() && len(debits) > 0 {
+		return s.settleParts(ctx, st.ID, debits, max(keep.Milliseconds(), 1))
+	}
 	j := &job{kind: kindSettle, debits: debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(cascade.Key{Entity: st.ID}), st.ID), keepMs: max(keep.Milliseconds(), 1)}
 	return s.applyOnce(ctx, j)
+}
+
+// settleParts settles on a cluster: each slot's part once, by a key of
+// the ID in that slot (a settlement's parts are applied one by one; one
+// applied before is a duplicate there).
+func (s *Store) settleParts(ctx context.Context, id string, debits []cascade.Debit, keepMs int64) (cascade.Settled, error) {
+	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(debits))}
+	for _, p := range s.parts(debits) {
+		j := &job{kind: kindSettle, debits: p.debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(p.debits[0].Key), id), keepMs: keepMs}
+		res, err := s.applyOnce(ctx, j)
+		if err != nil {
+			return cascade.Settled{}, err
+		}
+		if !res.Duplicate {
+			out.Duplicate = false
+			for i, at := range p.idx {
+				out.Statuses[at] = res.Statuses[i]
+			}
+		}
+	}
+	if out.Duplicate {
+		out.Statuses = nil
+	}
+	return out, nil
 }
 
 // Repay applies r once per replica stamp, in the same call of the script

@@ -45,8 +45,12 @@ type Config struct {
 // Store decides plans on bucket hashes in Redis (see the package doc).
 // It is safe for concurrent use.
 type Store struct {
-	client rueidis.Client
+	client atomic.Pointer[rueidis.Client] // nil until connected
+	dial   Dialer
+	ready  chan struct{} // closed once connected
+	once   sync.Once
 	cfg    Config
+	seen   seen
 	keys   keyspace
 	lanes  lanes
 	slots  chan struct{}
@@ -57,9 +61,22 @@ type Store struct {
 	skewMs atomic.Int64
 }
 
-// New returns a store on client. The caller keeps client and closes it
-// after Close.
+// Dialer makes the store's client: it connects to Redis (rueidis.NewClient
+// does at once, and fails when Redis does not answer).
+type Dialer func() (rueidis.Client, error)
+
+// New returns a store on client, connected. The caller keeps client and
+// closes it after Close.
 func New(client rueidis.Client, cfg Config) *Store {
+	s := Open(nil, cfg)
+	s.set(client)
+	return s
+}
+
+// Open returns a store that connects with dial when Connect is called;
+// until it has, a call waits for it within Config.Timeout and then fails
+// as unavailable. Close closes the client dial made.
+func Open(dial Dialer, cfg Config) *Store {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -67,17 +84,81 @@ func New(client rueidis.Client, cfg Config) *Store {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	return &Store{
-		client: client, cfg: cfg, keys: keyspace{ns: cfg.Namespace},
+		dial: dial, ready: make(chan struct{}), cfg: cfg, keys: keyspace{ns: cfg.Namespace},
 		lanes: lanes{m: map[string]*lane{}},
 		slots: make(chan struct{}, cfg.MaxInFlight), closed: make(chan struct{}),
 	}
 }
 
+// Connect connects the store (Open's dial), once: an error leaves it
+// unconnected, to be tried again. The script is loaded then, so that the
+// first decision does not carry it.
+func (s *Store) Connect(ctx context.Context) error {
+	if s.client.Load() != nil {
+		return nil
+	}
+	if s.dial == nil {
+		return errors.New("redisstore: no dialer")
+	}
+	c, err := s.dial()
+	if err != nil {
+		return fmt.Errorf("redisstore: connect: %w: %w", ErrUnavailable, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, time.Second))
+	defer cancel()
+	for _, r := range c.DoMulti(cctx, c.B().ScriptLoad().Script(decideSource).Build(), c.B().ScriptLoad().Script(beatSource).Build()) {
+		if err := r.Error(); err != nil {
+			c.Close()
+			return fmt.Errorf("redisstore: loading the decision script: %w", classify(err))
+		}
+	}
+	if !s.set(c) {
+		c.Close()
+	}
+	return nil
+}
+
+// set makes c the store's client; false when it had one.
+func (s *Store) set(c rueidis.Client) bool {
+	if !s.client.CompareAndSwap(nil, &c) {
+		return false
+	}
+	s.once.Do(func() { close(s.ready) })
+	return true
+}
+
+// Connected reports whether the store has connected.
+func (s *Store) Connected() bool { return s.client.Load() != nil }
+
+// errNotConnected is the failure of a call made before the store
+// connected, after waiting Config.Timeout for it.
+var errNotConnected = fmt.Errorf("redisstore: not connected to Redis yet: %w", ErrUnavailable)
+
+// conn returns the client, waiting for it within Config.Timeout.
+func (s *Store) conn() (rueidis.Client, error) {
+	if c := s.client.Load(); c != nil {
+		return *c, nil
+	}
+	t := s.timer()
+	defer t.Stop()
+	select {
+	case <-s.ready:
+		return *s.client.Load(), nil
+	case <-t.C:
+		return nil, errNotConnected
+	case <-s.closed:
+		return nil, ErrClosed
+	}
+}
+
 // Close stops the store: calls waiting for a slot fail, and it returns
-// once every lane's runner has.
+// once every lane's runner has. It closes the client Connect made.
 func (s *Store) Close() error {
 	s.close.Do(func() { close(s.closed) })
 	s.wg.Wait()
+	if c := s.client.Load(); c != nil && s.dial != nil {
+		(*c).Close()
+	}
 	return nil
 }
 
@@ -95,6 +176,11 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	}
 	if err := validate(p.Debits); err != nil {
 		return cascade.Decision{}, err
+	}
+	if s.clustered() {
+		if parts := s.parts(p.Debits); len(parts) > 1 {
+			return s.acquireParts(ctx, p.Debits, parts)
+		}
 	}
 	j := &job{kind: kindDecide, debits: p.Debits}
 	return s.decide(ctx, j)
@@ -132,7 +218,7 @@ func (s *Store) decide(ctx context.Context, j *job) (cascade.Decision, error) {
 		case r.status == "u":
 			return cascade.Decision{}, errDuplicate
 		case len(r.status) == 2 && r.status[0] == j.kind:
-			return j.decision()
+			return s.decision(j)
 		}
 		return cascade.Decision{}, fmt.Errorf("%w: %q after %d tries", errReply, r.status, try+1)
 	}
@@ -184,7 +270,7 @@ func (j *job) restated(r *reply) error {
 // decision is the decision the script made, told in full: cascade.Decide
 // run again here on the levels the script saw, at its clock, gives every
 // status; the admission must be the script's.
-func (j *job) decision() (cascade.Decision, error) {
+func (s *Store) decision(j *job) (cascade.Decision, error) {
 	r := &j.reply
 	if len(r.fields) != len(j.debits) {
 		return cascade.Decision{}, fmt.Errorf("%w: %d levels for %d debits", errReply, len(r.fields), len(j.debits))
@@ -222,6 +308,7 @@ func (j *job) decision() (cascade.Decision, error) {
 	if want := r.status[1] == '1'; dec.Admitted != want {
 		return cascade.Decision{}, fmt.Errorf("%w: Redis admitted %v, the same levels admit %v", errReply, want, dec.Admitted)
 	}
+	s.seen.record(j.debits, slot, levels, &dec, r.nowMs)
 	return dec, nil
 }
 

@@ -1,0 +1,151 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
+
+// On a Redis cluster one call of the script may only touch keys of one
+// slot, and each bucket item has its own (its key's hash tag). A plan on
+// items in several slots is decided in parts, one per slot, each all or
+// nothing and at once; when the whole plan is refused, what the parts that
+// were admitted consumed is given back (refunded, never above capacity).
+// Between the parts' decisions and the give-back another plan may see
+// those tokens taken, and a give-back to a bucket that refilled meanwhile
+// is capped at its capacity: a refusal may cost a bucket a little, never
+// admit more than it holds.
+
+// clustered reports whether the store's client is a cluster client.
+func (s *Store) clustered() bool {
+	c := s.client.Load()
+	return c != nil && (*c).Mode() == rueidis.ClientModeCluster
+}
+
+// part is the debits of a plan in one slot, with their indexes in it.
+type part struct {
+	idx    []int
+	debits []cascade.Debit
+}
+
+// parts splits debits by slot, in order of first appearance; one part
+// when they all share a slot.
+func (s *Store) parts(debits []cascade.Debit) []part {
+	var out []part
+	at := map[uint16]int{}
+	for i := range debits {
+		slot := slotOf(s.keys.bucket(debits[i].Key))
+		k, ok := at[slot]
+		if !ok {
+			k = len(out)
+			at[slot] = k
+			out = append(out, part{})
+		}
+		out[k].idx = append(out[k].idx, i)
+		out[k].debits = append(out[k].debits, debits[i])
+	}
+	return out
+}
+
+// acquireParts decides a plan whose items lie in several slots, part by
+// part, and gives back the admitted parts' consumes when the plan is
+// refused.
+func (s *Store) acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (cascade.Decision, error) {
+	decs := make([]cascade.Decision, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for k := range parts {
+		wg.Go(func() {
+			decs[k], errs[k] = s.decide(ctx, &job{kind: kindDecide, debits: parts[k].debits})
+		})
+	}
+	wg.Wait()
+	dec := cascade.Decision{Statuses: make([]cascade.Status, len(debits))}
+	all := true
+	for k, p := range parts {
+		if errs[k] != nil {
+			continue
+		}
+		all = all && decs[k].Admitted
+		for i, at := range p.idx {
+			dec.Statuses[at] = decs[k].Statuses[i]
+		}
+	}
+	err := errors.Join(errs...)
+	dec.Admitted = err == nil && all && cascade.Admit(debits, dec.Statuses)
+	if dec.Admitted {
+		return dec, nil
+	}
+	for k, p := range parts {
+		if errs[k] == nil && decs[k].Admitted {
+			s.giveBack(p.debits)
+		}
+	}
+	if err != nil {
+		return cascade.Decision{}, err
+	}
+	for i := range dec.Statuses {
+		if dec.Statuses[i].OK && debits[i].Op == cascade.Consume && debits[i].Role != cascade.Advisory {
+			dec.Statuses[i].OK = false // given back with its plan
+		}
+	}
+	return dec, nil
+}
+
+// giveBack refunds what an admitted part consumed, within the store's
+// budget; a give-back that fails is lost (the plan was refused: nothing
+// is over-admitted).
+func (s *Store) giveBack(debits []cascade.Debit) {
+	var back []cascade.Debit
+	for _, d := range debits {
+		if d.Op == cascade.Consume && d.Amount > 0 {
+			d.Op, d.Role = cascade.Refund, cascade.Advisory
+			back = append(back, d)
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Timeout)
+	defer cancel()
+	_, _ = s.decide(ctx, &job{kind: kindDecide, debits: back})
+}
+
+// slotOf is a key's cluster slot: CRC16 of its hash tag mod 16384.
+func slotOf(key string) uint16 {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) % 16384
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// crc16 is CRC16-CCITT (XMODEM), as Redis Cluster hashes keys.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,0 +1,118 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dynalimit/dynalimit/internal/redisstore"
+	"github.com/dynalimit/dynalimit/internal/testutil"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+func oneToken(entity string) *cascade.Plan {
+	l, _ := tokenbucket.Rate(10, time.Second, 100)
+	return &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: entity, Resource: "api"}, Limit: "l", Bucket: l, Amount: tokenbucket.PerToken}}}
+}
+
+// TestFrozenRedis: with redis-server stopped (SIGSTOP), 500 concurrent
+// plans on one hot key and on new keys each fail as unavailable within a
+// few budgets, none admitted, and they leave no goroutine behind; once it
+// runs again, plans are decided.
+func TestFrozenRedis(t *testing.T) {
+	c, proc := serverProc(t)
+	s := redisstore.New(c, redisstore.Config{Timeout: 50 * time.Millisecond, MaxInFlight: 8})
+	t.Cleanup(func() { _ = s.Close() })
+	if dec, err := s.Acquire(context.Background(), oneToken("hot")); err != nil || !dec.Admitted {
+		t.Fatalf("before the freeze: %+v, %v", dec, err)
+	}
+	before := runtime.NumGoroutine()
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			_ = proc.Signal(syscall.SIGCONT)
+			thawed = true
+		}
+	}
+	t.Cleanup(thaw)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var admitted, unavailable, other int
+	var slowest time.Duration
+	for i := range 500 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			p := oneToken("hot")
+			if i%2 == 1 {
+				p = oneToken(fmt.Sprint("new-", i))
+			}
+			start := time.Now()
+			dec, err := s.Acquire(ctx, p)
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			slowest = max(slowest, took)
+			switch {
+			case err == nil && dec.Admitted:
+				admitted++
+			case errors.Is(err, redisstore.ErrUnavailable) || errors.Is(err, cascade.ErrContended):
+				unavailable++
+			default:
+				other++
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("frozen: %d admitted, %d unavailable, %d other; slowest answer %v; goroutines %d before, %d after", admitted, unavailable, other, slowest, before, runtime.NumGoroutine())
+	if admitted != 0 || other != 0 {
+		t.Errorf("frozen Redis: %d admitted and %d other answers, want every plan unavailable", admitted, other)
+	}
+	if slowest > time.Second {
+		t.Errorf("an answer took %v with Redis frozen, want each within a few 50 ms budgets", slowest)
+	}
+	thaw()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		dec, err := s.Acquire(context.Background(), oneToken("hot"))
+		if err == nil && dec.Admitted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the thaw: %+v, %v", dec, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := runtime.NumGoroutine(); n > before+4 {
+		t.Errorf("%d goroutines after the freeze, %d before", n, before)
+	}
+}
+
+// TestNotConnected: a store whose Redis does not answer its dial fails
+// each plan as unavailable after its budget, never admitted.
+func TestNotConnected(t *testing.T) {
+	port := testutil.FreePort(t)
+	s := redisstore.Open(func() (rueidis.Client, error) {
+		return rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{fmt.Sprintf("127.0.0.1:%d", port)}, DisableCache: true})
+	}, redisstore.Config{Timeout: 30 * time.Millisecond})
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Connect(context.Background()); !errors.Is(err, redisstore.ErrUnavailable) {
+		t.Errorf("Connect() = %v, want ErrUnavailable", err)
+	}
+	dec, err := s.Acquire(context.Background(), oneToken("a"))
+	if !errors.Is(err, redisstore.ErrUnavailable) || dec.Admitted {
+		t.Errorf("Acquire() = %+v, %v; want ErrUnavailable", dec, err)
+	}
+}
