@@ -353,4 +353,3 @@ func classify(err error) error {
 	}
 	return fmt.Errorf("redisstore: %w: %w: %w", ErrUnavailable, cascade.ErrMayHaveLanded, err)
 }
-
