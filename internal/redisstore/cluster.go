@@ -26,8 +26,10 @@ func (s *Store) clustered() bool {
 	return c != nil && (*c).Mode() == rueidis.ClientModeCluster
 }
 
-// part is the debits of a plan in one slot, with their indexes in it.
+// part is the debits of a plan in one slot (or on one store of a Split),
+// with their indexes in it and the store that decides them.
 type part struct {
+	st     *Store
 	idx    []int
 	debits []cascade.Debit
 }
@@ -43,7 +45,7 @@ func (s *Store) parts(debits []cascade.Debit) []part {
 		if !ok {
 			k = len(out)
 			at[slot] = k
-			out = append(out, part{})
+			out = append(out, part{st: s})
 		}
 		out[k].idx = append(out[k].idx, i)
 		out[k].debits = append(out[k].debits, debits[i])
@@ -51,16 +53,16 @@ func (s *Store) parts(debits []cascade.Debit) []part {
 	return out
 }
 
-// acquireParts decides a plan whose items lie in several slots, part by
-// part, and gives back the admitted parts' consumes when the plan is
-// refused.
-func (s *Store) acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (cascade.Decision, error) {
+// acquireParts decides a plan whose items lie in several slots (or
+// stores), part by part, and gives back the admitted parts' consumes when
+// the plan is refused.
+func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (cascade.Decision, error) {
 	decs := make([]cascade.Decision, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for k := range parts {
 		wg.Go(func() {
-			decs[k], errs[k] = s.decide(ctx, &job{kind: kindDecide, debits: parts[k].debits})
+			decs[k], errs[k] = parts[k].st.decide(ctx, &job{kind: kindDecide, debits: parts[k].debits})
 		})
 	}
 	wg.Wait()
@@ -82,7 +84,7 @@ func (s *Store) acquireParts(ctx context.Context, debits []cascade.Debit, parts 
 	}
 	for k, p := range parts {
 		if errs[k] == nil && decs[k].Admitted {
-			s.giveBack(p.debits)
+			p.st.giveBack(p.debits)
 		}
 	}
 	if err != nil {

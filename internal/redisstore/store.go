@@ -45,9 +45,8 @@ type Config struct {
 // Store decides plans on bucket hashes in Redis (see the package doc).
 // It is safe for concurrent use.
 type Store struct {
-	client atomic.Pointer[rueidis.Client] // nil until connected
-	dial   Dialer
-	ready  chan struct{} // closed once connected
+	client atomic.Pointer[rueidis.Client] // nil until attached
+	ready  chan struct{}                  // closed once attached
 	once   sync.Once
 	cfg    Config
 	seen   seen
@@ -61,22 +60,18 @@ type Store struct {
 	skewMs atomic.Int64
 }
 
-// Dialer makes the store's client: it connects to Redis (rueidis.NewClient
-// does at once, and fails when Redis does not answer).
-type Dialer func() (rueidis.Client, error)
-
-// New returns a store on client, connected. The caller keeps client and
+// New returns a store on client, attached. The caller keeps client and
 // closes it after Close.
 func New(client rueidis.Client, cfg Config) *Store {
-	s := Open(nil, cfg)
+	s := Open(cfg)
 	s.set(client)
 	return s
 }
 
-// Open returns a store that connects with dial when Connect is called;
-// until it has, a call waits for it within Config.Timeout and then fails
-// as unavailable. Close closes the client dial made.
-func Open(dial Dialer, cfg Config) *Store {
+// Open returns a store with no client yet: until Attach gives it one, a
+// call waits for it within Config.Timeout and then fails as unavailable
+// (a replica starts before its Redis answers).
+func Open(cfg Config) *Store {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -84,37 +79,24 @@ func Open(dial Dialer, cfg Config) *Store {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	return &Store{
-		dial: dial, ready: make(chan struct{}), cfg: cfg, keys: keyspace{ns: cfg.Namespace},
+		ready: make(chan struct{}), cfg: cfg, keys: keyspace{ns: cfg.Namespace},
 		lanes: lanes{m: map[string]*lane{}},
 		slots: make(chan struct{}, cfg.MaxInFlight), closed: make(chan struct{}),
 	}
 }
 
-// Connect connects the store (Open's dial), once: an error leaves it
-// unconnected, to be tried again. The script is loaded then, so that the
-// first decision does not carry it.
-func (s *Store) Connect(ctx context.Context) error {
-	if s.client.Load() != nil {
-		return nil
-	}
-	if s.dial == nil {
-		return errors.New("redisstore: no dialer")
-	}
-	c, err := s.dial()
-	if err != nil {
-		return fmt.Errorf("redisstore: connect: %w: %w", ErrUnavailable, err)
-	}
+// Attach gives the store its client, once the scripts are loaded on it
+// (so that the first decision does not carry them). The caller keeps c
+// and closes it after Close. A store attached before keeps its client.
+func (s *Store) Attach(ctx context.Context, c rueidis.Client) error {
 	cctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, time.Second))
 	defer cancel()
 	for _, r := range c.DoMulti(cctx, c.B().ScriptLoad().Script(decideSource).Build(), c.B().ScriptLoad().Script(beatSource).Build()) {
 		if err := r.Error(); err != nil {
-			c.Close()
-			return fmt.Errorf("redisstore: loading the decision script: %w", classify(err))
+			return fmt.Errorf("redisstore: loading the scripts: %w", classify(err))
 		}
 	}
-	if !s.set(c) {
-		c.Close()
-	}
+	s.set(c)
 	return nil
 }
 
@@ -127,11 +109,11 @@ func (s *Store) set(c rueidis.Client) bool {
 	return true
 }
 
-// Connected reports whether the store has connected.
-func (s *Store) Connected() bool { return s.client.Load() != nil }
+// Attached reports whether the store has its client.
+func (s *Store) Attached() bool { return s.client.Load() != nil }
 
-// errNotConnected is the failure of a call made before the store
-// connected, after waiting Config.Timeout for it.
+// errNotConnected is the failure of a call made before the store had its
+// client, after waiting Config.Timeout for it.
 var errNotConnected = fmt.Errorf("redisstore: not connected to Redis yet: %w", ErrUnavailable)
 
 // conn returns the client, waiting for it within Config.Timeout.
@@ -152,13 +134,10 @@ func (s *Store) conn() (rueidis.Client, error) {
 }
 
 // Close stops the store: calls waiting for a slot fail, and it returns
-// once every lane's runner has. It closes the client Connect made.
+// once every lane's runner has.
 func (s *Store) Close() error {
 	s.close.Do(func() { close(s.closed) })
 	s.wg.Wait()
-	if c := s.client.Load(); c != nil && s.dial != nil {
-		(*c).Close()
-	}
 	return nil
 }
 
@@ -179,7 +158,7 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	}
 	if s.clustered() {
 		if parts := s.parts(p.Debits); len(parts) > 1 {
-			return s.acquireParts(ctx, p.Debits, parts)
+			return acquireParts(ctx, p.Debits, parts)
 		}
 	}
 	j := &job{kind: kindDecide, debits: p.Debits}

@@ -1,0 +1,132 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// Split is two stores, as envoyproxy/ratelimit's REDIS_PERSECOND has it:
+// the limits of a second (a refill period of one second) on PerSecond,
+// every other on Main. A plan on both is decided on each, and given back
+// on both when refused (as a plan over several cluster slots is); a
+// settlement or a repayment is applied once on each. Heartbeats are
+// Main's.
+type Split struct {
+	Main, PerSecond *Store
+}
+
+// perSecond reports whether l lives on the per-second store.
+func perSecond(l tokenbucket.Limit) bool {
+	return l.RefillPeriod == time.Second && l.Calendar.IsZero()
+}
+
+// split returns the parts of debits on each store: one when they all
+// live on one.
+func (sp *Split) split(debits []cascade.Debit) []part {
+	m, ps := part{st: sp.Main}, part{st: sp.PerSecond}
+	for i, d := range debits {
+		p := &m
+		if perSecond(d.Bucket) {
+			p = &ps
+		}
+		p.idx = append(p.idx, i)
+		p.debits = append(p.debits, d)
+	}
+	var out []part
+	for _, p := range []part{m, ps} {
+		if len(p.idx) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Acquire decides p on the stores its limits live on.
+func (sp *Split) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	if p == nil || len(p.Debits) == 0 {
+		return sp.Main.Acquire(ctx, p)
+	}
+	parts := sp.split(p.Debits)
+	if len(parts) == 1 {
+		return parts[0].st.Acquire(ctx, p)
+	}
+	if err := validate(p.Debits); err != nil {
+		return cascade.Decision{}, err
+	}
+	return acquireParts(ctx, p.Debits, parts)
+}
+
+// Settle applies st on each store, once per ID on each.
+func (sp *Split) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Settled, error) {
+	if st == nil || len(st.Debits) == 0 {
+		return sp.Main.Settle(ctx, st)
+	}
+	parts := sp.split(st.Debits)
+	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(st.Debits))}
+	for _, p := range parts {
+		one := *st
+		one.Debits = p.debits
+		res, err := p.st.Settle(ctx, &one)
+		if err != nil {
+			return cascade.Settled{}, err
+		}
+		if !res.Duplicate {
+			out.Duplicate = false
+			for i, at := range p.idx {
+				out.Statuses[at] = res.Statuses[i]
+			}
+		}
+	}
+	if out.Duplicate {
+		out.Statuses = nil
+	}
+	return out, nil
+}
+
+// Repay applies r on each store, once per stamp on each.
+func (sp *Split) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settled, error) {
+	if r == nil || len(r.Debits) == 0 {
+		return sp.Main.Repay(ctx, r)
+	}
+	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(r.Debits))}
+	for _, p := range sp.split(r.Debits) {
+		one := *r
+		one.Debits = p.debits
+		res, err := p.st.Repay(ctx, &one)
+		if err != nil {
+			return cascade.Settled{}, err
+		}
+		if !res.Duplicate {
+			out.Duplicate = false
+			for i, at := range p.idx {
+				out.Statuses[at] = res.Statuses[i]
+			}
+		}
+	}
+	if out.Duplicate {
+		out.Statuses = nil
+	}
+	return out, nil
+}
+
+// Heartbeat records the replica on Main.
+func (sp *Split) Heartbeat(ctx context.Context, id string, ttl time.Duration, stale []string) (int, []string, error) {
+	return sp.Main.Heartbeat(ctx, id, ttl, stale)
+}
+
+// LastSeen asks the store d's limit lives on.
+func (sp *Split) LastSeen(d *cascade.Debit) (tokenbucket.Millitokens, bool, bool) {
+	if perSecond(d.Bucket) {
+		return sp.PerSecond.LastSeen(d)
+	}
+	return sp.Main.LastSeen(d)
+}
+
+// Close closes both stores.
+func (sp *Split) Close() error {
+	_ = sp.PerSecond.Close()
+	return sp.Main.Close()
+}
