@@ -1,8 +1,8 @@
 -- The Redis store's one server-side function: it decides a batch of plans
 -- on the bucket hashes in KEYS, at Redis's own clock, with the integer GCRA
 -- of pkg/tokenbucket, and writes each plan's levels only if it is admitted
--- (charges and refunds are applied regardless). See plan.go for the
--- arguments it is sent and result.go for what it returns.
+-- (charges and refunds are applied regardless). See script.go for the
+-- arguments it is sent and what it returns.
 --
 -- Levels are 128-bit integers (tokenbucket.Int128). Lua's numbers are
 -- doubles, exact only below 2^53, so levels are kept here as signed
@@ -187,7 +187,22 @@ end
 
 local out = { nowMs }
 local expire = {} -- per key index, how long it must live at least (ms)
-local pos = 2
+
+-- Usage: ARGV[2] is '' (not kept) or the windows the caller expects now
+-- to fall in, with when each window's keys expire: hour start, hour
+-- expiry, day start, day expiry, month start, month end, month expiry.
+-- When now is in another window the batch is answered 'c' whole, and the
+-- caller tries again at Redis's clock.
+local usage
+if ARGV[2] ~= '' then
+  local u = {}
+  for v in string.gmatch(ARGV[2], '[^,]+') do u[#u + 1] = tonumber(v) end
+  usage = { hexp = u[2], dexp = u[4], mexp = u[7], adds = {}, sets = {} }
+  if nowMs < u[1] or nowMs >= u[1] + 3600000 or nowMs < u[3] or nowMs >= u[3] + 86400000 or nowMs < u[5] or nowMs >= u[6] then
+    usage.miss = true
+  end
+end
+local pos = 3
 local function arg()
   pos = pos + 1
   return ARGV[pos - 1]
@@ -200,8 +215,8 @@ end
 local function debit()
   local d = {
     ki = tonumber(arg()), field = arg(), op = arg(), role = arg(), big = arg() == '1',
-    span = big(arg()), capspan = big(arg()), rate = big(arg()), shape = arg(),
-    cal = arg(), restate = arg(),
+    n = arg(), span = big(arg()), capspan = big(arg()), rate = big(arg()), shape = arg(),
+    cal = arg(), restate = arg(), uk = arg(), res = arg(),
   }
   d.clock = nowBig
   if d.cal ~= '' then
@@ -273,6 +288,30 @@ local function ttl(d, x)
   return need + 1000
 end
 
+-- count adds what an admitted plan's debits consumed to their entities'
+-- usage (consumes and charges, less refunds), summed over the batch.
+local function count(ds)
+  for i = 1, #ds do
+    local d = ds[i]
+    if d.uk ~= '' and d.n ~= '0' and (d.op == 'c' or d.op == 'h' or d.op == 'r') then
+      local v = big(d.n)
+      if d.op == 'r' then v = neg(v) end
+      local h, dd, m, r = string.match(d.uk, '^(%d+),(%d+),(%d+),(%d+)$')
+      for _, ki in ipairs({ tonumber(h), tonumber(dd), tonumber(m) }) do
+        local id = ki .. '\0' .. d.field
+        local a = usage.adds[id]
+        if a then a.v = add(a.v, v) else usage.adds[id] = { ki = ki, field = d.field, v = v } end
+      end
+      usage.sets[tonumber(r)] = d.res
+      usage.exp = usage.exp or {}
+      usage.exp[tonumber(h)] = usage.hexp
+      usage.exp[tonumber(dd)] = usage.dexp
+      usage.exp[tonumber(m)] = usage.mexp
+      usage.exp[tonumber(r)] = usage.mexp
+    end
+  end
+end
+
 -- plan decides one plan. Kinds: 'd' decide, 's' settle once (its ID
 -- key in KEYS), 'p' repay once per replica stamp.
 local function plan()
@@ -287,6 +326,11 @@ local function plan()
   local ds = {}
   for i = 1, n do ds[i] = debit() end
   local res = { kind }
+  if usage and usage.miss then
+    res[1] = 'c'
+    out[#out + 1] = res
+    return
+  end
   for i = 1, n do
     if ds[i].clockmiss then
       res[1] = 'c' -- the caller's calendar clock is not Redis's
@@ -366,6 +410,7 @@ local function plan()
       l.ttl = math.max(l.ttl or 0, ttl(d, x))
     end
   end
+  if admitted and usage then count(ds) end
   if admitted then res[1] = kind .. '1' else res[1] = kind .. '0' end
   if kind == 's' then
     redis.call('SET', KEYS[once], '1', 'PX', keep)
@@ -385,6 +430,16 @@ for _, l in pairs(levels) do
     redis.call('HSET', KEYS[l.ki], 'x' .. l.field, str(l.x), 's' .. l.field, l.shape)
     expire[l.ki] = math.max(expire[l.ki] or 0, l.ttl or 0)
   end
+end
+if usage then
+  -- Usage is counted, never decided on: an increment Redis refuses (one
+  -- that would overflow) is dropped, not the batch.
+  for _, a in pairs(usage.adds) do
+    local v = str(a.v)
+    if v ~= '0' then redis.pcall('HINCRBY', KEYS[a.ki], a.field, v) end
+  end
+  for ki, res in pairs(usage.sets) do redis.call('SADD', KEYS[ki], res) end
+  for ki, at in pairs(usage.exp or {}) do redis.call('PEXPIREAT', KEYS[ki], at) end
 end
 for ki, ms in pairs(expire) do
   local left = redis.call('PTTL', KEYS[ki])

@@ -14,9 +14,9 @@ const Prefix = "dl:"
 
 // keyspace names the store's keys in Redis. Every key starts with Prefix
 // and the namespace; a bucket's key then carries its hash tag (its
-// cluster slot: a hash of the bucket's own key, so that an item is one key
-// whatever request, settlement or command names it) and its entity and
-// resource. Each part is escaped ({, } and % as %7B, %7D, %25:
+// cluster slot: a hash of its namespace and entity alone, so that an item
+// is one key whatever request, settlement or command names it) and its
+// entity and resource. Each part is escaped ({, } and % as %7B, %7D, %25:
 // the tag is a key's only braces) and length-prefixed, so that no value
 // can end one part and start the next: two keys are equal only when every
 // part is.
@@ -51,14 +51,14 @@ func (ks keyspace) namespace(k cascade.Key) string {
 	return ks.ns
 }
 
-// tag is the hash tag of k's bucket: 16 hex digits of a hash of its
-// namespace, entity and resource (hex holds no brace).
-func (ks keyspace) tag(root cascade.Key) string {
+// tag is the hash tag of k's keys: 16 hex digits of a hash of its
+// namespace and entity (hex holds no brace), so that an entity's buckets
+// of every resource, its usage and its resource index share a slot.
+func (ks keyspace) tag(k cascade.Key) string {
 	h := sha256.New()
 	var b strings.Builder
-	keyPart(&b, ks.namespace(root))
-	keyPart(&b, root.Entity)
-	keyPart(&b, root.Resource)
+	keyPart(&b, ks.namespace(k))
+	keyPart(&b, k.Entity)
 	h.Write([]byte(b.String()))
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
@@ -98,5 +98,32 @@ func (ks keyspace) fleet() string {
 	b.WriteString(Prefix)
 	keyPart(&b, ks.ns)
 	b.WriteString("fleet")
+	return b.String()
+}
+
+// usage is the key of the usage hash of k (an entity of a resource) in
+// the window of kind w ('h', 'd', 'm') starting at startMs: per limit,
+// the millitokens consumed. The script builds it from usagePrefix.
+func (ks keyspace) usage(k cascade.Key, w byte, startMs int64) string {
+	return ks.usagePrefix(k) + string(w) + strconv.FormatInt(startMs, 10)
+}
+
+// usagePrefix is the start of k's usage keys.
+func (ks keyspace) usagePrefix(k cascade.Key) string {
+	var b strings.Builder
+	ks.head(&b, ks.namespace(k), ks.tag(k))
+	b.WriteByte('u')
+	keyPart(&b, k.Entity)
+	keyPart(&b, k.Resource)
+	return b.String()
+}
+
+// resources is the key of the set of resources entity k.Entity used
+// (usage list of every resource).
+func (ks keyspace) resources(k cascade.Key) string {
+	var b strings.Builder
+	ks.head(&b, ks.namespace(k), ks.tag(k))
+	b.WriteByte('r')
+	keyPart(&b, k.Entity)
 	return b.String()
 }

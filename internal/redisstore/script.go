@@ -134,8 +134,9 @@ func calendarClock(l tokenbucket.Limit, estMs int64) string {
 	return strconv.FormatInt(idx, 10) + "," + strconv.FormatInt(start, 10) + "," + strconv.FormatInt(end, 10) + "," + strconv.FormatInt(longest, 10)
 }
 
-// args appends j's arguments to args, its keys' indexes from keyIndex.
-func (j *job) args(args []string, keyIndex func(string) int, ks keyspace, estMs int64) []string {
+// args appends j's arguments to args, its keys' indexes from keyIndex;
+// u is the usage windows (nil: usage is not kept).
+func (j *job) args(args []string, keyIndex func(string) int, ks keyspace, estMs int64, u *windows) []string {
 	args = append(args, string(j.kind), strconv.Itoa(len(j.debits)))
 	switch j.kind {
 	case kindSettle:
@@ -156,10 +157,16 @@ func (j *job) args(args []string, keyIndex func(string) int, ks keyspace, estMs 
 		if j.restate != nil {
 			restate = j.restate[i]
 		}
+		uk, res := "", ""
+		if u != nil {
+			uk = strconv.Itoa(keyIndex(ks.usage(d.Key, 'h', u.hour))) + "," + strconv.Itoa(keyIndex(ks.usage(d.Key, 'd', u.day))) + "," +
+				strconv.Itoa(keyIndex(ks.usage(d.Key, 'm', u.month))) + "," + strconv.Itoa(keyIndex(ks.resources(d.Key)))
+			res = d.Key.Resource
+		}
 		args = append(args,
 			strconv.Itoa(keyIndex(ks.bucket(d.Key))), d.Limit, opCode(d.Op), roleCode(d.Role), tooBig,
-			tokenbucket.Mul(int64(n), per).String(), tokenbucket.Mul(int64(b.Capacity), per).String(),
-			strconv.FormatInt(int64(b.RefillAmount), 10), shape(b), calendarClock(b, estMs), restate)
+			strconv.FormatInt(int64(n), 10), tokenbucket.Mul(int64(n), per).String(), tokenbucket.Mul(int64(b.Capacity), per).String(),
+			strconv.FormatInt(int64(b.RefillAmount), 10), shape(b), calendarClock(b, estMs), restate, uk, res)
 	}
 	return args
 }
@@ -186,10 +193,16 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	if s.cfg.Now != nil {
 		clock = strconv.FormatInt(est, 10)
 	}
-	args := make([]string, 0, 2+len(jobs)*16)
-	args = append(args, clock, strconv.Itoa(len(jobs)))
+	var u *windows
+	header := ""
+	if s.cfg.UsageRetention > 0 {
+		u = windowsAt(est, s.cfg.UsageRetention)
+		header = u.header()
+	}
+	args := make([]string, 0, 3+len(jobs)*20)
+	args = append(args, clock, header, strconv.Itoa(len(jobs)))
 	for _, j := range jobs {
-		args = j.args(args, keyIndex, s.keys, est)
+		args = j.args(args, keyIndex, s.keys, est, u)
 	}
 	c, err := s.conn()
 	if err != nil {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -129,4 +130,41 @@ func (sp *Split) LastSeen(d *cascade.Debit) (tokenbucket.Millitokens, bool, bool
 func (sp *Split) Close() error {
 	_ = sp.PerSecond.Close()
 	return sp.Main.Close()
+}
+
+// Usage merges both stores' usage: a window's limits from each.
+func (sp *Split) Usage(ctx context.Context, ns, entity, resource string, w byte, since time.Time) ([]Snapshot, error) {
+	a, err := sp.Main.Usage(ctx, ns, entity, resource, w, since)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sp.PerSecond.Usage(ctx, ns, entity, resource, w, since)
+	if err != nil {
+		return nil, err
+	}
+	type at struct {
+		start    int64
+		resource string
+	}
+	idx := map[at]int{}
+	for i, s := range a {
+		idx[at{s.Start.UnixMilli(), s.Resource}] = i
+	}
+	for _, s := range b {
+		i, ok := idx[at{s.Start.UnixMilli(), s.Resource}]
+		if !ok {
+			a = append(a, s)
+			continue
+		}
+		for name, v := range s.Limits {
+			a[i].Limits[name] += v
+		}
+	}
+	sort.SliceStable(a, func(i, j int) bool {
+		if !a[i].Start.Equal(a[j].Start) {
+			return a[i].Start.Before(a[j].Start)
+		}
+		return a[i].Resource < a[j].Resource
+	})
+	return a, nil
 }

@@ -37,6 +37,11 @@ type Config struct {
 	// (DefaultMaxInFlight); a plan that waits longer than Timeout for one
 	// fails as unavailable.
 	MaxInFlight int
+	// UsageRetention, when positive, keeps usage history: every admitted
+	// decision (and settlement, and repayment) adds what it consumed to
+	// its entity's hourly, daily and monthly usage in the same call, each
+	// window kept this long past its end (USAGE_RETENTION).
+	UsageRetention time.Duration
 	// Now, when set, is the clock the store decides at instead of Redis's
 	// own (TIME): a test's clock. Production stores leave it nil.
 	Now func() time.Time
