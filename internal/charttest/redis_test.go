@@ -15,15 +15,14 @@ import (
 
 // redisSettings are envoyproxy/ratelimit's Redis settings, under the names
 // the binary reads them with backend redis: the only REDIS_* names the
-// chart may render.
+// chart may render (not REDIS_PIPELINE_LIMIT, which the binary ignores).
 var redisSettings = []string{
 	"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_SENTINEL_AUTH",
 	"REDIS_TLS", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY",
-	"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW",
-	"REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE",
+	"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_TIMEOUT", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE",
 	"REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_AUTH",
 	"REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_POOL_SIZE",
-	"REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
+	"REDIS_PERSECOND_PIPELINE_WINDOW",
 	"REDIS_PERSECOND_TIMEOUT",
 }
 
@@ -79,7 +78,7 @@ var redisCases = []struct {
 		args: []string{"-f", "internal/charttest/testdata/redis-values.yaml"},
 		env: map[string]string{
 			"REDIS_URL": "rediss://redis.cache.svc:6380", "REDIS_TYPE": "single", "REDIS_SOCKET_TYPE": "tcp",
-			"REDIS_TIMEOUT": "50ms", "REDIS_POOL_SIZE": "64", "REDIS_PIPELINE_WINDOW": "150us", "REDIS_PIPELINE_LIMIT": "32",
+			"REDIS_TIMEOUT": "50ms", "REDIS_POOL_SIZE": "64", "REDIS_PIPELINE_WINDOW": "150us",
 			"REDIS_AUTH": secretRef("rel-dynalimit-redis", "password"),
 			"REDIS_TLS":  "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true",
 			"REDIS_TLS_CACERT":      "/etc/dynalimit/redis-tls/ca.crt",

@@ -80,7 +80,7 @@
 {{- end }}
 {{- end }}
 
-{{/* REDIS_<prefix>_URL, _TYPE, _SOCKET_TYPE, and the tuning values that are set. Takes a dict: prefix, r (the values). */}}
+{{/* REDIS_<prefix>_URL, _TYPE, _SOCKET_TYPE, and the tuning values that are set (not _PIPELINE_LIMIT, which the binary ignores: each write sends every command queued). Takes a dict: prefix, r (the values). */}}
 {{- define "dynalimit.redisConnEnv" -}}
 {{- $p := .prefix }}
 {{- $r := .r }}
@@ -101,10 +101,6 @@
 {{- with $r.pipelineWindow }}
 - name: {{ $p }}_PIPELINE_WINDOW
   value: {{ . | quote }}
-{{- end }}
-{{- with $r.pipelineLimit }}
-- name: {{ $p }}_PIPELINE_LIMIT
-  value: {{ . | int64 | quote }}
 {{- end }}
 {{- end }}
 
@@ -148,7 +144,7 @@
 {{- define "dynalimit.redisManaged" -}}
 {{- $names := list "REDIS_TLS" "REDIS_TLS_CACERT" "REDIS_TLS_CLIENT_CERT" "REDIS_TLS_CLIENT_KEY" "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION" "REDIS_PERSECOND" "REDIS_PERSECOND_TLS" }}
 {{- range $p := list "REDIS" "REDIS_PERSECOND" }}
-{{- range list "URL" "TYPE" "SOCKET_TYPE" "TIMEOUT" "POOL_SIZE" "PIPELINE_WINDOW" "PIPELINE_LIMIT" "AUTH" "SENTINEL_AUTH" }}
+{{- range list "URL" "TYPE" "SOCKET_TYPE" "TIMEOUT" "POOL_SIZE" "PIPELINE_WINDOW" "AUTH" "SENTINEL_AUTH" }}
 {{- $names = append $names (printf "%s_%s" $p .) }}
 {{- end }}
 {{- end }}
