@@ -279,7 +279,7 @@ func TestSchemaRefuses(t *testing.T) {
 	}{
 		{"misspelled value", "replicaCount2=3", "additional properties 'replicaCount2' not allowed"},
 		{"misspelled nested value", "dynamodb.tabel=x", "additional properties 'tabel' not allowed"},
-		{"unknown backend", "backend=redis", "value must be one of"},
+		{"unknown backend", "backend=memcache", "value must be one of"},
 		{"wrong type", "replicaCount=many", "want integer"},
 	}
 	for _, tc := range cases {

@@ -48,8 +48,9 @@ func loadCompose(t *testing.T) (*types.Project, string) {
 	return p, root
 }
 
-// parseCompose loads content as the repository's docker-compose.yml.
-func parseCompose(root string, content []byte) (*types.Project, error) {
+// parseCompose loads content as the repository's docker-compose.yml, with
+// the profiles given enabled.
+func parseCompose(root string, content []byte, profiles ...string) (*types.Project, error) {
 	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  root,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, composeFile), Content: content}},
@@ -57,6 +58,7 @@ func parseCompose(root string, content []byte) (*types.Project, error) {
 	}, func(o *loader.Options) {
 		o.SetProjectName("dynalimit", true)
 		o.ResolvePaths = true
+		o.Profiles = profiles
 	})
 }
 
@@ -243,7 +245,7 @@ func TestComposeFileBroken(t *testing.T) {
 		{"envoy image not the rig's version", "envoyproxy/envoy:v1.40.0", "envoyproxy/envoy:v1.40", "envoy: image"},
 		{"dynamodb image on latest", "amazon/dynamodb-local:3.3.0", "amazon/dynamodb-local:latest", "dynamodb: image"},
 		{"a bind mount of a missing file", "./examples/envoy/envoy-compose.yaml", "./examples/envoy/envoy-docker.yaml", "envoy-docker.yaml does not exist"},
-		{"a config path not mounted", `"-config_dir", "/etc/dynalimit/config"`, `"-config_dir", "/etc/ratelimit/config"`, "-config_dir"},
+		{"a config path not mounted", `    command: ["serve", "-config_dir", "/etc/dynalimit/config"]`, `    command: ["serve", "-config_dir", "/etc/ratelimit/config"]`, "-config_dir"},
 		{"a build target the Dockerfile lacks", "target: upstream", "target: app", "want a stage of"},
 		{"a build context outside the repository", "context: .\n      dockerfile: Dockerfile\n      target: upstream", "context: ..\n      dockerfile: Dockerfile\n      target: upstream", "outside the repository"},
 		{"the service's budget changed", "BACKEND_TIMEOUT: 400ms", "BACKEND_TIMEOUT: 15ms", "BACKEND_TIMEOUT"},
@@ -253,7 +255,7 @@ func TestComposeFileBroken(t *testing.T) {
 		{"init not run again", "    restart: on-failure\n\n  # The service.", "\n  # The service.", "init: restart"},
 		{"listener not published", `"10000:10000"`, `"10001:10000"`, "envoy: ports"},
 		{"no lease key", "      LEASE_SIGNING_KEY: demo-only-lease-key-published-in-docker-compose\n", "", "LEASE_SIGNING_KEY"},
-		{"a short lease key", "LEASE_SIGNING_KEY: demo-only-lease-key-published-in-docker-compose", "LEASE_SIGNING_KEY: demo-key", "want at least 32"},
+		{"a short lease key", "      LEASE_SIGNING_KEY: demo-only-lease-key-published-in-docker-compose", "      LEASE_SIGNING_KEY: demo-key", "want at least 32"},
 		{"a writable mount", "target: /etc/envoy/envoy.yaml\n        read_only: true", "target: /etc/envoy/envoy.yaml", "writable"},
 	}
 	for _, tc := range cases {
