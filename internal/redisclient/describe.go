@@ -71,14 +71,11 @@ func redactURL(s string) string {
 		if at < 0 {
 			continue
 		}
-		info := rest[:at]
+		info := "***" // user info without a colon may be a password
 		if u, err := url.Parse(p); err == nil && u.User != nil {
-			info = "***" // user info without a colon may be a password
 			if _, has := u.User.Password(); has {
 				info = u.User.Username() + ":***"
 			}
-		} else {
-			info = "***"
 		}
 		parts[i] = scheme + "://" + info + rest[at:]
 	}

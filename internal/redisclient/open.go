@@ -122,7 +122,7 @@ func (o Options) connect(ctx context.Context, t Target, opt rueidis.ClientOption
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, fmt.Errorf("%s: %w (last error: %v)", t, ctx.Err(), err)
+			return nil, fmt.Errorf("%s: %w (last error: %w)", t, ctx.Err(), err)
 		case <-timer.C:
 		}
 		wait = min(2*wait, max(longest, wait))
