@@ -49,6 +49,15 @@ func (t Target) String() string {
 	return b.String()
 }
 
+// String describes both targets on one line for logs, never with a
+// password: the main one, then "; per-second " and the other.
+func (o Options) String() string {
+	if o.PerSecond == nil {
+		return o.Main.String()
+	}
+	return o.Main.String() + "; per-second " + o.PerSecond.String()
+}
+
 func orDefault(v, def string) string {
 	if v = strings.ToLower(strings.TrimSpace(v)); v == "" {
 		return def

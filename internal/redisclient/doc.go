@@ -5,8 +5,8 @@
 // returns Clients: Main, and PerSecond when REDIS_PERSECOND is set (a
 // second Redis for the limits whose unit is the second, with the
 // REDIS_PERSECOND_* settings of the same meanings and the same REDIS_TLS_*
-// files). Target.String describes a target on one line for logs, never
-// with a password; Target.Check and TLSFiles.Check report a wrong setting
+// files). Target.String and Options.String describe the targets on one
+// line for logs, never with a password; Target.Check and TLSFiles.Check report a wrong setting
 // without touching the network or the files.
 //
 // REDIS_URL, by REDIS_TYPE (case-insensitive):
@@ -17,7 +17,8 @@
 //     ForceSingleClient: it never asks a single Redis for cluster slots.
 //   - cluster: one or more seeds, comma-separated, each as above; rueidis
 //     reads the slots from the first that answers, follows MOVED and ASK,
-//     and refreshes the slots on a failover. Database 0 only.
+//     and refreshes the slots on a failover. Database 0 only. One seed that
+//     is not in cluster mode is served as a single Redis.
 //   - sentinel: mastername,host:port,host:port,…: the master set's name,
 //     then the sentinels (rueidis SentinelOption.MasterSet, InitAddress).
 //     The sentinels' URLs carry no credentials: REDIS_AUTH is the

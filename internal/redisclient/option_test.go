@@ -1,6 +1,7 @@
 package redisclient
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -193,6 +194,17 @@ func TestString(t *testing.T) {
 		if strings.Contains(tt.t.String(), "s3cret") {
 			t.Errorf("String() = %q: prints a password", tt.t.String())
 		}
+	}
+}
+
+func TestOptionsString(t *testing.T) {
+	ps := target("redis://:s3cret@p:1")
+	o := Options{Main: target("m:1"), PerSecond: &ps}
+	if got, want := o.String(), "redis single m:1; per-second redis single p:1 (password set)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := fmt.Sprintf("%v %+v", o, o); strings.Contains(got, "s3cret") {
+		t.Errorf("Options print as %q: a password", got)
 	}
 }
 
