@@ -110,7 +110,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"check-config", "-strict", "config"}, nil, "ratelimit check-config: unexpected argument \"config\" (check-config takes flags only)\nName the descriptor directory with -config_dir: ratelimit check-config -config_dir config\nRun 'ratelimit check-config -h' for usage.\n"},
 		{[]string{"serve", "-grpc_port", "x"}, nil, "ratelimit serve: invalid value \"x\" for flag -grpc_port: not an integer\nRun 'ratelimit serve -h' for usage.\n"},
 		{[]string{"serve"}, map[string]string{"GRPC_PORT": "x"}, "ratelimit serve: config: GRPC_PORT=\"x\": not an integer\nRun 'ratelimit settings' for every setting, its default and meaning.\n"},
-		{[]string{"serve"}, map[string]string{"BACKEND_TYPE": "dynamo"}, "ratelimit serve: config: BACKEND_TYPE=\"dynamo\": want one of memory, dynamodb\nRun 'ratelimit settings' for every setting, its default and meaning.\n"},
+		{[]string{"serve"}, map[string]string{"BACKEND_TYPE": "dynamo"}, "ratelimit serve: config: BACKEND_TYPE=\"dynamo\": want one of memory, dynamodb, redis\nRun 'ratelimit settings' for every setting, its default and meaning.\n"},
 		{[]string{"check-config", "-x"}, nil, "ratelimit check-config: unknown flag -x\nRun 'ratelimit check-config -h' for usage.\n"},
 		{[]string{"settings", "x"}, nil, "ratelimit settings: takes no arguments, got \"x\"\nRun 'ratelimit settings -h' for usage.\n"},
 		{[]string{"entity"}, env, "ratelimit entity: missing command (create or show)\nRun 'ratelimit entity -h' for usage.\n"},

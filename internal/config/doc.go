@@ -14,6 +14,13 @@
 // strconv.ParseBool; enumerated values are case-insensitive and stored
 // lower-cased.
 //
+// The store is BACKEND_TYPE's; unset, it is redis when REDIS_URL is set
+// (as envoyproxy/ratelimit, whose default store is Redis, and Envoy
+// Gateway, which sets REDIS_URL alone, expect), and Settings.BackendInferred
+// says so; otherwise memory. The REDIS_* settings are read only on Redis:
+// beside another store CheckLegacy names the ones set as ignored.
+// RedisOptions hands them to redisclient.Open.
+//
 // Reloader keeps the live *descriptors.Config behind an atomic.Pointer: a
 // request loads it once with Current and uses that immutable value
 // throughout. Run watches the descriptor tree with fsnotify — one watch per

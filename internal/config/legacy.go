@@ -39,7 +39,7 @@ var compatBound = map[string]string{
 	"PROMETHEUS_MAPPER_YAML": CompatExtended, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": CompatSame,
 	"RUNTIME_ROOT": CompatSame, "RUNTIME_SUBDIRECTORY": CompatSame, "RUNTIME_APPDIRECTORY": CompatSame,
 	"RUNTIME_IGNOREDOTFILES": CompatSame, "RUNTIME_WATCH_ROOT": CompatSame,
-	"NEAR_LIMIT_RATIO": CompatSame, "BACKEND_TYPE": CompatRefused + " (redis, memcache)",
+	"NEAR_LIMIT_RATIO": CompatSame, "BACKEND_TYPE": CompatRefused + " (memcache; unset, redis only with REDIS_URL set)",
 	"LIMIT_RESPONSE_HEADERS_ENABLED": CompatSame, "LIMIT_LIMIT_HEADER": CompatSame,
 	"LIMIT_REMAINING_HEADER": CompatSame, "LIMIT_RESET_HEADER": CompatSame,
 	"SHADOW_MODE": CompatSame, "QUOTA_MODE": CompatSame, "RESPONSE_DYNAMIC_METADATA": CompatSame,
@@ -58,6 +58,24 @@ var compatBound = map[string]string{
 	"XDS_CLIENT_BACKOFF_JITTER": CompatSame, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": CompatSame,
 	"TRACING_ENABLED": CompatSame, "TRACING_SERVICE_NAME": CompatSame, "TRACING_SERVICE_NAMESPACE": CompatSame,
 	"TRACING_SERVICE_INSTANCE_ID": CompatSame, "TRACING_EXPORTER_PROTOCOL": CompatSame, "TRACING_SAMPLING_RATE": CompatSame,
+
+	"REDIS_SOCKET_TYPE": CompatSame + " (default tcp, there unix)", "REDIS_TYPE": CompatSame,
+	"REDIS_URL":  CompatExtended + " (redis:// and rediss:// URLs; no default, there a twemproxy socket)",
+	"REDIS_AUTH": CompatSame, "REDIS_SENTINEL_AUTH": CompatSame, "REDIS_TLS": CompatSame, "REDIS_TLS_CACERT": CompatSame,
+	"REDIS_TLS_CLIENT_CERT": CompatSame, "REDIS_TLS_CLIENT_KEY": CompatSame,
+	"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": CompatSame,
+	"REDIS_POOL_SIZE":                      CompatSame + " (dedicated connections: calls are pipelined)",
+	"REDIS_PIPELINE_WINDOW":                CompatExtended + " (every REDIS_TYPE, there cluster only)",
+	"REDIS_TIMEOUT":                        CompatExtended + " (bounds writes and answers too; default 1s, there 10s)",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": CompatSame, "REDIS_POOL_ON_EMPTY_BEHAVIOR": CompatSame + " (WAIT only, as there)",
+	"REDIS_STARTUP_INITIAL_INTERVAL": CompatSame, "REDIS_STARTUP_MAX_INTERVAL": CompatSame, "REDIS_STARTUP_MAX_ELAPSED_TIME": CompatSame,
+	"REDIS_PERSECOND": CompatSame, "REDIS_PERSECOND_SOCKET_TYPE": CompatSame + " (default tcp, there unix)",
+	"REDIS_PERSECOND_TYPE": CompatSame, "REDIS_PERSECOND_URL": CompatExtended + " (as REDIS_URL)",
+	"REDIS_PERSECOND_AUTH": CompatSame, "REDIS_PERSECOND_SENTINEL_AUTH": CompatSame, "REDIS_PERSECOND_TLS": CompatSame,
+	"REDIS_PERSECOND_POOL_SIZE":              CompatSame + " (as REDIS_POOL_SIZE)",
+	"REDIS_PERSECOND_PIPELINE_WINDOW":        CompatExtended + " (as REDIS_PIPELINE_WINDOW)",
+	"REDIS_PERSECOND_TIMEOUT":                CompatExtended + " (as REDIS_TIMEOUT)",
+	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR": CompatSame + " (WAIT only, as there)",
 }
 
 // legacySetting is a setting of envoyproxy/ratelimit that this service does
@@ -71,20 +89,10 @@ type legacySetting struct {
 }
 
 var (
-	redisSettings = []string{
-		"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_POOL_SIZE", "REDIS_AUTH", "REDIS_TLS",
-		"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
-		"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
-		"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE",
-		"REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
-		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_SENTINEL_AUTH",
-		"REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
-		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
-		"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_TIMEOUT", "REDIS_PERSECOND_TIMEOUT",
-		"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR",
-		"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-	}
-	memcacheSettings = []string{
+	// The Redis settings no binding reads (the others are bound: redis.go).
+	redisPipelineLimit    = []string{"REDIS_PIPELINE_LIMIT", "REDIS_PERSECOND_PIPELINE_LIMIT"}
+	redisClusterParallels = []string{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM"}
+	memcacheSettings      = []string{
 		"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 		"MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
 		"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
@@ -114,10 +122,12 @@ var legacy = func() map[string]legacySetting {
 			m[n] = l
 		}
 	}
-	group(redisSettings, legacySetting{row: "REDIS_*", compat: CompatIgnored,
-		help: "Redis connection settings: there is no Redis here (BACKEND_TYPE=memory or dynamodb). Envoy Gateway always sets REDIS_SOCKET_TYPE and REDIS_URL."})
+	group(redisPipelineLimit, legacySetting{row: strings.Join(redisPipelineLimit, ", "), compat: CompatIgnored,
+		help: "Most commands per pipelined write: envoyproxy/ratelimit ignores it too since radix v4. Here the client writes every command queued at each flush; REDIS_PIPELINE_WINDOW sets how long it gathers them."})
+	group(redisClusterParallels, legacySetting{row: strings.Join(redisClusterParallels, ", "), compat: CompatIgnored,
+		help: "Pipeline groups sent at once to a cluster: the client sends the commands of different slots to their nodes concurrently by itself."})
 	group(memcacheSettings, legacySetting{row: "MEMCACHE_*", compat: CompatIgnored,
-		help: "Memcache connection settings: there is no memcache here (BACKEND_TYPE=memory or dynamodb)."})
+		help: "Memcache connection settings: there is no memcache here (BACKEND_TYPE=memory, dynamodb or redis)."})
 	group(xdsSettings, legacySetting{row: "CONFIG_GRPC_XDS_*, XDS_CLIENT_*", compat: CompatIgnored,
 		help: "Configuration over xDS; read only with CONFIG_TYPE=GRPC_XDS_SOTW."})
 	group(tracingSettings, legacySetting{row: "TRACING_*", compat: CompatIgnored,
@@ -146,7 +156,7 @@ var legacy = func() map[string]legacySetting {
 	m["LOCAL_CACHE_SIZE_IN_BYTES"] = legacySetting{row: "LOCAL_CACHE_SIZE_IN_BYTES", compat: CompatIgnored,
 		help: "Local over-limit cache: see REJECTION_CACHE_SIZE."}
 	m["CACHE_KEY_PREFIX"] = legacySetting{row: "CACHE_KEY_PREFIX", compat: CompatIgnored,
-		help: "Redis key prefix: deployments sharing a DynamoDB table are kept apart by NAMESPACE."}
+		help: "Redis key prefix: deployments sharing a DynamoDB table or a Redis are kept apart by NAMESPACE, which prefixes every key."}
 	m["STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"] = legacySetting{row: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", compat: CompatIgnored,
 		help: "Always so here: a refused request debits no bucket (all-or-nothing)."}
 	return m
@@ -155,11 +165,8 @@ var legacy = func() map[string]legacySetting {
 // legacyValueError returns why value cannot be honoured for a bound
 // setting whose envoyproxy/ratelimit values this service lacks, or nil.
 func legacyValueError(name, value string) error {
-	if name == "BACKEND_TYPE" {
-		switch strings.ToLower(strings.TrimSpace(value)) {
-		case "redis", "memcache":
-			return fmt.Errorf("there is no %s backend here: use memory (one replica, the default) or dynamodb (a fleet sharing one table; see DYNAMODB_TABLE and AWS_REGION)", strings.ToLower(value))
-		}
+	if name == "BACKEND_TYPE" && strings.EqualFold(strings.TrimSpace(value), "memcache") {
+		return fmt.Errorf("there is no memcache backend here: use memory (one replica, the default), redis (a fleet sharing one Redis; see REDIS_URL) or dynamodb (a fleet sharing one table; see DYNAMODB_TABLE and AWS_REGION)")
 	}
 	return nil
 }
@@ -167,12 +174,18 @@ func legacyValueError(name, value string) error {
 // CheckLegacy looks up, through getenv, every setting of envoyproxy/ratelimit
 // that no binding reads. A value that cannot be honoured is an error naming
 // the setting and what to use instead (all such errors together); the names
-// of the others that are set are returned, sorted, for one warning at start.
+// of the others that are set are returned, sorted, for one warning at start,
+// with the REDIS_* settings that are set while the environment selects
+// another store than Redis (BACKEND_TYPE=memory or dynamodb).
 func CheckLegacy(getenv func(string) string) (ignored []string, err error) {
 	bound := map[string]bool{}
 	var s Settings
+	backend, _ := envBackend(getenv)
 	for _, b := range bindings(&s) {
 		bound[b.name] = true
+		if backend != BackendRedis && isRedisSetting(b.name) && getenv(b.name) != "" {
+			ignored = append(ignored, b.name)
+		}
 	}
 	var errs []string
 	for name, l := range legacy {
@@ -220,7 +233,7 @@ func Unbound() []Var {
 	var rows []Var
 	for _, names := range [][]string{{"CONFIG_TYPE"}, xdsSettings, tracingSettings, {"USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS"},
 		{"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "CACHE_KEY_PREFIX", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
-		redisSettings, memcacheSettings} {
+		redisPipelineLimit, redisClusterParallels, memcacheSettings} {
 		for _, n := range names {
 			l := legacy[n]
 			if bound[n] || seen[l.row] {

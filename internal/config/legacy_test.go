@@ -64,12 +64,31 @@ func TestCheckLegacy(t *testing.T) {
 	}{
 		{name: "none", env: map[string]string{}},
 		{
-			name: "envoy gateway's redis settings",
+			name: "envoy gateway's redis settings select redis",
 			env: map[string]string{
 				"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis.redis-system.svc.cluster.local:6379",
 				"CONFIG_TYPE": "FILE", "USE_DOG_STATSD": "false",
 			},
-			wantIgnored: []string{"REDIS_SOCKET_TYPE", "REDIS_URL"},
+		},
+		{
+			name: "redis settings beside another store",
+			env: map[string]string{
+				"BACKEND_TYPE": "memory", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "REDIS_POOL_SIZE": "many",
+			},
+			wantIgnored: []string{"REDIS_POOL_SIZE", "REDIS_SOCKET_TYPE", "REDIS_URL"},
+		},
+		{
+			name:        "redis settings without a redis",
+			env:         map[string]string{"BACKEND_TYPE": "DynamoDB", "REDIS_PERSECOND_URL": "r:1"},
+			wantIgnored: []string{"REDIS_PERSECOND_URL"},
+		},
+		{
+			name: "redis settings that do not apply",
+			env: map[string]string{
+				"BACKEND_TYPE": "redis", "REDIS_URL": "redis:6379", "REDIS_PIPELINE_LIMIT": "8",
+				"REDIS_CLUSTER_PIPELINE_PARALLELISM": "0",
+			},
+			wantIgnored: []string{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PIPELINE_LIMIT"},
 		},
 		{
 			name:        "memcache and tuning",
@@ -120,10 +139,12 @@ func compatBoundBinding(name string) (Var, bool) {
 }
 
 func TestBackendTypeRefusalSaysWhatToUse(t *testing.T) {
-	for _, v := range []string{"redis", "memcache", "REDIS"} {
+	for _, v := range []string{"memcache", "MEMCACHE"} {
 		_, err := FromEnv(env(map[string]string{"BACKEND_TYPE": v}))
-		if err == nil || !strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), "dynamodb") {
-			t.Errorf("FromEnv(BACKEND_TYPE=%s) = %v, want a refusal naming memory and dynamodb", v, err)
+		for _, want := range []string{"memory", "dynamodb", "redis"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("FromEnv(BACKEND_TYPE=%s) = %v, want a refusal naming %s", v, err, want)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/memstore"
+	"github.com/dynalimit/dynalimit/internal/redisclient"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
@@ -24,6 +25,7 @@ const (
 
 	BackendMemory   = "memory"   // BACKEND_TYPE: the embedded in-memory store
 	BackendDynamoDB = "dynamodb" // BACKEND_TYPE: the DynamoDB store
+	BackendRedis    = "redis"    // BACKEND_TYPE: the Redis store (REDIS_*)
 
 	ConfigTypeFile = "file"          // CONFIG_TYPE: descriptor YAML files under RUNTIME_ROOT or CONFIG_DIR
 	ConfigTypeXDS  = "grpc_xds_sotw" // CONFIG_TYPE: descriptor configuration pushed over xDS
@@ -97,10 +99,15 @@ type Settings struct {
 	LogLevel  string // LOG_LEVEL: logrus level (trace, debug, info, warn, error, fatal, panic)
 	LogFormat string // LOG_FORMAT: json or text
 
-	BackendType    string  // BACKEND_TYPE: memory or dynamodb
-	ShadowMode     bool    // SHADOW_MODE: decide and record, but always answer OK
-	QuotaMode      bool    // QUOTA_MODE: every rule is in quota mode
-	NearLimitRatio float64 // NEAR_LIMIT_RATIO: fraction of a limit counted as near the limit, in (0,1]
+	BackendType string // BACKEND_TYPE: memory, dynamodb or redis
+	// BackendInferred reports that BACKEND_TYPE was unset and REDIS_URL
+	// set, so that the store is Redis (as Envoy Gateway runs the
+	// service): the start's log line says so. Setting BACKEND_TYPE (a
+	// flag too) clears it.
+	BackendInferred bool
+	ShadowMode      bool    // SHADOW_MODE: decide and record, but always answer OK
+	QuotaMode       bool    // QUOTA_MODE: every rule is in quota mode
+	NearLimitRatio  float64 // NEAR_LIMIT_RATIO: fraction of a limit counted as near the limit, in (0,1]
 
 	DescriptorHitsAddend string // DESCRIPTOR_HITS_ADDEND: charge or consume, how a descriptor's own hits_addend debits
 
@@ -178,6 +185,39 @@ type Settings struct {
 	LeaseSigningKeyPrevious string        // LEASE_SIGNING_KEY_PREVIOUS: keys still verifying leases, comma-separated (never printed)
 	LeaseSigningKeyFile     string        // LEASE_SIGNING_KEY_FILE: file of keys shared by every replica
 	LeaseTTL                time.Duration // LEASE_TTL: how long a lease settles
+
+	// The Redis store's connection (BACKEND_TYPE=redis), under
+	// envoyproxy/ratelimit's names; RedisOptions hands them to
+	// redisclient.Open.
+	RedisSocketType                   string        // REDIS_SOCKET_TYPE: tcp or unix
+	RedisType                         string        // REDIS_TYPE: single, sentinel or cluster
+	RedisURL                          string        // REDIS_URL: address(es), see redisclient
+	RedisAuth                         string        // REDIS_AUTH: password or user:password (never printed)
+	RedisSentinelAuth                 string        // REDIS_SENTINEL_AUTH: the sentinels' password or user:password (never printed)
+	RedisTLS                          bool          // REDIS_TLS: connect over TLS
+	RedisTLSCACert                    string        // REDIS_TLS_CACERT: CA bundle (PEM file) added to the system's roots
+	RedisTLSClientCert                string        // REDIS_TLS_CLIENT_CERT: client certificate (PEM file)
+	RedisTLSClientKey                 string        // REDIS_TLS_CLIENT_KEY: client key (PEM file)
+	RedisTLSSkipHostnameVerification  bool          // REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: verify the chain, not the name
+	RedisPoolSize                     int           // REDIS_POOL_SIZE: dedicated connections per node
+	RedisPipelineWindow               time.Duration // REDIS_PIPELINE_WINDOW: longest wait gathering commands into one write
+	RedisTimeout                      time.Duration // REDIS_TIMEOUT: dial, write and answer bound of a connection
+	RedisHealthCheckActiveConnection  bool          // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: NOT_SERVING while no connection is open
+	RedisPoolOnEmptyBehavior          string        // REDIS_POOL_ON_EMPTY_BEHAVIOR: wait (create and error are refused)
+	RedisStartupInitialInterval       time.Duration // REDIS_STARTUP_INITIAL_INTERVAL: first wait between attempts to connect at start
+	RedisStartupMaxInterval           time.Duration // REDIS_STARTUP_MAX_INTERVAL: longest wait between them
+	RedisStartupMaxElapsed            time.Duration // REDIS_STARTUP_MAX_ELAPSED_TIME: give up after this; 0 never
+	RedisPerSecond                    bool          // REDIS_PERSECOND: a second Redis for the per-second limits
+	RedisPerSecondSocketType          string        // REDIS_PERSECOND_SOCKET_TYPE
+	RedisPerSecondType                string        // REDIS_PERSECOND_TYPE
+	RedisPerSecondURL                 string        // REDIS_PERSECOND_URL
+	RedisPerSecondAuth                string        // REDIS_PERSECOND_AUTH (never printed)
+	RedisPerSecondSentinelAuth        string        // REDIS_PERSECOND_SENTINEL_AUTH (never printed)
+	RedisPerSecondTLS                 bool          // REDIS_PERSECOND_TLS
+	RedisPerSecondPoolSize            int           // REDIS_PERSECOND_POOL_SIZE
+	RedisPerSecondPipelineWindow      time.Duration // REDIS_PERSECOND_PIPELINE_WINDOW
+	RedisPerSecondTimeout             time.Duration // REDIS_PERSECOND_TIMEOUT
+	RedisPerSecondPoolOnEmptyBehavior string        // REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR
 }
 
 // Var describes one setting for documentation: its environment variable,
@@ -282,6 +322,20 @@ func Defaults() Settings {
 		ShardMergeAfter:    dynamo.DefaultShardMergeAfter,
 
 		LeaseTTL: lease.DefaultTTL,
+
+		RedisSocketType:                   redisclient.SocketTCP,
+		RedisType:                         redisclient.TypeSingle,
+		RedisPoolSize:                     redisclient.DefaultPoolSize,
+		RedisTimeout:                      redisclient.DefaultTimeout,
+		RedisPoolOnEmptyBehavior:          PoolOnEmptyWait,
+		RedisStartupInitialInterval:       redisclient.DefaultStartupInitialInterval,
+		RedisStartupMaxInterval:           redisclient.DefaultStartupMaxInterval,
+		RedisStartupMaxElapsed:            redisclient.DefaultStartupMaxElapsed,
+		RedisPerSecondSocketType:          redisclient.SocketTCP,
+		RedisPerSecondType:                redisclient.TypeSingle,
+		RedisPerSecondPoolSize:            redisclient.DefaultPoolSize,
+		RedisPerSecondTimeout:             redisclient.DefaultTimeout,
+		RedisPerSecondPoolOnEmptyBehavior: PoolOnEmptyWait,
 	}
 }
 
@@ -324,7 +378,7 @@ type binding struct {
 // bindings lists every variable in documentation order, each bound to its
 // field in s. FromEnv, RegisterFlags and Table all read this one list.
 func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per setting
-	return []binding{
+	return append([]binding{
 		{"HOST", "HTTP listener address (/healthcheck, /json).", (*stringValue)(&s.Host)},
 		{"PORT", "HTTP listener port.", (*intValue)(&s.Port)},
 		{"GRPC_HOST", "gRPC listener address (rate limit, health, reflection).", (*stringValue)(&s.GRPCHost)},
@@ -372,7 +426,7 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"LOG_LEVEL", "Log level: trace, debug, info, warn, error, fatal or panic.", &enumValue{p: &s.LogLevel, allowed: logLevels}},
 		{"LOG_FORMAT", "Log format: json or text.", &enumValue{p: &s.LogFormat, allowed: []string{LogFormatJSON, LogFormatText}}},
 
-		{"BACKEND_TYPE", "Store: memory (embedded, one process) or dynamodb.", &enumValue{p: &s.BackendType, allowed: []string{BackendMemory, BackendDynamoDB}}},
+		{"BACKEND_TYPE", "Store: memory (embedded, one process), dynamodb or redis (REDIS_*). Unset with REDIS_URL set, it is redis, as envoyproxy/ratelimit's default (Envoy Gateway sets REDIS_URL and no BACKEND_TYPE); otherwise memory.", &backendValue{enumValue: enumValue{p: &s.BackendType, allowed: []string{BackendMemory, BackendDynamoDB, BackendRedis}}, inferred: &s.BackendInferred}},
 		{"SHADOW_MODE", "Decide and record every request but always answer OK.", (*boolValue)(&s.ShadowMode)},
 		{"QUOTA_MODE", "Treat every rule as quota_mode: a request is refused only when an enforced descriptor is over or every quota descriptor is.", (*boolValue)(&s.QuotaMode)},
 		{"NEAR_LIMIT_RATIO", "Fraction of a limit above which requests count as near the limit, in (0,1].", (*floatValue)(&s.NearLimitRatio)},
@@ -449,7 +503,7 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"LEASE_SIGNING_KEY_PREVIOUS", "Keys that still verify leases while a new LEASE_SIGNING_KEY is rolled out, comma-separated (docs/leases.md#rotating-the-key). Never printed.", (*secretValue)(&s.LeaseSigningKeyPrevious)},
 		{"LEASE_SIGNING_KEY_FILE", "File of lease keys shared by every replica (e.g. a mounted Kubernetes Secret), instead of LEASE_SIGNING_KEY: its first non-empty line is the signing key, each further line a key that still verifies; surrounding whitespace is ignored.", (*stringValue)(&s.LeaseSigningKeyFile)},
 		{"LEASE_TTL", "How long after its admission a lease can be settled, in (0,24h]: a later settlement is ignored and counted as expired, and the store remembers each settled lease this long.", (*durationValue)(&s.LeaseTTL)},
-	}
+	}, redisBindings(s)...)
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "warning", "error", "fatal", "panic"}
@@ -459,8 +513,14 @@ var logLevels = []string{"trace", "debug", "info", "warn", "warning", "error", "
 // error naming the variable and the value; all such errors are returned
 // together. FromEnv does not call Validate, so that flags can still
 // override before the combination is checked.
+//
+// BACKEND_TYPE unset with REDIS_URL set selects the Redis store
+// (BackendInferred). While the environment selects another store, the
+// REDIS_* settings are ignored (CheckLegacy names them): a value of theirs
+// that does not parse is no error.
 func FromEnv(getenv func(string) string) (Settings, error) {
 	s := Defaults()
+	backend, inferred := envBackend(getenv)
 	var errs []error
 	for _, b := range bindings(&s) {
 		v := getenv(b.name)
@@ -472,11 +532,17 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 			continue
 		}
 		if err := b.value.Set(v); err != nil {
+			if backend != BackendRedis && isRedisSetting(b.name) {
+				continue
+			}
 			errs = append(errs, fmt.Errorf("config: %s=%q: %w", b.name, v, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Defaults(), err
+	}
+	if inferred {
+		s.BackendType, s.BackendInferred = BackendRedis, true
 	}
 	return s, nil
 }

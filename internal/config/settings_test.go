@@ -76,7 +76,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"bool", "SHADOW_MODE", "yes please"},
 		{"duration without unit", "SHUTDOWN_DRAIN", "5"},
 		{"float", "NEAR_LIMIT_RATIO", "most"},
-		{"enum", "BACKEND_TYPE", "redis"},
+		{"enum", "BACKEND_TYPE", "cassandra"},
 		{"log level", "LOG_LEVEL", "loud"},
 		{"log format", "LOG_FORMAT", "xml"},
 	}
@@ -144,9 +144,9 @@ func TestBadFlag(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	s.RegisterFlags(fs)
-	err := fs.Parse([]string{"-backend_type=redis"})
+	err := fs.Parse([]string{"-backend_type=cassandra"})
 	if err == nil || !strings.Contains(err.Error(), "backend_type") {
-		t.Errorf("Parse(-backend_type=redis) error = %v, want one naming the flag", err)
+		t.Errorf("Parse(-backend_type=cassandra) error = %v, want one naming the flag", err)
 	}
 }
 
@@ -211,11 +211,16 @@ func TestLeaseKeyring(t *testing.T) {
 	}
 }
 
+// derivedFields are the fields of Settings that no variable sets: what
+// FromEnv concluded from the others.
+var derivedFields = []string{"BackendInferred"}
+
 // TestTableCoversEveryField holds the one-list invariant: every field of
-// Settings has exactly one variable, and no variable is listed twice.
+// Settings but the derived ones has exactly one variable, and no variable
+// is listed twice.
 func TestTableCoversEveryField(t *testing.T) {
 	table := Table()
-	if n := reflect.TypeFor[Settings]().NumField(); len(table) != n {
+	if n := reflect.TypeFor[Settings]().NumField() - len(derivedFields); len(table) != n {
 		t.Errorf("len(Table()) = %d, want %d (one per Settings field)", len(table), n)
 	}
 	seen := map[string]bool{}
@@ -242,6 +247,9 @@ func TestTableCoversEveryField(t *testing.T) {
 		p := reflect.ValueOf(b.value).Pointer()
 		if ev, ok := b.value.(*enumValue); ok {
 			p = reflect.ValueOf(ev.p).Pointer()
+		}
+		if bv, ok := b.value.(*backendValue); ok {
+			p = reflect.ValueOf(bv.p).Pointer()
 		}
 		name, ok := fields[p]
 		if !ok {
@@ -365,7 +373,7 @@ func TestValidate(t *testing.T) {
 		{"ratio one", func(s *Settings) { s.NearLimitRatio = 1 }, ""},
 		{"ratio above one", func(s *Settings) { s.NearLimitRatio = 1.01 }, "NEAR_LIMIT_RATIO"},
 		{"ratio NaN", func(s *Settings) { s.NearLimitRatio = math.NaN() }, "NEAR_LIMIT_RATIO"},
-		{"unknown backend", func(s *Settings) { s.BackendType = "redis" }, "BACKEND_TYPE=\"redis\""},
+		{"unknown backend", func(s *Settings) { s.BackendType = "cassandra" }, "BACKEND_TYPE=\"cassandra\""},
 		{"unknown on unavailable", func(s *Settings) { s.OnUnavailable = "maybe" }, "ON_UNAVAILABLE"},
 		{"unknown log format", func(s *Settings) { s.LogFormat = "xml" }, "LOG_FORMAT"},
 		{"unknown log level", func(s *Settings) { s.LogLevel = "loud" }, "LOG_LEVEL"},
@@ -436,7 +444,7 @@ func TestValidate(t *testing.T) {
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	s := Defaults()
-	s.Port, s.NearLimitRatio, s.BackendType = -5, 2, "redis"
+	s.Port, s.NearLimitRatio, s.BackendType = -5, 2, "cassandra"
 	err := s.Validate()
 	for _, want := range []string{"PORT", "NEAR_LIMIT_RATIO", "BACKEND_TYPE"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -455,7 +463,9 @@ func TestMarkdownTable(t *testing.T) {
 		"| `GRPC_PORT` | `8081` | gRPC listener port. | same |",
 		"| `RUNTIME_SUBDIRECTORY` | \"\" | Subdirectory of RUNTIME_ROOT. | same |",
 		"| `BACKEND_TIMEOUT` | `15ms` |",
-		"| `REDIS_*` | |",
+		"| `REDIS_URL` | \"\" |",
+		"| `REDIS_TIMEOUT` | `1s` |",
+		"| `REDIS_PIPELINE_LIMIT, REDIS_PERSECOND_PIPELINE_LIMIT` | |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("MarkdownTable() lacks row %q", want)

@@ -19,7 +19,8 @@ import (
 // range, unknown enumerated values, NEAR_LIMIT_RATIO outside (0,1],
 // non-positive durations and sizes, TLS enabled without a certificate and
 // key, client CA or SAN without TLS, a SAN without a client CA, and empty
-// names where the chosen backend needs them.
+// names where the chosen backend needs them (on Redis, every REDIS_* of the
+// targets in use).
 func (s Settings) Validate() error {
 	var p problems
 	s.validateListeners(&p)
@@ -97,7 +98,7 @@ func (s Settings) validateChoices(p *problems) {
 		p.add("LOG_LEVEL=%q: want one of %s", s.LogLevel, strings.Join(logLevels, ", "))
 	}
 	p.enum("LOG_FORMAT", s.LogFormat, LogFormatJSON, LogFormatText)
-	p.enum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB)
+	p.enum("BACKEND_TYPE", s.BackendType, BackendMemory, BackendDynamoDB, BackendRedis)
 	p.enum("GRPC_TRANSPORT", s.GRPCTransport, server.TransportNative, server.TransportGRPCGo)
 	p.enum("ON_UNAVAILABLE", s.OnUnavailable, OnUnavailableLocal, OnUnavailableAllow, OnUnavailableBlock)
 	if s.FleetSize < 0 {
@@ -242,6 +243,9 @@ func (s Settings) validateSizes(p *problems) {
 func (s Settings) validateBackend(p *problems) {
 	if !descriptors.ValidNamespace(s.Namespace) {
 		p.add("NAMESPACE=%q: want %s, as a descriptor file's namespace: key", s.Namespace, descriptors.NamespaceRule)
+	}
+	if s.BackendType == BackendRedis {
+		s.validateRedis(p)
 	}
 	if s.BackendType == BackendDynamoDB {
 		if s.DynamoDBTable == "" {
