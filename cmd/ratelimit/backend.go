@@ -43,18 +43,20 @@ type backend interface {
 }
 
 // warmer is a backend that readies its store before the service reports
-// ready (DynamoDB).
+// ready (DynamoDB, Redis).
 type warmer interface {
 	// Warmup readies the store; health says NOT_SERVING, awaiting
 	// warmupCondition, until it returns nil. It retries what may recover,
 	// and returns an error only for what cannot (a missing table, a table
-	// of another schema): the service then stops. It returns nil when ctx
-	// ends.
+	// of another schema, a setting that is wrong): the service then stops.
+	// It returns nil when ctx ends.
 	Warmup(ctx context.Context) error
+	// warmupCondition is what health awaits until Warmup returns.
+	warmupCondition() string
 }
 
-// warmupCondition is what health awaits while a backend warms up.
-const warmupCondition = "dynamodb warm-up (BACKEND_WARMUP_TIMEOUT)"
+// dynamoWarmup is what health awaits while DynamoDB warms up.
+const dynamoWarmup = "dynamodb warm-up (BACKEND_WARMUP_TIMEOUT)"
 
 // backendOptions are what openBackend builds a backend from.
 type backendOptions struct {
@@ -78,6 +80,8 @@ func openBackend(ctx context.Context, o backendOptions) (backend, error) {
 		return openMemory(o), nil
 	case config.BackendDynamoDB:
 		return openDynamo(ctx, o)
+	case config.BackendRedis:
+		return openRedis(o), nil
 	}
-	return nil, fmt.Errorf("BACKEND_TYPE %q: want memory or dynamodb", o.settings.BackendType)
+	return nil, fmt.Errorf("BACKEND_TYPE %q: want memory, dynamodb or redis", o.settings.BackendType)
 }

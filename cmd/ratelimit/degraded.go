@@ -22,6 +22,7 @@ const heartbeatInterval = 5 * time.Second
 // Redis), which a degraded backend wraps.
 type sharedBackend interface {
 	backend
+	warmer
 	// shared is the store degrade decides on and repays to.
 	shared() degrade.Shared
 	// heart returns the store heartbeats are recorded in once it is open;
@@ -85,3 +86,11 @@ func (b *degradedBackend) beat(ctx context.Context) error {
 }
 
 func (b *degradedBackend) taskLog(name string) *logrus.Entry { return b.log.WithField("task", name) }
+
+// watch is the wrapped backend's, when it watches its readiness.
+func (b *degradedBackend) watch(ctx context.Context, ready func(ok bool)) error {
+	if w, ok := b.sharedBackend.(watcher); ok {
+		return w.watch(ctx, ready)
+	}
+	return nil
+}

@@ -114,6 +114,9 @@ func (b *dynamoBackend) Hierarchy() service.Hierarchy { return b.w }
 // Gate is the namespaces the registry marks deleted, as Run last read them.
 func (b *dynamoBackend) Gate() service.NamespaceGate { return b.deleted }
 
+// warmupCondition is what health awaits while the store warms up.
+func (b *dynamoBackend) warmupCondition() string { return dynamoWarmup }
+
 // Warmup opens the store and warms it up (see warmup.run).
 func (b *dynamoBackend) Warmup(ctx context.Context) error { return b.warmup.run(ctx, b.w) }
 

@@ -91,8 +91,8 @@ func newService(p parts) *service.Service {
 func serverOptions(p parts, svc *service.Service) server.Options {
 	s := p.settings
 	var await []string
-	if _, ok := p.backend.(warmer); ok {
-		await = append(await, warmupCondition)
+	if w, ok := p.backend.(warmer); ok {
+		await = append(await, w.warmupCondition())
 	}
 	return server.Options{
 		GRPCAddr:          hostPort(s.GRPCHost, s.GRPCPort),

@@ -170,10 +170,20 @@ func startBackend(bg *tasks, b backend, srv *server.Server, fail context.CancelC
 				fail(err) // returned by run; stops the server
 				return nil
 			}
-			srv.Ready(warmupCondition, true)
+			srv.Ready(w.warmupCondition(), true)
+			if wa, ok := b.(watcher); ok {
+				return wa.watch(ctx, func(ok bool) { srv.Ready(w.warmupCondition(), ok) })
+			}
 			return nil
 		})
 	}
+}
+
+// watcher is a warmer whose readiness may change after its warm-up
+// (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION): watch tells ready until ctx
+// ends.
+type watcher interface {
+	watch(ctx context.Context, ready func(ok bool)) error
 }
 
 // reloadOnHangup is a task that calls trigger on each signal from hup.
