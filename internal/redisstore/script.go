@@ -222,8 +222,11 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	s.observeClock(now)
 	for i, j := range jobs {
 		vals, err := msgs[i+1].AsStrSlice()
-		if err != nil || len(vals) == 0 {
-			return fmt.Errorf("%w: plan %d: %v", errReply, i, err)
+		if err != nil {
+			return fmt.Errorf("%w: plan %d: %w", errReply, i, err)
+		}
+		if len(vals) == 0 {
+			return fmt.Errorf("%w: plan %d: no status", errReply, i)
 		}
 		j.reply = reply{nowMs: now, status: vals[0], fields: vals[1:]}
 	}
