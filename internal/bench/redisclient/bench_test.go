@@ -133,6 +133,15 @@ func TestRedisClients(t *testing.T) {
 		clients[name] = cl
 	}
 	calls := tenants()
+	// A burst of 64 callers first: each client then runs as it would in a
+	// replica that has served concurrent calls (rueidis leaves its
+	// synchronous mode for its pipelining writer and reader goroutines at
+	// the first concurrent call, and stays there; the pools fill).
+	for _, name := range names {
+		if _, _, err := drive(clients[name], calls, false, 64, 200*time.Millisecond); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
 	var cells []cell
 	for r := range rounds {
 		t.Logf("round %d: load average %s", r+1, loadavg())
