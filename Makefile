@@ -151,6 +151,15 @@ bench-peers: envoy ## side by side behind one Envoy and over gRPC: ours, no-op, 
 bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot item, many items, refusals (see BENCHMARKS.md)
 	$(GO) test -tags dynamobench -run '^TestDynamoLoad$$' -count=1 -v -timeout 30m ./internal/bench/dynamoload
 
+# A module of its own (internal/bench/redisclient/go.mod), so that the
+# service's module never requires the client library that lost: ./... at the
+# root, make test and make lint do not see it. It starts its own redis-server
+# (Debian: apt-get install -y redis-server); ROUNDS, DURATION, CONC, KEYS and
+# CLIENTS narrow or widen the run.
+.PHONY: bench-redis-client
+bench-redis-client: ## rueidis against go-redis v9 on the Redis store's EVALSHA, on a redis-server of its own (see BENCHMARKS.md)
+	cd internal/bench/redisclient && $(GO) test -tags redisbench -run '^TestRedisClients$$' -count=1 -v -timeout 60m
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \
