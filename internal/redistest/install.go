@@ -142,8 +142,8 @@ func Download(root string, f Flavor) (Binaries, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return Binaries{}, fmt.Errorf("redistest: lock %s: %w", base, err)
 	}
-	b := extracted(f, dir)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		b := extracted(f, dir)
 		return b, b.readVersion()
 	}
 	for _, tool := range []string{"apt-get", "apt-cache", "dpkg", "dpkg-query"} {
@@ -155,6 +155,7 @@ func Download(root string, f Flavor) (Binaries, error) {
 	if err := fetch(f, base, dir); err != nil {
 		return Binaries{}, err
 	}
+	b := extracted(f, dir)
 	if err := checkLibraries(b); err != nil {
 		return Binaries{}, err
 	}
@@ -295,12 +296,15 @@ func (a aptConfig) withDependencies(pkgs []string) ([]string, error) {
 			continue
 		}
 		seen[dep] = true
-		if !installed(dep) {
+		if !isInstalled(dep) {
 			all = append(all, dep)
 		}
 	}
 	return all, nil
 }
+
+// isInstalled is installed, or a test's stand-in.
+var isInstalled = installed
 
 // installed reports whether dpkg has package installed.
 func installed(pkg string) bool {

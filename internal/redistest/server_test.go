@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -163,22 +161,6 @@ func TestTLS(t *testing.T) {
 	}
 	if _, err := (&DialConfig{Addr: s.Addr()}).do("PING"); err == nil {
 		t.Fatal("a plain client was served")
-	}
-}
-
-// TestDownload: the binaries fetched from Debian's packages without root
-// run, whatever PATH holds.
-func TestDownload(t *testing.T) {
-	b, err := Download(testutil.RepoRoot(t), Redis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.Version, "v=7.") {
-		t.Fatalf("version %q", b.Version)
-	}
-	out, err := b.Command(b.CLI, "--version").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s --version: %v\n%s", b.CLI, err, out)
 	}
 }
 
