@@ -8,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
 // On a Redis cluster one call of the script may only touch keys of one
@@ -55,15 +56,25 @@ func (s *Store) parts(debits []cascade.Debit) []part {
 
 // acquireParts decides a plan whose items lie in several slots (or
 // stores), part by part, and gives back the admitted parts' consumes when
-// the plan is refused.
+// the plan is refused. Within a part a quota debit does not refuse (the
+// plan's quota rule spans the parts): the plan is admitted when every
+// part is and the admission rule holds over all the statuses. A refused
+// plan is told as cascade.Decide tells it on the levels the parts saw.
 func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (cascade.Decision, error) {
 	decs := make([]cascade.Decision, len(parts))
 	errs := make([]error, len(parts))
+	jobs := make([]*job, len(parts))
 	var wg sync.WaitGroup
 	for k := range parts {
-		wg.Go(func() {
-			decs[k], errs[k] = parts[k].st.decide(ctx, &job{kind: kindDecide, debits: parts[k].debits})
-		})
+		ds := make([]cascade.Debit, len(parts[k].debits))
+		for i, d := range parts[k].debits {
+			if d.Role == cascade.Quota {
+				d.Role = cascade.Advisory
+			}
+			ds[i] = d
+		}
+		jobs[k] = &job{kind: kindDecide, debits: ds}
+		wg.Go(func() { decs[k], errs[k] = parts[k].st.decide(ctx, jobs[k]) })
 	}
 	wg.Wait()
 	dec := cascade.Decision{Statuses: make([]cascade.Status, len(debits))}
@@ -84,11 +95,14 @@ func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (ca
 	}
 	for k, p := range parts {
 		if errs[k] == nil && decs[k].Admitted {
-			p.st.giveBack(p.debits)
+			p.st.giveBack(p.debits, decs[k].Statuses)
 		}
 	}
 	if err != nil {
 		return cascade.Decision{}, err
+	}
+	if told, ok := refusedAsOne(debits, parts, jobs); ok {
+		return told, nil
 	}
 	for i := range dec.Statuses {
 		if dec.Statuses[i].OK && debits[i].Op == cascade.Consume && debits[i].Role != cascade.Advisory {
@@ -98,13 +112,56 @@ func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (ca
 	return dec, nil
 }
 
-// giveBack refunds what an admitted part consumed, within the store's
-// budget; a give-back that fails is lost (the plan was refused: nothing
-// is over-admitted).
-func (s *Store) giveBack(debits []cascade.Debit) {
+// refusedAsOne is the refusal of debits as cascade.Decide tells it on the
+// levels its parts saw, at the first part's clock; false when those
+// levels admit it (the parts decided at other instants).
+func refusedAsOne(debits []cascade.Debit, parts []part, jobs []*job) (cascade.Decision, bool) {
+	now := jobs[0].reply.nowMs
+	type limitKey struct {
+		key   cascade.Key
+		limit string
+	}
+	slotOf := map[limitKey]int{}
+	slot := make([]int, len(debits))
+	var levels []tokenbucket.Level
+	for k, p := range parts {
+		r := &jobs[k].reply
+		if len(r.fields) != len(p.debits) {
+			return cascade.Decision{}, false
+		}
+		for i, at := range p.idx {
+			d := &debits[at]
+			lk := limitKey{d.Key, d.Limit}
+			if j, ok := slotOf[lk]; ok {
+				slot[at] = j
+				continue
+			}
+			switch f := r.fields[i]; f {
+			case "", "=":
+				levels = append(levels, tokenbucket.New(d.Bucket.Full(now)))
+			default:
+				x, err := tokenbucket.ParseInt128(f)
+				if err != nil {
+					return cascade.Decision{}, false
+				}
+				levels = append(levels, tokenbucket.Stored(tokenbucket.State{X: x}))
+			}
+			slotOf[lk] = len(levels) - 1
+			slot[at] = len(levels) - 1
+		}
+	}
+	p := cascade.Plan{Debits: debits}
+	dec := cascade.Decide(&p, slot, levels, now)
+	return dec, !dec.Admitted
+}
+
+// giveBack refunds what an admitted part consumed (its consumes that its
+// bucket admitted), within the store's budget; a give-back that fails is
+// lost (the plan was refused: nothing is over-admitted).
+func (s *Store) giveBack(debits []cascade.Debit, statuses []cascade.Status) {
 	var back []cascade.Debit
-	for _, d := range debits {
-		if d.Op == cascade.Consume && d.Amount > 0 {
+	for i, d := range debits {
+		if d.Op == cascade.Consume && d.Amount > 0 && i < len(statuses) && statuses[i].OK {
 			d.Op, d.Role = cascade.Refund, cascade.Advisory
 			back = append(back, d)
 		}

@@ -2,49 +2,34 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/dynalimit/dynalimit/internal/redisstore"
+	"github.com/dynalimit/dynalimit/internal/redistest"
 	"github.com/dynalimit/dynalimit/internal/storetest"
-	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
-// server starts a redis-server for t and returns a client of it.
+// server starts a redis-server for t (internal/redistest) and returns a
+// client of it.
 func server(t *testing.T) rueidis.Client {
 	t.Helper()
 	c, _ := serverProc(t)
 	return c
 }
 
-// serverProc is server, with the server's process.
-func serverProc(t *testing.T) (rueidis.Client, *os.Process) {
+// serverProc is server, with the server itself.
+func serverProc(t *testing.T) (rueidis.Client, *redistest.Server) {
 	t.Helper()
-	port := testutil.FreePort(t)
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var c rueidis.Client
-	var err error
-	for range 100 {
-		c, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{fmt.Sprintf("127.0.0.1:%d", port)}, DisableCache: true})
-		if err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	srv := redistest.Start(t, redistest.Options{})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c, cmd.Process
+	return c, srv
 }
 
 func TestConformance(t *testing.T) {
@@ -88,6 +73,50 @@ func TestSettleConcurrency(t *testing.T) {
 	c := server(t)
 	storetest.RunSettleConcurrency(t, func(t *testing.T) []storetest.Settler {
 		var out []storetest.Settler
+		for range 3 {
+			s := redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
+			t.Cleanup(func() { _ = s.Close() })
+			out = append(out, s)
+		}
+		return out
+	})
+}
+
+// cluster starts a cluster of three masters for t and returns a client of
+// it, and a function that empties it.
+func cluster(t *testing.T) (rueidis.Client, func()) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3, 0, redistest.Options{})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Seeds(), DisableCache: true})
+	if err != nil {
+		t.Fatalf("cluster client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, func() {
+		for _, m := range cl.Masters() {
+			m.MustDo("FLUSHALL")
+		}
+	}
+}
+
+// TestClusterConformance: the suites on a three-master cluster, where a
+// plan over several entities is decided slot by slot.
+func TestClusterConformance(t *testing.T) {
+	c, flush := cluster(t)
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
+		flush()
+		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, storetest.WithMaxCalls(20_001))
+	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
+		flush()
+		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
+		var out []storetest.Store
 		for range 3 {
 			s := redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
 			t.Cleanup(func() { _ = s.Close() })

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,13 +31,11 @@ func TestFrozenRedis(t *testing.T) {
 		t.Fatalf("before the freeze: %+v, %v", dec, err)
 	}
 	before := runtime.NumGoroutine()
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	proc.Freeze()
 	thawed := false
 	thaw := func() {
 		if !thawed {
-			_ = proc.Signal(syscall.SIGCONT)
+			proc.Thaw()
 			thawed = true
 		}
 	}

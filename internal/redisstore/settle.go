@@ -44,33 +44,52 @@ func (s *Store) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Set
 	if s.cfg.Now != nil {
 		keep = st.Expires.Sub(s.cfg.Now()) + settledMargin
 	}
-	if s.clustered() && len(debits) > 0 {
+	if s.clustered() {
 		return s.settleParts(ctx, st.ID, debits, max(keep.Milliseconds(), 1))
 	}
 	j := &job{kind: kindSettle, debits: debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(cascade.Key{Entity: st.ID}), st.ID), keepMs: max(keep.Milliseconds(), 1)}
 	return s.applyOnce(ctx, j)
 }
 
-// settleParts settles on a cluster: each slot's part once, by a key of
-// the ID in that slot (a settlement's parts are applied one by one; one
-// applied before is a duplicate there).
+// settleParts settles on a cluster, where a settlement's items may lie in
+// several slots: the ID's own key (in the ID's slot) says whether it was
+// settled; if not, each slot's part is applied once, by a key of the ID in
+// that slot (so a part applied by an earlier attempt whose answer was lost
+// is not applied again), and then the ID's key is written. An ID whose
+// parts were applied but whose key was not (the call failed between) is
+// settled again as a duplicate of each part.
 func (s *Store) settleParts(ctx context.Context, id string, debits []cascade.Debit, keepMs int64) (cascade.Settled, error) {
-	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(debits))}
+	c, err := s.conn()
+	if err != nil {
+		return cascade.Settled{}, err
+	}
+	idKey := s.keys.settled(s.cfg.Namespace, s.keys.tag(cascade.Key{Entity: id}), id)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	n, err := c.Do(cctx, c.B().Exists().Key(idKey).Build()).AsInt64()
+	cancel()
+	if err != nil {
+		return cascade.Settled{}, classify(err)
+	}
+	if n > 0 {
+		return cascade.Settled{Duplicate: true}, nil
+	}
+	out := cascade.Settled{Statuses: make([]cascade.Status, len(debits))}
 	for _, p := range s.parts(debits) {
 		j := &job{kind: kindSettle, debits: p.debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(p.debits[0].Key), id), keepMs: keepMs}
 		res, err := s.applyOnce(ctx, j)
 		if err != nil {
 			return cascade.Settled{}, err
 		}
-		if !res.Duplicate {
-			out.Duplicate = false
-			for i, at := range p.idx {
+		for i, at := range p.idx {
+			if i < len(res.Statuses) {
 				out.Statuses[at] = res.Statuses[i]
 			}
 		}
 	}
-	if out.Duplicate {
-		out.Statuses = nil
+	cctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if err := c.Do(cctx, c.B().Set().Key(idKey).Value("1").PxMilliseconds(keepMs).Build()).Error(); err != nil {
+		return cascade.Settled{}, classify(err)
 	}
 	return out, nil
 }
