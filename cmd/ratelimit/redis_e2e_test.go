@@ -104,7 +104,8 @@ func TestRedisFleetNewKeys(t *testing.T) {
 // one call of the script per decision, no more.
 func TestRedisOneCallPerDecision(t *testing.T) {
 	store := newRedisFleetStore(t)
-	f := startFleetOn(t, store, coldConfig, 1)
+	// block: no fleet heartbeats, whose script calls would count too.
+	f := startFleetOn(t, store, coldConfig, 1, "ON_UNAVAILABLE=block")
 	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("cold", "warm")}}
 	f.driveWith(1, 200*time.Millisecond, func(int) *pb.RateLimitRequest { return req }, nil) // warm
 	calls := store.evalsha()
@@ -121,21 +122,23 @@ func TestRedisOneCallPerDecision(t *testing.T) {
 // middle of a 15 s run of 90 callers over three replicas, in the default
 // mode (local): the fleet admits at most 1.2 × (100 + 10·t), no call
 // fails, and each replica's goroutines stay under twice and its resident
-// memory under 64 MB over what they were before the freeze.
+// memory under 64 MB over what they were under the same load just before
+// the freeze.
 func TestRedisFreeze(t *testing.T) {
 	store := newRedisFleetStore(t)
 	testutil.BusyCore(t)
 	f := startFleetOn(t, store, coldConfig, 3, "BACKEND_TIMEOUT=50ms")
 	f.counted(t)
 	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("cold", "frozen")}}
-	var goroutines, rss []float64
+	done := make(chan *load)
+	go func() { done <- f.driveWith(90, 15*time.Second, func(int) *pb.RateLimitRequest { return req }, nil) }()
+	time.Sleep(4500 * time.Millisecond)
+	var goroutines, rss []float64 // under the same load, before the freeze
 	for _, p := range f.procs {
 		goroutines = append(goroutines, metricOf(t, p, "go_goroutines"))
 		rss = append(rss, metricOf(t, p, "process_resident_memory_bytes"))
 	}
-	done := make(chan *load)
-	go func() { done <- f.driveWith(90, 15*time.Second, func(int) *pb.RateLimitRequest { return req }, nil) }()
-	time.Sleep(5 * time.Second)
+	time.Sleep(500 * time.Millisecond)
 	froze := make(chan struct{})
 	go func() { store.freeze(t, 5*time.Second); close(froze) }()
 	time.Sleep(4500 * time.Millisecond)
