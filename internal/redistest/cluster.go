@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
 // clusterTimeout bounds how long a cluster may take to form, to agree
@@ -49,7 +51,9 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, opts Options) *C
 	}
 	c := &Cluster{t: t, ids: make(map[*Server]string)}
 	for range masters * (1 + replicasPerMaster) {
-		s := newServer(t, opts, extra)
+		// The bus port is one of our own: port+10000 may be taken.
+		bus := []string{"--cluster-port", strconv.Itoa(testutil.FreePort(t))}
+		s := newServer(t, opts, append(bus, extra...))
 		opts.PKI = s.opts.PKI // one PKI for every node
 		s.Start()
 		c.ids[s] = mustString(t, s.MustDo("CLUSTER", "MYID"))

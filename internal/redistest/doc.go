@@ -26,8 +26,9 @@
 // CommandStats reads INFO commandstats to count round trips; CLI runs
 // redis-cli on it.
 //
-// A Cluster's nodes run with --cluster-enabled yes and a
-// cluster-node-timeout of one second, and are joined by `redis-cli
+// A Cluster's nodes run with --cluster-enabled yes, a cluster bus on a
+// free port of its own (--cluster-port) and a cluster-node-timeout of one
+// second, and are joined by `redis-cli
 // --cluster create`; StartCluster returns once every node says
 // cluster_state:ok with every slot covered. Failover hands a master's
 // slots to its replica (CLUSTER FAILOVER); KillMaster kills a master and
