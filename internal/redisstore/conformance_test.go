@@ -125,3 +125,21 @@ func TestClusterConformance(t *testing.T) {
 		return out
 	})
 }
+
+// TestValkeyConformance: the suite on Valkey (Debian's backports package,
+// which the harness fetches), the fork most Redis users can move to.
+func TestValkeyConformance(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Flavor: redistest.Valkey})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	t.Logf("%s", srv.Binaries().Version)
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
+		srv.MustDo("FLUSHALL")
+		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, storetest.WithMaxCalls(20_001))
+}

@@ -127,3 +127,7 @@ func (ks keyspace) resources(k cascade.Key) string {
 	keyPart(&b, k.Entity)
 	return b.String()
 }
+
+// BucketKey is the Redis key of k's bucket hash in a deployment of
+// namespace ns (NAMESPACE): what an operator looks up with redis-cli.
+func BucketKey(ns string, k cascade.Key) string { return keyspace{ns: ns}.bucket(k) }
