@@ -6,6 +6,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/envoytest"
+	"github.com/dynalimit/dynalimit/internal/redistest"
 )
 
 // The example under test and the descriptor rules it needs.
@@ -47,13 +48,18 @@ func metric(t *testing.T, r *envoytest.Rig, series string) float64 {
 	return r.Service.Metrics(t)[series]
 }
 
-// onBothStores runs a scenario on the embedded store (env nil), then on a
+// onStores runs a scenario on the embedded store (env nil), then on a
 // fresh table of the package's DynamoDB Local, created with the binary's
-// `table create`, with BACKEND_TIMEOUT=400ms (DynamoDB Local's latency).
-func onBothStores(t *testing.T, run func(t *testing.T, env []string)) {
+// `table create`, with BACKEND_TIMEOUT=400ms (DynamoDB Local's latency),
+// then on a redis-server of the scenario's own (it starts in tens of
+// milliseconds).
+func onStores(t *testing.T, run func(t *testing.T, env []string)) {
 	t.Run("memory", func(t *testing.T) { run(t, nil) })
 	t.Run("dynamodb", func(t *testing.T) {
 		env := envoytest.DynamoDBTable(t, dynamotest.Shared(t))
 		run(t, append(env, "BACKEND_TIMEOUT=400ms"))
+	})
+	t.Run("redis", func(t *testing.T) {
+		run(t, []string{"BACKEND_TYPE=redis", "REDIS_URL=" + redistest.Start(t, redistest.Options{}).Addr(), "BACKEND_TIMEOUT=100ms"})
 	})
 }

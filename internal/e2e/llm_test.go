@@ -110,8 +110,8 @@ func checkLevels(t *testing.T, got, want [3]int, start time.Time) {
 // once Envoy's access log delivers its entry, and one of 100 gives 400
 // back on every level.
 func TestLLMSettlesThroughTheAccessLog(t *testing.T) {
-	envoytest.Scenario(t, "11 LLM gateway: an estimate at admission, settled through the access log on every level (memory and DynamoDB)")
-	onBothStores(t, func(t *testing.T, env []string) {
+	envoytest.Scenario(t, "11 LLM gateway: an estimate at admission, settled through the access log on every level (memory, DynamoDB and Redis)")
+	onStores(t, func(t *testing.T, env []string) {
 		r := llmRig(t, env)
 		c := envoytest.Client(t, "127.0.0.40")
 		start := time.Now()
