@@ -16,17 +16,18 @@ import (
 )
 
 // The operator's view of a bucket: read, reset to full and topped up, at
-// Redis's clock, each in one call of a small script on the bucket's hash
-// (so that what a reset or a top-up reports the bucket held is exact).
+// Redis's clock. A reset or a top-up reads the bucket's levels, then
+// writes the new ones in one call of a small script that writes them only
+// if they are still the ones read (else it reads again), so that what it
+// reports the bucket held is exactly what it replaced.
 
-// inspectScript reads a bucket hash's levels (ARGV[2] 'r'), deletes them
-// as it reads them (a reset, 'z'), or sets one limit's level if it is
-// still the one read (a top-up, 't': ARGV[3] the limit, ARGV[4] and
-// ARGV[5] the level and shape read, ARGV[6] and ARGV[7] the new ones,
-// ARGV[8] how long the key must live at least, in ms). ARGV[1] is the
-// clock ('' for Redis's TIME). It answers the clock, then for 'r' and
-// 'z' the level fields as they were (field, value, ...), for 't' 1 when
-// it wrote, 0 when the level changed meanwhile.
+// inspectScript reads a bucket hash's level fields (ARGV[2] 'r'), or
+// writes levels if they are as read ('w': ARGV[3] how long the key must
+// live at least, in ms, then per level its limit's name, the level and
+// shape read ('' for none) and the new ones). ARGV[1] is the clock (''
+// for Redis's TIME). It answers the clock, then for 'r' the level fields
+// (field, value, ...), for 'w' 1 when it wrote, 0 when a level changed
+// meanwhile.
 var inspectScript = rueidis.NewLuaScript(`
 local now
 if ARGV[1] ~= '' then
@@ -35,25 +36,27 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-if ARGV[2] == 't' then
-  local v = redis.call('HMGET', KEYS[1], 'x' .. ARGV[3], 's' .. ARGV[3])
-  if (v[1] or '') ~= ARGV[4] or (v[2] or '') ~= ARGV[5] then return { now, 0 } end
-  redis.call('HSET', KEYS[1], 'x' .. ARGV[3], ARGV[6], 's' .. ARGV[3], ARGV[7])
-  local ms = tonumber(ARGV[8])
+if ARGV[2] == 'w' then
+  for i = 4, #ARGV, 5 do
+    local v = redis.call('HMGET', KEYS[1], 'x' .. ARGV[i], 's' .. ARGV[i])
+    if (v[1] or '') ~= ARGV[i + 1] or (v[2] or '') ~= ARGV[i + 2] then return { now, 0 } end
+  end
+  for i = 4, #ARGV, 5 do
+    redis.call('HSET', KEYS[1], 'x' .. ARGV[i], ARGV[i + 3], 's' .. ARGV[i], ARGV[i + 4])
+  end
+  local ms = tonumber(ARGV[3])
   if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
   return { now, 1 }
 end
 local all = redis.call('HGETALL', KEYS[1])
-local out, del = { now }, {}
+local out = { now }
 for i = 1, #all, 2 do
   local c = string.sub(all[i], 1, 1)
   if c == 'x' or c == 's' then
     out[#out + 1] = all[i]
     out[#out + 1] = all[i + 1]
-    del[#del + 1] = all[i]
   end
 end
-if ARGV[2] == 'z' and #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
 return out
 `)
 
@@ -112,9 +115,9 @@ var ErrNoSuchLimit = errors.New("redisstore: the bucket holds no limit of that n
 // and tokenbucket.MaxMillitokens.
 var ErrInvalidAmount = fmt.Errorf("redisstore: a top-up is between 1 millitoken and %d", tokenbucket.MaxMillitokens)
 
-// topUpTries bounds the tries of a top-up whose level changes between its
-// read and its write.
-const topUpTries = 8
+// rewriteTries bounds the tries of a reset or a top-up whose levels
+// change between its read and its write.
+const rewriteTries = 8
 
 // maxKeepMs bounds how long a top-up makes a bucket's key live (a level
 // full beyond it is kept as long, as FullAt saturates).
@@ -123,24 +126,34 @@ const maxKeepMs = int64(1) << 50
 // Bucket returns what key's bucket holds at Redis's clock: every limit it
 // stores a level of, and every other of limits (full). It writes nothing.
 func (s *Store) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (Levels, error) {
-	now, fields, err := s.inspect(ctx, key, "r")
+	now, fields, err := s.inspect(ctx, key)
 	if err != nil {
 		return Levels{}, err
 	}
 	return levelsOf(fields, limits, now), nil
 }
 
-// Reset refills key's bucket to full, every limit it stores a level of,
-// and returns what it held as it was, in the same call; false when it
-// stored no level (it was full). Its other fields (repayment stamps) are
-// kept, and so is its usage.
+// Reset refills key's bucket to full: every limit it stores a level of,
+// under the limit it is read with (Levels). It returns what the bucket
+// held as it was, and false, with no write, when it stored no level (it
+// was full). Its other fields (repayment stamps) are kept, and so is its
+// usage.
 func (s *Store) Reset(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (Levels, bool, error) {
-	now, fields, err := s.inspect(ctx, key, "z")
-	if err != nil {
-		return Levels{}, false, err
-	}
-	before := levelsOf(fields, limits, now)
-	return before, before.Stored(), nil
+	return s.rewrite(ctx, key, limits, func(fields map[string]string, _ Levels, now int64) ([]levelWrite, error) {
+		var out []levelWrite
+		for f, x := range fields {
+			if !strings.HasPrefix(f, "x") {
+				continue
+			}
+			name := f[1:]
+			l, _, ok := restated(x, fields["s"+name], limits[name], now)
+			if !ok {
+				continue
+			}
+			out = append(out, levelWrite{name: name, was: x, wasShape: fields["s"+name], x: l.Full(now).X.String(), shape: shape(l), keepMs: 1000})
+		}
+		return out, nil
+	})
 }
 
 // TopUp credits amount millitokens to the limit named name of key's
@@ -148,41 +161,61 @@ func (s *Store) Reset(ctx context.Context, key cascade.Key, limits map[string]to
 // current period), as a refund does, and returns what the bucket held
 // before; false, with no write, when it stores no level of the limit (it
 // is full). A limit neither stored nor in limits is an error wrapping
-// ErrNoSuchLimit. The level is written only if it is still the one read
-// (tried again otherwise); the credit is not counted as usage.
+// ErrNoSuchLimit. The credit is not counted as usage.
 func (s *Store) TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (Levels, bool, error) {
 	if amount <= 0 || amount > tokenbucket.MaxMillitokens {
 		return Levels{}, false, ErrInvalidAmount
 	}
-	for try := 1; ; try++ {
-		now, fields, err := s.inspect(ctx, key, "r")
-		if err != nil {
-			return Levels{}, false, err
-		}
-		before := levelsOf(fields, limits, now)
+	return s.rewrite(ctx, key, limits, func(fields map[string]string, before Levels, now int64) ([]levelWrite, error) {
 		if !before.Has(name) {
-			return before, false, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
+			return nil, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 		}
-		stored, shapeWas := fields["x"+name], fields["s"+name]
+		stored, was := fields["x"+name], fields["s"+name]
 		if stored == "" {
-			return before, false, nil
+			return nil, nil
 		}
-		l, x, ok := restated(stored, shapeWas, limits[name], now)
+		l, x, ok := restated(stored, was, limits[name], now)
 		if !ok {
-			return before, false, fmt.Errorf("redisstore: top up: the level of %q cannot be read (%q under %q)", name, stored, shapeWas)
+			return nil, fmt.Errorf("redisstore: top up: the level of %q cannot be read (%q under %q)", name, stored, was)
 		}
 		v := tokenbucket.Stored(x)
 		l.Refund(&v, amount, now)
 		keep := min(max(l.FullAt(v.State())-now, 0), maxKeepMs) + 1000
-		wrote, err := s.topUp(ctx, key, name, stored, shapeWas, v.State().X.String(), shape(l), keep)
+		return []levelWrite{{name: name, was: stored, wasShape: was, x: v.State().X.String(), shape: shape(l), keepMs: keep}}, nil
+	})
+}
+
+// levelWrite is one level a reset or a top-up writes: name's, if it is
+// still was (under wasShape), as x (under shape); the key then lives
+// keepMs at least.
+type levelWrite struct {
+	name, was, wasShape, x, shape string
+	keepMs                        int64
+}
+
+// rewrite reads key's bucket and writes the levels change returns for it
+// (none: nothing to write), again while they changed meanwhile. It
+// returns the bucket as it was when written, and whether it wrote.
+func (s *Store) rewrite(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit, change func(fields map[string]string, before Levels, now int64) ([]levelWrite, error)) (Levels, bool, error) {
+	for try := 1; ; try++ {
+		now, fields, err := s.inspect(ctx, key)
+		if err != nil {
+			return Levels{}, false, err
+		}
+		before := levelsOf(fields, limits, now)
+		ws, err := change(fields, before, now)
+		if err != nil || len(ws) == 0 {
+			return before, false, err
+		}
+		wrote, err := s.write(ctx, key, ws)
 		if err != nil {
 			return Levels{}, false, err
 		}
 		if wrote {
 			return before, true, nil
 		}
-		if try >= topUpTries {
-			return Levels{}, false, fmt.Errorf("redisstore: top up of %q: the level changed %d times while it was written: %w", name, try, cascade.ErrContended)
+		if try >= rewriteTries {
+			return Levels{}, false, fmt.Errorf("redisstore: the bucket changed %d times while it was written: %w", try, cascade.ErrContended)
 		}
 	}
 }
@@ -245,16 +278,15 @@ func (s *Store) clock() string {
 // opTimeout bounds one of the operator's calls.
 func (s *Store) opTimeout() time.Duration { return max(s.cfg.Timeout, time.Second) }
 
-// inspect reads key's level fields in mode "r" (read) or "z" (read and
-// delete), and Redis's clock.
-func (s *Store) inspect(ctx context.Context, key cascade.Key, mode string) (int64, map[string]string, error) {
+// inspect reads key's level fields, and Redis's clock.
+func (s *Store) inspect(ctx context.Context, key cascade.Key) (int64, map[string]string, error) {
 	c, err := s.conn()
 	if err != nil {
 		return 0, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opTimeout())
 	defer cancel()
-	msgs, err := inspectScript.Exec(ctx, c, []string{s.keys.bucket(key)}, []string{s.clock(), mode}).ToArray()
+	msgs, err := inspectScript.Exec(ctx, c, []string{s.keys.bucket(key)}, []string{s.clock(), "r"}).ToArray()
 	if err != nil {
 		return 0, nil, classify(err)
 	}
@@ -277,26 +309,33 @@ func (s *Store) inspect(ctx context.Context, key cascade.Key, mode string) (int6
 	return now, fields, nil
 }
 
-// topUp writes name's level x under shape sh if it is still was (under
-// wasShape); false when it changed.
-func (s *Store) topUp(ctx context.Context, key cascade.Key, name, was, wasShape, x, sh string, keepMs int64) (bool, error) {
+// write writes ws if every level is still as read; false when one
+// changed.
+func (s *Store) write(ctx context.Context, key cascade.Key, ws []levelWrite) (bool, error) {
 	c, err := s.conn()
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opTimeout())
 	defer cancel()
-	args := []string{s.clock(), "t", name, was, wasShape, x, sh, strconv.FormatInt(keepMs, 10)}
+	keep := int64(0)
+	for _, w := range ws {
+		keep = max(keep, w.keepMs)
+	}
+	args := []string{s.clock(), "w", strconv.FormatInt(keep, 10)}
+	for _, w := range ws {
+		args = append(args, w.name, w.was, w.wasShape, w.x, w.shape)
+	}
 	msgs, err := inspectScript.Exec(ctx, c, []string{s.keys.bucket(key)}, args).ToArray()
 	if err != nil {
 		return false, classify(err)
 	}
 	if len(msgs) != 2 {
-		return false, fmt.Errorf("%w: %d values from the top-up", errReply, len(msgs))
+		return false, fmt.Errorf("%w: %d values from the write", errReply, len(msgs))
 	}
 	n, err := msgs[1].AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("%w: top-up: %w", errReply, err)
+		return false, fmt.Errorf("%w: write: %w", errReply, err)
 	}
 	return n == 1, nil
 }

@@ -84,8 +84,8 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("TopUp rps = %v, %v", ok, err)
 		}
 		lv, err := sp.Bucket(t.Context(), inspectKey, nil)
-		if err != nil || len(lv.Limits) != 1 || lv.Limits[0].Name != "rps" || lv.Limits[0].Tokens != 4*tokenbucket.PerToken {
-			t.Fatalf("split bucket after a top-up of rps = %+v, %v, want rps 4 (rpm was reset)", lv, err)
+		if err != nil || len(lv.Limits) != 2 || lv.Limits[1].Name != "rps" || lv.Limits[1].Tokens != 4*tokenbucket.PerToken || lv.Limits[0].Tokens != 10*tokenbucket.PerToken {
+			t.Fatalf("split bucket after a top-up of rps = %+v, %v, want rpm 10 and rps 4", lv, err)
 		}
 	})
 }
@@ -147,7 +147,10 @@ func testInspect(t *testing.T, st bucketer) {
 	if acquire(t, st, perMinute, 10_001) || !acquire(t, st, perMinute, 10_000) {
 		t.Fatal("after a reset: 10.001 admitted or 10 refused")
 	}
-	if _, ok, err := st.Reset(ctx, inspectKey, limits); err != nil || !ok {
-		t.Fatalf("Reset of an empty bucket = %v, %v", ok, err)
+	if before, ok, err := st.Reset(ctx, inspectKey, limits); err != nil || !ok || before.Limits[0].Tokens != 0 {
+		t.Fatalf("Reset of an empty bucket = %+v, %v, %v, want reset from 0", before, ok, err)
+	}
+	if lv, err = st.Bucket(ctx, inspectKey, nil); err != nil || len(lv.Limits) != 1 || !lv.Limits[0].Stored || lv.Limits[0].Tokens != 10*tokenbucket.PerToken {
+		t.Fatalf("Bucket after a reset = %+v, %v, want rpm stored, full", lv, err)
 	}
 }
