@@ -24,7 +24,7 @@ import (
 // inspectScript reads a bucket hash's level fields (ARGV[2] 'r'), or
 // writes levels if they are as read ('w': ARGV[3] how long the key must
 // live at least, in ms, then per level its limit's name, the level and
-// shape read (” for none) and the new ones). ARGV[1] is the clock (”
+// shape read (empty for none) and the new ones). ARGV[1] is the clock (empty
 // for Redis's TIME). It answers the clock, then for 'r' the level fields
 // (field, value, ...), for 'w' 1 when it wrote, 0 when a level changed
 // meanwhile.
