@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,4 +155,69 @@ func testInspect(t *testing.T, st bucketer) {
 	if lv, err = st.Bucket(ctx, inspectKey, nil); err != nil || len(lv.Limits) != 1 || !lv.Limits[0].Stored || lv.Limits[0].Tokens != 10*tokenbucket.PerToken {
 		t.Fatalf("Bucket after a reset = %+v, %v, want rpm stored, full", lv, err)
 	}
+}
+
+// TestTopUpRacesDecisions: top-ups and resets made while decisions drain
+// the bucket are exact: on a clock that does not move, what the decisions
+// admit is the capacity plus what each top-up and reset reports it added
+// (capacity less what the bucket held, at most the amount).
+func TestTopUpRacesDecisions(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	st := redisstore.New(server(t), redisstore.Config{Now: func() time.Time { return now }, Timeout: time.Second})
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := t.Context()
+	var admitted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := cascade.Debit{Key: inspectKey, Limit: "rpm", Bucket: perMinute, Amount: tokenbucket.PerToken, Op: cascade.Consume}
+				dec, err := st.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{d}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if dec.Admitted {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	credited := tokenbucket.Millitokens(0)
+	for i := range 40 {
+		if i%10 == 9 {
+			before, ok, err := st.Reset(ctx, inspectKey, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				credited += perMinute.Capacity - before.Limits[0].Tokens
+			}
+			continue
+		}
+		before, ok, err := st.TopUp(ctx, inspectKey, "rpm", tokenbucket.PerToken, map[string]tokenbucket.Limit{"rpm": perMinute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			credited += min(tokenbucket.PerToken, perMinute.Capacity-before.Limits[0].Tokens)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for acquire(t, st, perMinute, tokenbucket.PerToken) {
+		admitted.Add(1)
+	}
+	if want := (perMinute.Capacity + credited) / tokenbucket.PerToken; admitted.Load() != int64(want) {
+		t.Errorf("admitted %d, want the capacity and what the top-ups and resets added: %d", admitted.Load(), want)
+	}
+	t.Logf("admitted %d, of which %d credited", admitted.Load(), credited/tokenbucket.PerToken)
 }
