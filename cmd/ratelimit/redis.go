@@ -26,7 +26,7 @@ type redisStore interface {
 	degrade.Shared
 	degrade.Heart
 	degrade.Seer
-	Usage(ctx context.Context, ns, entity, resource string, w byte, since time.Time) ([]redisstore.Snapshot, error)
+	admin.RedisStore
 	Close() error
 }
 
@@ -77,7 +77,7 @@ func openRedis(o backendOptions) backend {
 		msg = "BACKEND_TYPE unset, REDIS_URL set: Redis"
 	}
 	b.log.Info(msg)
-	b.ops = admin.Stores{Name: "the Redis store (BACKEND_TYPE=redis)", Instead: "use BACKEND_TYPE=dynamodb"}
+	b.ops = admin.Redis(b.st, s.Namespace, b.log.WithField("component", "admin"))
 	if s.OnUnavailable == config.OnUnavailableLocal {
 		return degraded(b, s, o.reg, o.late, b.log)
 	}

@@ -12,7 +12,8 @@
 // not keep: a verb of that job answers one error, wrapping
 // ErrUnsupported, that names the store and what it does not keep (the
 // admin API answers it 501). Dynamo is *dynamo.Store for every job;
-// Embedded is the embedded store (internal/memstore) for buckets only. The
+// Embedded is the embedded store (internal/memstore) for buckets only;
+// Redis is the Redis store (internal/redisstore) for buckets and usage. The
 // records the interfaces carry and the errors they wrap (records.go) are
 // this package's: each adapter translates its store's into them
 // (dynamorecords.go), so no store depends on another. RunOn runs a command
@@ -36,7 +37,7 @@
 // (ADMIN_API): bucket show|reset|topup, usage, audit list and the
 // namespace lifecycle, parsed and run by the same code as the command
 // line, on the serving process's settings, live configuration and store
-// (the Stores it is given: Embedded, or a Dynamo over the store it
+// (the Stores it is given: Embedded, Redis, or a Dynamo over the store it
 // decides on). With -admin_url, Run sends such a command to a service's
 // API instead of running it.
 //

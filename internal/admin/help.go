@@ -48,7 +48,7 @@ func (v *verb) help(w io.Writer, g *group) {
 	}
 	connectionHelp(w)
 	if _, ok := apiVerbs[g.name+" "+v.name]; ok {
-		fmt.Fprintln(w, "\nThrough a running service instead (the embedded store's buckets live in it):")
+		fmt.Fprintln(w, "\nThrough a running service instead (the way to the embedded and Redis stores):")
 		fmt.Fprintln(w, "  -admin_url URL   run the command through the admin API of the service at URL,\n                   its debug listener with ADMIN_API=true (http://127.0.0.1:6070)")
 	}
 	fmt.Fprintln(w, "\nExamples:")

@@ -27,7 +27,7 @@ var usageFlags = []flagSpec{
 	{"o", "FORMAT", "table (default), json or chart (a bar per row, scaled to the largest)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.output, "o", "table", "") }},
 }
 
-var usageGroup = &group{name: "usage", summary: "DynamoDB: what an entity consumed, per hour, day or month", job: JobUsage, verbs: []*verb{{
+var usageGroup = &group{name: "usage", summary: "DynamoDB, Redis: what an entity consumed, per hour, day or month", job: JobUsage, verbs: []*verb{{
 	name: "list", synopsis: "-entity E", summary: "one row per window, resource and limit",
 	about: "Prints the usage snapshots of entity E in each window since T: the\n" +
 		"tokens each limit of each resource consumed in it (consumes and charges\n" +

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dynalimit/dynalimit/internal/testutil"
+)
+
+// redisServerAddr starts a redis-server for t and returns its address
+// once it accepts connections.
+func redisServerAddr(t *testing.T) string {
+	t.Helper()
+	port := testutil.FreePort(t)
+	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for range 250 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			return addr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redis-server on %s does not accept connections", addr)
+	return ""
+}
+
+// TestAdminAPIRedis runs the binary on a redis-server with ADMIN_API=true
+// and the operator's commands through its debug listener (the CLI with
+// -admin_url):
+//   - bucket show before and after 5 decisions differs by 5 tokens (less
+//     the refill between, at 50 a day), and the shows consumed nothing;
+//   - bucket reset of a bucket the service refuses refills it: the next 3
+//     decisions are admitted, the 4th refused; the reset is logged with
+//     its principal;
+//   - bucket topup of 2 on the drained bucket: 2 admitted, the 3rd
+//     refused;
+//   - usage list shows what the decisions consumed (3 + 3 + 2 of drain),
+//     counted by the decisions themselves;
+//   - a verb the Redis store does not keep (audit list) is 501, naming
+//     it.
+func TestAdminAPIRedis(t *testing.T) {
+	addr := redisServerAddr(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "ops.yaml", opsConfig)
+	p := startBinary(t, dir, "BACKEND_TYPE=redis", "REDIS_URL="+addr, "NAMESPACE=redis-ops", "ADMIN_API=true", "USER=ops-bot")
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	client := pb.NewRateLimitServiceClient(cc)
+	ask := func(value string) (bool, uint32) {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+			Domain: "ops", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
+		})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%s) = %v", value, err)
+		}
+		return resp.GetOverallCode() == pb.RateLimitResponse_OK, resp.GetStatuses()[0].GetLimitRemaining()
+	}
+	url := "http://" + p.DebugAddr()
+	cli := func(args ...string) string {
+		t.Helper()
+		out, ok := adminRun(t, []string{"USER=ops-bot"}, append(args, "-admin_url", url)...)
+		if !ok {
+			t.Fatalf("ratelimit %s: %s", strings.Join(args, " "), out)
+		}
+		return out
+	}
+	show := func(value string) float64 {
+		t.Helper()
+		out := cli("bucket", "show", "-domain", "ops", "-descriptor", "generic_key="+value, "-o", "json")
+		var levels []struct{ Limits []shownLimit }
+		if err := json.Unmarshal([]byte(out), &levels); err != nil || len(levels) != 1 || len(levels[0].Limits) != 1 {
+			t.Fatalf("bucket show %s = %q (%v), want one level with one limit", value, out, err)
+		}
+		return levels[0].Limits[0].Tokens
+	}
+	drain := func(n int) {
+		t.Helper()
+		for i := range n + 1 {
+			if ok, _ := ask("drain"); ok != (i < n) {
+				t.Fatalf("drain decision %d admitted = %t, want %d admitted, then refused", i, ok, n)
+			}
+		}
+	}
+
+	if before := show("show"); before != 50 {
+		t.Errorf("bucket show of a new bucket = %v tokens, want 50 (full)", before)
+	}
+	for i := range 5 {
+		if ok, left := ask("show"); !ok || left != uint32(49-i) {
+			t.Fatalf("decision %d = %t, %d left; want admitted, %d left", i, ok, left, 49-i)
+		}
+	}
+	after, again := show("show"), show("show")
+	if after < 45 || after > 45.01 || again < after || again > after+0.01 {
+		t.Errorf("bucket show after 5 decisions = %v then %v, want 45 both (and the refill of the seconds between)", after, again)
+	}
+	if ok, left := ask("show"); !ok || left != 44 {
+		t.Errorf("decision after the shows = %t, %d left; want admitted, 44 left: a show consumes nothing", ok, left)
+	}
+
+	drain(3)
+	out := cli("bucket", "reset", "-domain", "ops", "-descriptor", "generic_key=drain", "-principal", "alice")
+	if !strings.Contains(out, `bucket "generic_key=drain" resource "ops": reset to full on 1 shard (was default 0 of 3), by alice`) {
+		t.Errorf("bucket reset = %q", out)
+	}
+	if got := show("drain"); got != 3 {
+		t.Errorf("bucket show after the reset = %v tokens, want the capacity, 3", got)
+	}
+	drain(3)
+	if o := p.Output(); !strings.Contains(o, `"action":"bucket.reset"`) || !strings.Contains(o, `"principal":"alice"`) {
+		t.Errorf("the service's log lacks the reset by alice:\n%s", lastLines(o, 5))
+	}
+
+	out = cli("bucket", "topup", "-domain", "ops", "-descriptor", "generic_key=drain", "-limit", "default", "-amount", "2")
+	if !strings.Contains(out, "default topped up by 2 (was default 0 of 3), by ops-bot") {
+		t.Errorf("bucket topup = %q", out)
+	}
+	drain(2)
+	if o := p.Output(); !strings.Contains(o, `"action":"bucket.topup"`) {
+		t.Errorf("the service's log lacks the top-up:\n%s", lastLines(o, 5))
+	}
+
+	out = cli("usage", "list", "-entity", "generic_key=drain", "-resource", "ops", "-window", "hourly", "-since", time.Now().UTC().Add(-time.Hour).Format(time.RFC3339), "-o", "json")
+	var rows []struct {
+		Limit       string  `json:"limit"`
+		Millitokens float64 `json:"millitokens"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("usage list = %q: %v", out, err)
+	}
+	total := 0.0
+	for _, r := range rows {
+		if r.Limit == "default" {
+			total += r.Millitokens
+		}
+	}
+	if total != 8000 {
+		t.Errorf("usage list of drain = %q: %v millitokens of default, want 8000 (3 + 3 + 2 admitted)", out, total)
+	}
+
+	code, body := httpGet(t, url+"/admin/audit/list?system=true")
+	if code != http.StatusNotImplemented || !strings.Contains(body, "the Redis store (BACKEND_TYPE=redis) does not keep audit records") {
+		t.Errorf("GET /admin/audit/list = %d %q, want 501 naming the Redis store", code, body)
+	}
+}
