@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,29 +13,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/dynalimit/dynalimit/internal/testutil"
+	"github.com/dynalimit/dynalimit/internal/redistest"
 )
 
 // redisServerAddr starts a redis-server for t and returns its address
 // once it accepts connections.
 func redisServerAddr(t *testing.T) string {
 	t.Helper()
-	port := testutil.FreePort(t)
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for range 250 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			_ = c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("redis-server on %s does not accept connections", addr)
-	return ""
+	return redistest.Start(t, redistest.Options{}).Addr()
 }
 
 // TestAdminAPIRedis runs the binary on a redis-server with ADMIN_API=true

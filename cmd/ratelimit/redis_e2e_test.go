@@ -171,4 +171,3 @@ func metricOf(t *testing.T, p *proc, name string) float64 {
 	f := &fleet{procs: []*proc{p}}
 	return f.metric(t, name)
 }
-

@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/admintest"
 	"github.com/dynalimit/dynalimit/internal/redisstore"
-	"github.com/dynalimit/dynalimit/internal/testutil"
+	"github.com/dynalimit/dynalimit/internal/redistest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -23,21 +22,8 @@ import (
 // redisServer starts a redis-server for t and returns a client of it.
 func redisServer(t *testing.T) rueidis.Client {
 	t.Helper()
-	port := testutil.FreePort(t)
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var c rueidis.Client
-	var err error
-	for range 100 {
-		c, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{fmt.Sprintf("127.0.0.1:%d", port)}, DisableCache: true})
-		if err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	srv := redistest.Start(t, redistest.Options{})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
