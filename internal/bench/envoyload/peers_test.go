@@ -41,7 +41,7 @@ const (
 )
 
 // allServers are the servers of the side-by-side, in the order of round 1.
-var allServers = []string{"ours", "noop", "limitador", "envoyratelimit"}
+var allServers = []string{"ours", "ours-redis", "noop", "limitador", "envoyratelimit"}
 
 // oursVariants are ours with other settings, run only when SERVERS names
 // them: what grpc-go's server and a lazier collector change, measured in
@@ -184,6 +184,20 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 	}
 	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	both := func(a, b func() bool) func() bool { return func() bool { return a() && b() } }
+	startRedis := func() (string, int) {
+		port := testutil.FreePort(t)
+		redis := testutil.StartProcess(t, "redis-server", exec.Command(peers.found["redis-server"],
+			"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no"),
+			testutil.Accepting(addr(port)))
+		return addr(port), redis.Pid()
+	}
+	if name == "ours-redis" {
+		// Ours on the Redis store, on a redis-server like envoyproxy/ratelimit's.
+		redis, pid := startRedis()
+		write(filepath.Join(dir, "bench.yaml"), r.descriptorYAML())
+		s := envoytest.StartService(t, dir, "BACKEND_TYPE=redis", "REDIS_URL="+redis)
+		return rls{name: name, addr: s.GRPCAddr(), pid: s.Pid(), helper: "redis", helperPid: pid}
+	}
 	if env, ok := oursVariants[name]; ok || name == "ours" {
 		write(filepath.Join(dir, "bench.yaml"), r.descriptorYAML())
 		s := envoytest.StartService(t, dir, env...)
@@ -221,24 +235,21 @@ func startRLS(t *testing.T, name string, peers peerSet, r rule) rls {
 			testutil.Answers200(fmt.Sprintf("http://127.0.0.1:%d/status", httpPort))))
 		return rls{name: name, addr: grpcAddr, pid: p.Pid()}
 	case "envoyratelimit":
-		redisPort := testutil.FreePort(t)
-		redis := testutil.StartProcess(t, "redis-server", exec.Command(peers.found["redis-server"],
-			"--bind", "127.0.0.1", "--port", strconv.Itoa(redisPort), "--save", "", "--appendonly", "no"),
-			testutil.Accepting(addr(redisPort)))
+		redis, redisPid := startRedis()
 		write(filepath.Join(dir, "ratelimit", "config", "bench.yaml"), r.descriptorYAML())
 		grpcPort, httpPort, debugPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 		cmd := exec.Command(peers.found[name])
 		cmd.Env = append(os.Environ(),
 			"RUNTIME_ROOT="+dir, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 			"USE_STATSD=false", "LOG_LEVEL=warn",
-			"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+addr(redisPort),
+			"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis,
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(grpcPort),
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(httpPort),
 			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(debugPort),
 		)
 		p := testutil.StartProcess(t, "envoyratelimit", cmd, both(testutil.Accepting(addr(grpcPort)),
 			testutil.Answers200(fmt.Sprintf("http://127.0.0.1:%d/healthcheck", httpPort))))
-		return rls{name: name, addr: addr(grpcPort), pid: p.Pid(), helper: "redis", helperPid: redis.Pid()}
+		return rls{name: name, addr: addr(grpcPort), pid: p.Pid(), helper: "redis", helperPid: redisPid}
 	}
 	t.Fatalf("unknown server %q (%s)", name, strings.Join(allServers, ", "))
 	return rls{}
@@ -616,28 +627,30 @@ func peersReport(results []result, servers []string, d, warm time.Duration) stri
 		return result{}, false
 	}
 	b.WriteString("\nOurs against the others: medians of the per-round ratios (throughput: higher is better for ours; p99: lower is):\n\n")
-	b.WriteString("| connections | ours/limitador throughput | ours/limitador p99 | ours/noop throughput | ours/noop p99 | ours/envoyratelimit throughput | ours/envoyratelimit p99 |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| ours | connections | ours/limitador throughput | ours/limitador p99 | ours/noop throughput | ours/noop p99 | ours/envoyratelimit throughput | ours/envoyratelimit p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range conns {
-		fmt.Fprintf(&b, "| %d |", c)
-		for _, other := range []string{"limitador", "noop", "envoyratelimit"} {
-			var tput, p99 []float64
-			for _, r := range results {
-				if r.setup != "ours" || r.conns != c {
+		for _, ours := range []string{"ours", "ours-redis"} {
+			fmt.Fprintf(&b, "| %s | %d |", ours, c)
+			for _, other := range []string{"limitador", "noop", "envoyratelimit"} {
+				var tput, p99 []float64
+				for _, r := range results {
+					if r.setup != ours || r.conns != c {
+						continue
+					}
+					if o, ok := find(r.round, other, c); ok && o.rps() > 0 && o.p99 > 0 {
+						tput = append(tput, r.rps()/o.rps())
+						p99 = append(p99, float64(r.p99)/float64(o.p99))
+					}
+				}
+				if len(tput) == 0 {
+					b.WriteString(" – | – |")
 					continue
 				}
-				if o, ok := find(r.round, other, c); ok && o.rps() > 0 && o.p99 > 0 {
-					tput = append(tput, r.rps()/o.rps())
-					p99 = append(p99, float64(r.p99)/float64(o.p99))
-				}
+				fmt.Fprintf(&b, " %.2f | %.2f |", median(tput), median(p99))
 			}
-			if len(tput) == 0 {
-				b.WriteString(" – | – |")
-				continue
-			}
-			fmt.Fprintf(&b, " %.2f | %.2f |", median(tput), median(p99))
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
 	return b.String()
 }
