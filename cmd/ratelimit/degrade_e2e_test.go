@@ -234,9 +234,9 @@ func runOutage(t *testing.T, mode string) outageRun {
 // (nothing listens at its endpoint) decides under ON_UNAVAILABLE=local on
 // its own bucket, never an unconditional OK, and each answer says in its
 // dynamic metadata that it was decided locally. With FLEET_SIZE=1 its share
-// is the whole limit, and once DynamoDB has answered nothing for a second
-// since the start (an outage: nobody admits on the shared bucket) its
-// bucket starts full: 3 a minute admits 3 of 5. Without, it has not counted
+// is the whole limit, and once DynamoDB has failed its calls for a second
+// (an outage: nobody admits on the shared bucket) its bucket starts full: 3
+// a minute admits 3 of 5. Without, it has not counted
 // the fleet, so no share of the burst is known to be its own (the burst is
 // the shared bucket's to give once DynamoDB answers): its bucket starts
 // bare, holding the request that made it, and refills at its share; of 5
@@ -259,7 +259,14 @@ func TestWarmingDecidesLocally(t *testing.T) {
 			writeConfig(t, dir, "e2e.yaml", e2eConfig)
 			p := startBinaryUnready(t, dir, env...)
 			client := rlsClient(t, p)
-			time.Sleep(time.Second) // unanswered for a second since the start
+			// DynamoDB has failed this replica's calls for a second: an
+			// outage. (A call on another bucket fails first.)
+			if _, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+				Domain: "e2e", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", "plenty")},
+			}); err != nil {
+				t.Fatalf("ShouldRateLimit while DynamoDB is away: %v\n%s", err, p.Output())
+			}
+			time.Sleep(time.Second)
 			var codes []pb.RateLimitResponse_Code
 			for range 5 {
 				resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{

@@ -15,7 +15,7 @@ import (
 )
 
 // failoverRun drives 90 callers over three replicas started with env on
-// one hot key of 10/s with a burst of 100 for 10 s, calling fail 3 s in,
+// one hot key of 10/s with a burst of 100 for 8 s, calling fail 3 s in,
 // and checks the fleet admitted at most 1.2 × (100 + 10·t) with no
 // error; it logs the answers decided locally meanwhile.
 func failoverRun(t *testing.T, what string, env []string, fail func()) {
@@ -25,7 +25,7 @@ func failoverRun(t *testing.T, what string, env []string, fail func()) {
 	f.counted(t)
 	req := &pb.RateLimitRequest{Domain: "fleet", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("cold", "hot")}}
 	done := make(chan *load)
-	go func() { done <- f.driveWith(90, 10*time.Second, func(int) *pb.RateLimitRequest { return req }, nil) }()
+	go func() { done <- f.driveWith(90, 8*time.Second, func(int) *pb.RateLimitRequest { return req }, nil) }()
 	time.Sleep(3 * time.Second)
 	start := time.Now()
 	fail()

@@ -37,9 +37,9 @@
 // its share of the tokens of its last image. One with no image starts
 // bare, holding only the request that makes it (its refill being this
 // replica's), while the shared store may be giving the bucket's burst to
-// the replicas it answers; full at its share once the store has answered
-// none of this replica's calls (nor its heartbeats, Config.Answered) for
-// a second, an outage. While the fleet is not counted (Config.Settled)
+// the replicas it answers; full at its share once the store has failed
+// this replica's calls for a second with none answered meanwhile (nor a
+// heartbeat, Config.Answered): an outage. While the fleet is not counted (Config.Settled)
 // every new local bucket starts bare, so that replicas starting together
 // do not each take a burst that is the shared bucket's to give. A local
 // bucket refills at its share of the rate and, while the item is tracked

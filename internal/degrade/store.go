@@ -197,7 +197,7 @@ type Store struct {
 	decided   uint64 // local decisions made (guarded by mu)
 	// failingMs is when the shared store began to fail this replica's
 	// calls (unix ms): its first failure since it last answered one in
-	// time (New's time until it first does); 0 while it answers.
+	// time; 0 while it answers (and before the first call).
 	failingMs atomic.Int64
 	wake      chan struct{}
 }
@@ -240,7 +240,6 @@ type limit struct {
 func New(shared Shared, cfg Config) *Store {
 	s := &Store{shared: shared, cfg: cfg.withDefaults(), items: map[cascade.Key]*item{}, wake: make(chan struct{}, 1)}
 	s.seer, _ = shared.(Seer)
-	s.failingMs.Store(s.nowMs())
 	return s
 }
 
@@ -406,7 +405,7 @@ func (s *Store) startsBare(sn seen, now int64) bool {
 	}
 	since := s.failingMs.Load()
 	if since == 0 {
-		return true
+		return true // answering, or no call made yet
 	}
 	if a := s.cfg.Answered(); !a.IsZero() {
 		since = max(since, a.UnixMilli())

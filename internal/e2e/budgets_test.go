@@ -52,6 +52,9 @@ func TestBudgetThroughEnvoy(t *testing.T) {
 // budgetsTwoMinutes spends the budget in one minute and what the debt
 // leaves of it in the next, on a service started with env.
 func budgetsTwoMinutes(t *testing.T, env []string) {
+	// Each store's run waits for a minute's edge: the three wait for the
+	// same one, side by side (each its own Envoy, service and store).
+	t.Parallel()
 	r := envoytest.Start(t, envoytest.Options{
 		Bootstrap: budgetsBootstrap,
 		ConfigDir: configDir,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -82,10 +83,15 @@ const (
 // jobState is a job's state, shared by its caller and its lane's runner.
 type jobState = atomic.Int32
 
-// run serves ln until its queue is empty, one call per batch.
+// run serves ln until its queue is empty, one call per batch. Between
+// calls it yields once, so that the decisions whose callers are running
+// join the next batch rather than each waiting for a call of its own.
 func (s *Store) run(key string, ln *lane) {
 	defer s.wg.Done()
-	for {
+	for first := true; ; first = false {
+		if !first {
+			runtime.Gosched()
+		}
 		s.lanes.mu.Lock()
 		n := min(len(ln.queue), maxBatch)
 		if n == 0 {
