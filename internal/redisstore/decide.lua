@@ -159,6 +159,19 @@ end
 
 local ZERO = big('0')
 
+-- A batch's plans mostly repeat the same limits: their numbers are parsed,
+-- and their clocks multiplied, once a call (bignums are never mutated, so
+-- they may be shared).
+local parsed = {}
+local function bigc(s)
+  local v = parsed[s]
+  if not v then
+    v = big(s)
+    parsed[s] = v
+  end
+  return v
+end
+
 -- The clock: Redis's, in unix milliseconds; ARGV[1] sets it instead when
 -- not empty (a store on a test's clock).
 local nowMs
@@ -215,19 +228,27 @@ end
 local function debit()
   local d = {
     ki = tonumber(arg()), field = arg(), op = arg(), role = arg(), big = arg() == '1',
-    n = arg(), span = big(arg()), capspan = big(arg()), rate = big(arg()), shape = arg(),
+    n = arg(), span = bigc(arg()), capspan = arg(), rate = arg(), shape = arg(),
     cal = arg(), restate = arg(), uk = arg(), res = arg(),
   }
-  d.clock = nowBig
+  local clock = nowBig
   if d.cal ~= '' then
     local idx, s, e, mp = string.match(d.cal, '^(-?%d+),(-?%d+),(-?%d+),(%d+)$')
     if nowMs < tonumber(s) or nowMs >= tonumber(e) then d.clockmiss = true end
-    d.clock = big(idx)
+    clock = bigc(idx)
     d.periodEnd = tonumber(e)
     d.maxPeriod = tonumber(mp)
   end
-  d.at = mul(d.clock, d.rate)
-  d.base = sub(d.at, d.capspan)
+  -- at = clock·rate and base = at − capacity·period, once per limit.
+  local id = d.rate .. '|' .. d.capspan .. '|' .. d.cal
+  local ab = parsed[id]
+  if not ab then
+    local at = mul(clock, bigc(d.rate))
+    ab = { at = at, base = sub(at, bigc(d.capspan)) }
+    parsed[id] = ab
+  end
+  d.at, d.base = ab.at, ab.base
+  d.capspan, d.rate = bigc(d.capspan), bigc(d.rate)
   return d
 end
 
@@ -294,7 +315,7 @@ local function count(ds)
   for i = 1, #ds do
     local d = ds[i]
     if d.uk ~= '' and d.n ~= '0' and (d.op == 'c' or d.op == 'h' or d.op == 'r') then
-      local v = big(d.n)
+      local v = bigc(d.n)
       if d.op == 'r' then v = neg(v) end
       local h, dd, m, r = string.match(d.uk, '^(%d+),(%d+),(%d+),(%d+)$')
       for _, ki in ipairs({ tonumber(h), tonumber(dd), tonumber(m) }) do
@@ -406,8 +427,7 @@ local function plan()
     local l, d = ls[i], ds[i]
     local x = work[l]
     if cmp(x, start[l]) ~= 0 then
-      l.x, l.dirty, l.shape = x, true, d.shape
-      l.ttl = math.max(l.ttl or 0, ttl(d, x))
+      l.x, l.dirty, l.shape, l.d = x, true, d.shape, d
     end
   end
   if admitted and usage then count(ds) end
@@ -428,7 +448,8 @@ for _ = 1, plans do plan() end
 for _, l in pairs(levels) do
   if l.dirty then
     redis.call('HSET', KEYS[l.ki], 'x' .. l.field, str(l.x), 's' .. l.field, l.shape)
-    expire[l.ki] = math.max(expire[l.ki] or 0, l.ttl or 0)
+    -- A level the batch restated but no plan changed keeps its expiry.
+    if l.d then expire[l.ki] = math.max(expire[l.ki] or 0, ttl(l.d, l.x)) end
   end
 end
 if usage then
