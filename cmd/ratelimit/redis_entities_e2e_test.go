@@ -7,8 +7,6 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // redisEntitiesConfig is the README's example rule of users: 10 a minute
@@ -50,21 +48,25 @@ func TestRedisStoredLimits(t *testing.T) {
 			t.Errorf("ratelimit %s = %q, want %q", strings.Join(args, " "), out, want)
 		}
 	}
-	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	client := pb.NewRateLimitServiceClient(cc)
-	ask := func(key, value string) *pb.RateLimitResponse {
+	client := rlsClient(t, p)
+	// burst asks key=value n+1 times: n admitted, then refused, each
+	// answer naming the limit of perUnit a unit.
+	burst := func(key, value string, n int, perUnit uint32) {
 		t.Helper()
-		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-			Domain: "example", Descriptors: []*rlv3.RateLimitDescriptor{descriptor(key, value)},
-		})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit(%s=%s) = %v", key, value, err)
+		for i := range n + 1 {
+			resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+				Domain: "example", Descriptors: []*rlv3.RateLimitDescriptor{descriptor(key, value)},
+			})
+			if err != nil {
+				t.Fatalf("ShouldRateLimit(%s=%s) = %v", key, value, err)
+			}
+			if ok := resp.GetOverallCode() == pb.RateLimitResponse_OK; ok != (i < n) {
+				t.Fatalf("%s request %d: %v, want %d admitted, then refused", value, i, resp.GetOverallCode(), n)
+			}
+			if got := resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(); got != perUnit {
+				t.Errorf("%s request %d: current_limit %d a unit, want the stored %d", value, i, got, perUnit)
+			}
 		}
-		return resp
 	}
 
 	expect(`entity "generic_key=demo" resource "example": set default:5/min`, "limits", "set", "-entity", "generic_key=demo", "-resource", "example", "default:5/min")
@@ -72,15 +74,7 @@ func TestRedisStoredLimits(t *testing.T) {
 	expect(`resource "example": set default:100/min`, "limits", "set", "-resource", "example", "default:100/min")
 	expect(`resource "example": deleted all limits (default:100/min)`, "limits", "delete", "-resource", "example")
 	expect(`system: set rpm:1000/min:1500`, "limits", "set", "-system", "rpm:1000/min:1500")
-	for i := range 6 {
-		resp := ask("generic_key", "demo")
-		if ok := resp.GetOverallCode() == pb.RateLimitResponse_OK; ok != (i < 5) {
-			t.Fatalf("demo request %d: %v, want 5 admitted by the stored 5/min, then refused", i, resp.GetOverallCode())
-		}
-		if got := resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(); got != 5 {
-			t.Errorf("demo request %d: current_limit %d a unit, want the stored 5", i, got)
-		}
-	}
+	burst("generic_key", "demo", 5, 5) // the entity's stored 5/min, not the rule's 10
 
 	expect(`entity "acme" parent "" cascade true`, "entity", "create", "acme", "-cascade")
 	expect(`entity "key-1" parent "acme" cascade false`, "entity", "create", "key-1", "-parent", "acme")
@@ -92,15 +86,7 @@ func TestRedisStoredLimits(t *testing.T) {
 		t.Errorf("entity create acme -parent key-1 = %q (ok %t), want refused: a cycle", out, ok)
 	}
 
-	for i := range 3 {
-		resp := ask("user", "key-1")
-		if ok := resp.GetOverallCode() == pb.RateLimitResponse_OK; ok != (i < 2) {
-			t.Fatalf("key-1 request %d: %v, want 2 admitted, then refused by acme's stored 2/min", i, resp.GetOverallCode())
-		}
-		if got := resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(); got != 2 {
-			t.Errorf("key-1 request %d: current_limit %d a unit, want acme's 2", i, got)
-		}
-	}
+	burst("user", "key-1", 2, 2) // refused by acme's stored 2/min
 	expect(`limits.set`, "audit", "list", "-entity", "acme")
 	expect(`entity.put`, "audit", "list", "-entity", "acme")
 }

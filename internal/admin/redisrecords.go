@@ -48,6 +48,13 @@ func entityString(e redisstore.Entity) string {
 
 // PutEntity implements Entities.
 func (r redisOps) PutEntity(ctx context.Context, e Entity) error {
+	for what, id := range map[string]string{"id": e.ID, "parent": e.Parent} {
+		if id != "" {
+			if err := dadmin.CheckEntityID(what, id); err != nil {
+				return err
+			}
+		}
+	}
 	re := redisstore.Entity{Namespace: e.Namespace, ID: e.ID, Parent: e.Parent, Cascade: e.Cascade}
 	before, existed, err := r.st.PutEntity(ctx, re)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
-	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -68,10 +67,10 @@ func (s *Store) Entity(ctx context.Context, ns, id string) (Entity, error) {
 }
 
 // PutEntity creates or replaces an entity record and returns the one it
-// replaced (false: none). It refuses an id or a parent that no request
-// value names (descriptors.EscapeValue would change it: store its escaped
-// form), a parent whose chain reaches e.ID (a cycle) and a chain of more
-// than descriptors.MaxChain entities. This replica's decisions see it at
+// replaced (false: none). It refuses a parent whose chain reaches e.ID (a
+// cycle) and a chain of more than descriptors.MaxChain entities; the
+// operator's command refuses before it an id or a parent that no request
+// value names. This replica's decisions see it at
 // once, the others' within Config.ConfigCacheTTL.
 func (s *Store) PutEntity(ctx context.Context, e Entity) (Entity, bool, error) {
 	if err := checkIDs(e); err != nil {
@@ -116,21 +115,13 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) (Entity, bool, error) {
 	return before, existed, nil
 }
 
-// checkIDs refuses an entity record whose id or parent no request names.
+// checkIDs refuses an entity record without an id or its own parent.
 func checkIDs(e Entity) error {
 	if e.ID == "" {
 		return errors.New("redisstore: entity: empty id")
 	}
 	if e.Parent == e.ID {
 		return fmt.Errorf("redisstore: entity %q: an entity cannot be its own parent", e.ID)
-	}
-	for what, id := range map[string]string{"id": e.ID, "parent": e.Parent} {
-		if id == "" {
-			continue
-		}
-		if want, ok := dynamo.RequestForm(id); !ok {
-			return fmt.Errorf("redisstore: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~', control bytes and invalid UTF-8 as %%XX), and no value escapes to this: use %q", what, id, want)
-		}
 	}
 	return nil
 }

@@ -19,7 +19,8 @@ import (
 
 // Scope is where limits are stored: the system, a resource, an entity (its
 // default for every resource), or an entity and a resource, in Namespace
-// (empty: the store's).
+// (empty: the store's). The operator's commands check that a scope names
+// one of them.
 type Scope struct {
 	Namespace string
 	System    bool
@@ -30,17 +31,6 @@ type Scope struct {
 // ErrNotFound is wrapped by the error of a read of a record that does not
 // exist: an entity, or limits at a scope that stores none.
 var ErrNotFound = errors.New("redisstore: not found")
-
-// check refuses a scope that names none, or the system with more.
-func (sc Scope) check() error {
-	switch {
-	case sc.System && (sc.Entity != "" || sc.Resource != ""):
-		return errors.New("redisstore: scope: the system scope takes no entity or resource")
-	case !sc.System && sc.Entity == "" && sc.Resource == "":
-		return errors.New("redisstore: scope: name the system, a resource, an entity, or an entity and a resource")
-	}
-	return nil
-}
 
 // nsOr is ns, or the store's namespace when empty.
 func (s *Store) nsOr(ns string) string {
@@ -53,9 +43,6 @@ func (s *Store) nsOr(ns string) string {
 // Limits returns the limits stored at sc (an error wrapping ErrNotFound
 // when none are).
 func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Limit, error) {
-	if err := sc.check(); err != nil {
-		return nil, err
-	}
 	m, err := s.hgetall(ctx, s.keys.limits(s.nsOr(sc.Namespace), sc))
 	if err != nil {
 		return nil, err
@@ -71,9 +58,6 @@ func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Li
 // replica's decisions see them at once, the others' within
 // Config.ConfigCacheTTL.
 func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]tokenbucket.Limit) (before, after map[string]tokenbucket.Limit, err error) {
-	if err := sc.check(); err != nil {
-		return nil, nil, err
-	}
 	if len(limits) == 0 {
 		return nil, nil, errors.New("redisstore: set limits: no limits given")
 	}
