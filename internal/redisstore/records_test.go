@@ -58,8 +58,18 @@ func admitted(t *testing.T, s *redisstore.Store, entity string, yaml tokenbucket
 
 // TestStoredLimitsOverride: the limit of a debit's name stored at the
 // most specific scope of its item decides, and the status names it.
-func TestStoredLimitsOverride(t *testing.T) {
-	c := server(t)
+func TestStoredLimitsOverride(t *testing.T) { storedOverride(t, server(t)) }
+
+// TestStoredOnCluster: stored limits and chains on a three-master
+// cluster, where an entity's records are in its slot and a chain's
+// levels in several.
+func TestStoredOnCluster(t *testing.T) {
+	c, flush := cluster(t)
+	t.Run("override", func(t *testing.T) { flush(); storedOverride(t, c) })
+	t.Run("chain", func(t *testing.T) { flush(); storedChain(t, c) })
+}
+
+func storedOverride(t *testing.T, c rueidis.Client) {
 	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
 	s := replica(t, c, clock, time.Minute)
 	ctx := context.Background()
@@ -124,8 +134,9 @@ func TestStoredLimitsCache(t *testing.T) {
 
 // TestStoredChain: a debit of a key charges its stored parents that
 // cascade, each under its stored limits; the walk stops at a cycle.
-func TestStoredChain(t *testing.T) {
-	c := server(t)
+func TestStoredChain(t *testing.T) { storedChain(t, server(t)) }
+
+func storedChain(t *testing.T, c rueidis.Client) {
 	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
 	s := replica(t, c, clock, time.Minute)
 	ctx := context.Background()
