@@ -111,7 +111,7 @@ func (s *Store) PutEntity(ctx context.Context, e Entity) (Entity, bool, error) {
 			return Entity{}, false, classify(err)
 		}
 	}
-	s.cache.forget(key)
+	s.cache.forget(recordID{ns: ns, kind: 'e', entity: e.ID})
 	return before, existed, nil
 }
 

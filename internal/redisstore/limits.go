@@ -65,8 +65,8 @@ func (s *Store) SetLimits(ctx context.Context, sc Scope, limits map[string]token
 	if err != nil {
 		return nil, nil, err
 	}
-	key := s.keys.limits(s.nsOr(sc.Namespace), sc)
-	set := c.B().Hset().Key(key).FieldValue()
+	key := limitsID(s.nsOr(sc.Namespace), sc)
+	set := c.B().Hset().Key(s.keys.key(key)).FieldValue()
 	for _, name := range slices.Sorted(maps.Keys(limits)) {
 		l := limits[name]
 		if err := l.Validate(); err != nil {
@@ -95,25 +95,26 @@ func (s *Store) DeleteLimits(ctx context.Context, sc Scope, names ...string) (be
 	if err != nil {
 		return nil, nil, err
 	}
-	key := s.keys.limits(s.nsOr(sc.Namespace), sc)
-	del := c.B().Del().Key(key).Build()
+	key := limitsID(s.nsOr(sc.Namespace), sc)
+	del := c.B().Del().Key(s.keys.key(key)).Build()
 	if len(names) > 0 {
-		del = c.B().Hdel().Key(key).Field(names...).Build()
+		del = c.B().Hdel().Key(s.keys.key(key)).Field(names...).Build()
 	}
 	return s.writeLimits(ctx, key, del)
 }
 
 // writeLimits runs write on the limits hash key between two reads of it,
 // in one transaction, and forgets what this replica cached of it.
-func (s *Store) writeLimits(ctx context.Context, key string, write rueidis.Completed) (before, after map[string]tokenbucket.Limit, err error) {
+func (s *Store) writeLimits(ctx context.Context, id recordID, write rueidis.Completed) (before, after map[string]tokenbucket.Limit, err error) {
 	c, err := s.conn()
 	if err != nil {
 		return nil, nil, err
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
+	key := s.keys.key(id)
 	rs := c.DoMulti(cctx, c.B().Multi().Build(), c.B().Hgetall().Key(key).Build(), write, c.B().Hgetall().Key(key).Build(), c.B().Exec().Build())
-	s.cache.forget(key)
+	s.cache.forget(id)
 	res, err := rs[len(rs)-1].ToArray()
 	if err != nil {
 		return nil, nil, classify(err)

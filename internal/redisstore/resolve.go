@@ -29,11 +29,48 @@ const DefaultConfigCacheTTL = 60 * time.Second
 // go first.
 const maxCached = 100_000
 
-// records is a replica's cache of stored records (hashes), by key.
+// records is a replica's cache of stored records (hashes).
 type records struct {
 	mu      sync.Mutex
-	lru     *simplelru.LRU[string, cachedHash] // made on first use
-	flights map[string]*readFlight
+	lru     *simplelru.LRU[recordID, cachedHash] // made on first use
+	flights map[recordID]*readFlight
+}
+
+// recordID names a stored record: its namespace, its kind ('e' an entity
+// record, 'l' the limits of an entity and a resource, 'L' an entity's
+// default limits, 'R' a resource's, 'S' the system's), its entity and its
+// resource. The cache is keyed by it, so that a decision whose records
+// are cached builds no Redis key.
+type recordID struct {
+	ns               string
+	kind             byte
+	entity, resource string
+}
+
+// key is id's Redis key.
+func (ks keyspace) key(id recordID) string {
+	switch id.kind {
+	case 'e':
+		return ks.entity(id.ns, id.entity)
+	case 'l', 'L':
+		return ks.limits(id.ns, Scope{Entity: id.entity, Resource: id.resource})
+	case 'R':
+		return ks.limits(id.ns, Scope{Resource: id.resource})
+	}
+	return ks.limits(id.ns, Scope{System: true})
+}
+
+// limitsID is the recordID of the limits stored at sc in namespace ns.
+func limitsID(ns string, sc Scope) recordID {
+	switch {
+	case sc.Entity != "" && sc.Resource != "":
+		return recordID{ns: ns, kind: 'l', entity: sc.Entity, resource: sc.Resource}
+	case sc.Entity != "":
+		return recordID{ns: ns, kind: 'L', entity: sc.Entity}
+	case sc.System:
+		return recordID{ns: ns, kind: 'S'}
+	}
+	return recordID{ns: ns, kind: 'R', resource: sc.Resource}
 }
 
 // cachedHash is a hash as read: its fields, and those that are limits.
@@ -50,7 +87,7 @@ type readFlight struct {
 }
 
 // forget drops key: this replica wrote it.
-func (r *records) forget(key string) {
+func (r *records) forget(key recordID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.lru != nil {
@@ -80,17 +117,14 @@ func (s *Store) ttl() time.Duration {
 // other decisions started of some of them). ctx's end while waiting for
 // another's read is an error wrapping cascade.ErrContended; a read Redis
 // did not answer is one wrapping ErrUnavailable.
-func (s *Store) hashes(ctx context.Context, keys []string) (map[string]cachedHash, error) {
+func (s *Store) hashes(ctx context.Context, keys []recordID) (map[recordID]cachedHash, error) {
 	now := s.now()
-	out := make(map[string]cachedHash, len(keys))
-	var mine []string
+	out := make(map[recordID]cachedHash, len(keys))
+	var mine []recordID
 	var wait []*readFlight
 	var own *readFlight
 	s.cache.mu.Lock()
-	if s.cache.lru == nil {
-		s.cache.lru, _ = simplelru.NewLRU[string, cachedHash](maxCached, nil)
-		s.cache.flights = map[string]*readFlight{}
-	}
+	s.cache.init()
 	for _, k := range keys {
 		if h, ok := s.cache.lru.Get(k); ok && now.Before(h.expires) {
 			out[k] = h
@@ -138,7 +172,7 @@ func (s *Store) hashes(ctx context.Context, keys []string) (map[string]cachedHas
 
 // readHashes reads keys in one pipelined call, within the store's budget
 // and bound on calls in flight, and caches them; their flight ends.
-func (s *Store) readHashes(keys []string) error {
+func (s *Store) readHashes(keys []recordID) error {
 	defer func() {
 		s.cache.mu.Lock()
 		for _, k := range keys {
@@ -158,7 +192,7 @@ func (s *Store) readHashes(keys []string) error {
 	defer cancel()
 	cmds := make(rueidis.Commands, len(keys))
 	for i, k := range keys {
-		cmds[i] = c.B().Hgetall().Key(k).Build()
+		cmds[i] = c.B().Hgetall().Key(s.keys.key(k)).Build()
 	}
 	got := make([]cachedHash, len(keys))
 	for i, r := range c.DoMulti(ctx, cmds...) {
@@ -199,29 +233,53 @@ func entityID(entity string) (id, suffix string) { return dynamo.SplitEntity(ent
 // scopesOf are the limits hashes a debit of key looks its limit up in,
 // most specific first: entity and resource, entity default, resource,
 // system.
-func (s *Store) scopesOf(key cascade.Key) [4]string {
+func (s *Store) scopesOf(key cascade.Key) [4]recordID {
 	ns := s.keys.namespace(key)
 	id, _ := entityID(key.Entity)
-	return [4]string{
-		s.keys.limits(ns, Scope{Entity: id, Resource: key.Resource}),
-		s.keys.limits(ns, Scope{Entity: id}),
-		s.keys.limits(ns, Scope{Resource: key.Resource}),
-		s.keys.limits(ns, Scope{System: true}),
+	return [4]recordID{
+		{ns: ns, kind: 'l', entity: id, resource: key.Resource},
+		{ns: ns, kind: 'L', entity: id},
+		{ns: ns, kind: 'R', resource: key.Resource},
+		{ns: ns, kind: 'S'},
+	}
+}
+
+// init makes the cache on first use; the caller holds mu.
+func (r *records) init() {
+	if r.lru == nil {
+		r.lru, _ = simplelru.NewLRU[recordID, cachedHash](maxCached, nil)
+		r.flights = map[recordID]*readFlight{}
 	}
 }
 
 // resolve returns debits with each limit replaced by the one of its name
 // stored at the most specific scope of its item, if any (debits itself
-// when none is).
+// when none is). A plan whose records are all cached is resolved under
+// the cache's lock alone.
 func (s *Store) resolve(ctx context.Context, debits []cascade.Debit) ([]cascade.Debit, error) {
-	scopes := make([][4]string, len(debits))
-	var keys []string
+	scopes := make([][4]recordID, len(debits))
 	for i := range debits {
 		if i > 0 && debits[i].Key == debits[i-1].Key {
 			scopes[i] = scopes[i-1]
 			continue
 		}
 		scopes[i] = s.scopesOf(debits[i].Key)
+	}
+	now := s.now()
+	s.cache.mu.Lock()
+	s.cache.init()
+	out, ok := debits, true
+	for i := 0; i < len(debits) && ok; i++ {
+		var l cascade.NamedLimit
+		l, ok = s.cachedLimit(now, scopes[i], debits[i].Limit)
+		out = override(out, debits, i, l)
+	}
+	s.cache.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	var keys []recordID
+	for i := range scopes {
 		for _, k := range scopes[i] {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
@@ -232,23 +290,49 @@ func (s *Store) resolve(ctx context.Context, debits []cascade.Debit) ([]cascade.
 	if err != nil {
 		return nil, err
 	}
-	out := debits
+	out = debits
 	for i := range debits {
+		var l cascade.NamedLimit
 		for _, k := range scopes[i] {
-			l, ok := got[k].limits[debits[i].Limit]
-			if !ok {
-				continue
+			var found bool
+			if l, found = got[k].limits[debits[i].Limit]; found {
+				break
 			}
-			if l.Bucket != debits[i].Bucket {
-				if &out[0] == &debits[0] {
-					out = slices.Clone(debits)
-				}
-				out[i].Bucket = l.Bucket
-			}
-			break
 		}
+		out = override(out, debits, i, l)
 	}
 	return out, nil
+}
+
+// cachedLimit is the limit of name stored at the most specific of scopes
+// (zero when none is), and false when a scope is not cached or expired;
+// the caller holds the cache's lock.
+func (s *Store) cachedLimit(now time.Time, scopes [4]recordID, name string) (cascade.NamedLimit, bool) {
+	var out cascade.NamedLimit
+	found := false
+	for _, k := range scopes {
+		h, ok := s.cache.lru.Get(k)
+		if !ok || !now.Before(h.expires) {
+			return cascade.NamedLimit{}, false
+		}
+		if l, ok := h.limits[name]; ok && !found {
+			out, found = l, true
+		}
+	}
+	return out, true
+}
+
+// override is out with debit i's limit replaced by l (when l names one
+// and it differs), copying debits the first time.
+func override(out, debits []cascade.Debit, i int, l cascade.NamedLimit) []cascade.Debit {
+	if l.Name == "" || l.Bucket == debits[i].Bucket {
+		return out
+	}
+	if &out[0] == &debits[0] {
+		out = slices.Clone(debits)
+	}
+	out[i].Bucket = l.Bucket
+	return out
 }
 
 // Ancestors returns the stored ancestors of key's entity that a debit of
@@ -300,7 +384,7 @@ func (s *Store) Ancestors(ctx context.Context, key cascade.Key, max int) ([]casc
 // level reads entity id's record and the limits stored for it and
 // resource, else its default limits, sorted by name.
 func (s *Store) level(ctx context.Context, ns, id, resource string) (cachedHash, []cascade.NamedLimit, error) {
-	keys := []string{s.keys.entity(ns, id), s.keys.limits(ns, Scope{Entity: id, Resource: resource}), s.keys.limits(ns, Scope{Entity: id})}
+	keys := []recordID{{ns: ns, kind: 'e', entity: id}, {ns: ns, kind: 'l', entity: id, resource: resource}, {ns: ns, kind: 'L', entity: id}}
 	got, err := s.hashes(ctx, keys)
 	if err != nil {
 		return cachedHash{}, nil, err
