@@ -47,10 +47,11 @@ func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Li
 	if err != nil {
 		return nil, err
 	}
-	if len(m) == 0 {
+	l, err := decodeLimits(m)
+	if err == nil && len(l) == 0 {
 		return nil, fmt.Errorf("redisstore: limits at %+v: %w", sc, ErrNotFound)
 	}
-	return decodeLimits(m)
+	return l, err
 }
 
 // SetLimits stores limits at sc, over those stored there of the same
@@ -135,18 +136,16 @@ func (s *Store) writeLimits(ctx context.Context, id recordID, write rueidis.Comp
 	return m[0], m[1], nil
 }
 
-// decodeLimits reads a limits hash (nil when empty).
+// decodeLimits reads a limits hash as decisions do (limitsOf: a field
+// that is not a limit's shape is not a limit); nil when it holds none.
 func decodeLimits(raw map[string]string) (map[string]tokenbucket.Limit, error) {
-	if len(raw) == 0 {
+	named := limitsOf(raw)
+	if len(named) == 0 {
 		return nil, nil
 	}
-	out := make(map[string]tokenbucket.Limit, len(raw))
-	for name, sh := range raw {
-		l, err := parseShape(sh)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: stored limit %q: %w", name, err)
-		}
-		out[name] = l
+	out := make(map[string]tokenbucket.Limit, len(named))
+	for name, l := range named {
+		out[name] = l.Bucket
 	}
 	return out, nil
 }
