@@ -47,11 +47,11 @@ func (s *Store) Limits(ctx context.Context, sc Scope) (map[string]tokenbucket.Li
 	if err != nil {
 		return nil, err
 	}
-	l, err := decodeLimits(m)
-	if err == nil && len(l) == 0 {
+	l := decodeLimits(m)
+	if len(l) == 0 {
 		return nil, fmt.Errorf("redisstore: limits at %+v: %w", sc, ErrNotFound)
 	}
-	return l, err
+	return l, nil
 }
 
 // SetLimits stores limits at sc, over those stored there of the same
@@ -129,25 +129,23 @@ func (s *Store) writeLimits(ctx context.Context, id recordID, write rueidis.Comp
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", errReply, err)
 		}
-		if m[i], err = decodeLimits(raw); err != nil {
-			return nil, nil, err
-		}
+		m[i] = decodeLimits(raw)
 	}
 	return m[0], m[1], nil
 }
 
 // decodeLimits reads a limits hash as decisions do (limitsOf: a field
 // that is not a limit's shape is not a limit); nil when it holds none.
-func decodeLimits(raw map[string]string) (map[string]tokenbucket.Limit, error) {
+func decodeLimits(raw map[string]string) map[string]tokenbucket.Limit {
 	named := limitsOf(raw)
 	if len(named) == 0 {
-		return nil, nil
+		return nil
 	}
 	out := make(map[string]tokenbucket.Limit, len(named))
 	for name, l := range named {
 		out[name] = l.Bucket
 	}
-	return out, nil
+	return out
 }
 
 // hgetall reads the hash key within the store's budget.
