@@ -219,3 +219,32 @@ func BenchmarkResolveWarm(b *testing.B) {
 		}
 	}
 }
+
+// TestSplitStoredLimits: with REDIS_PERSECOND the records are Main's, and
+// a limit stored a second long is decided on the per-second Redis.
+func TestSplitStoredLimits(t *testing.T) {
+	mainC, psC := server(t), server(t)
+	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
+	sp := &redisstore.Split{Main: replica(t, mainC, clock, time.Minute), PerSecond: replica(t, psC, clock, time.Minute)}
+	ctx := context.Background()
+	perSec, _ := tokenbucket.Rate(1, time.Second, 0)
+	if _, _, err := sp.SetLimits(ctx, redisstore.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": perSec}); err != nil {
+		t.Fatal(err)
+	}
+	d := cascade.Debit{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "rpm", Bucket: perMin(t, 100), Amount: tokenbucket.PerToken, Op: cascade.Consume}
+	var got []bool
+	for range 2 {
+		dec, err := sp.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, dec.Admitted)
+	}
+	if !got[0] || got[1] {
+		t.Errorf("admitted %v, want the stored 1/s: one, then refused", got)
+	}
+	lv, err := sp.PerSecond.Bucket(ctx, cascade.Key{Namespace: "ns", Entity: "e", Resource: "r"}, map[string]tokenbucket.Limit{"rpm": perSec})
+	if err != nil || len(lv.Limits) != 1 || !lv.Limits[0].Stored {
+		t.Errorf("the per-second Redis holds %+v, %v; want the level of the stored 1/s", lv, err)
+	}
+}
