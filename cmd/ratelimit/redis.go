@@ -56,7 +56,7 @@ var (
 // openRedis makes the Redis backend; it connects in Warmup.
 func openRedis(o backendOptions) backend {
 	s := o.settings
-	cfg := redisstore.Config{Namespace: s.Namespace, Timeout: s.BackendTimeout, UsageRetention: s.UsageRetention}
+	cfg := redisstore.Config{Namespace: s.Namespace, Timeout: s.BackendTimeout, UsageRetention: s.UsageRetention, ConfigCacheTTL: s.ConfigCacheTTL}
 	opts := s.RedisOptions()
 	b := &redisBackend{opts: opts, active: s.RedisHealthCheckActiveConnection}
 	main := redisstore.Open(cfg)
@@ -163,9 +163,9 @@ func (b *redisBackend) Store() service.Store { return b.st }
 // Settler is the store.
 func (b *redisBackend) Settler() adjust.Settler { return b.st }
 
-// Hierarchy is nil: the Redis store keeps no entities; its chains are the
-// configuration's.
-func (b *redisBackend) Hierarchy() service.Hierarchy { return nil }
+// Hierarchy is the store's entity records: the stored ancestors a
+// cascading rule's topmost entity charges.
+func (b *redisBackend) Hierarchy() service.Hierarchy { return b.st }
 
 // Gate is nil: the Redis store has no namespace registry.
 func (b *redisBackend) Gate() service.NamespaceGate { return nil }

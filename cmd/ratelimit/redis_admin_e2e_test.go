@@ -35,8 +35,9 @@ func redisServerAddr(t *testing.T) string {
 //     refused;
 //   - usage list shows what the decisions consumed (3 + 3 + 2 of drain),
 //     counted by the decisions themselves;
-//   - a verb the Redis store does not keep (audit list) is 501, naming
-//     it.
+//   - audit list shows the reset by alice and the top-up;
+//   - a verb the Redis store does not keep (namespace list) is 501,
+//     naming it.
 func TestAdminAPIRedis(t *testing.T) {
 	addr := redisServerAddr(t)
 	dir := t.TempDir()
@@ -141,8 +142,13 @@ func TestAdminAPIRedis(t *testing.T) {
 		t.Errorf("usage list of drain = %q: %v millitokens of default, want 8000 (3 + 3 + 2 admitted)", out, total)
 	}
 
-	code, body := httpGet(t, url+"/admin/audit/list?system=true")
-	if code != http.StatusNotImplemented || !strings.Contains(body, "the Redis store (BACKEND_TYPE=redis) does not keep audit records") {
-		t.Errorf("GET /admin/audit/list = %d %q, want 501 naming the Redis store", code, body)
+	out = cli("audit", "list", "-entity", "generic_key=drain", "-o", "table")
+	if !strings.Contains(out, "alice") || !strings.Contains(out, "bucket.reset") || !strings.Contains(out, "bucket.topup") {
+		t.Errorf("audit list of drain = %q, want the reset by alice and the top-up", out)
+	}
+
+	code, body := httpGet(t, url+"/admin/namespace/list")
+	if code != http.StatusNotImplemented || !strings.Contains(body, "the Redis store (BACKEND_TYPE=redis) does not keep a namespace registry") {
+		t.Errorf("GET /admin/namespace/list = %d %q, want 501 naming the Redis store", code, body)
 	}
 }

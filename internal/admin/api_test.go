@@ -152,7 +152,7 @@ func TestAPIErrors(t *testing.T) {
 		want               string // in the error
 	}{
 		{"unknown command", "GET", "/admin/bucket/drain", 404, "no admin command"},
-		{"command not offered", "POST", "/admin/limits/set", 404, "no admin command"},
+		{"command not offered", "POST", "/admin/table/create", 404, "no admin command"},
 		{"read by POST", "POST", "/admin/bucket/show?entity=e&resource=r", 405, "bucket show takes GET"},
 		{"write by GET", "GET", "/admin/bucket/reset?entity=e&resource=r", 405, "bucket reset takes POST"},
 		{"no bucket", "GET", "/admin/bucket/show", 400, "missing BUCKET"},

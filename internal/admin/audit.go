@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-var auditGroup = &group{name: "audit", summary: "DynamoDB: list who changed limits, entities, namespaces and buckets", job: JobAudit, verbs: []*verb{{
+var auditGroup = &group{name: "audit", summary: "DynamoDB, Redis: list who changed limits, entities, namespaces and buckets", job: JobAudit, verbs: []*verb{{
 	name: "list", synopsis: "SCOPE", summary: "every audit record of a scope, oldest first, with who made it",
 	about: "Prints the audit records kept for SCOPE, oldest first: each change of\n" +
 		"its stored limits (limits.set, limits.delete), of its entity record\n" +

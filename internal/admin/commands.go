@@ -138,7 +138,7 @@ var groups = []*group{
 		examples: []string{"ratelimit namespace list"},
 		run:      runNamespaceList,
 	}}, lifecycleVerbs...)},
-	{name: "limits", summary: "DynamoDB: set, get and delete stored limits", job: JobEntities, verbs: []*verb{{
+	{name: "limits", summary: "DynamoDB, Redis: set, get and delete stored limits", job: JobEntities, verbs: []*verb{{
 		name: "set", synopsis: "SCOPE SPEC...", summary: "store limits at a scope, merged over those already there",
 		about: "Stores each SPEC at SCOPE; a limit of the same name already stored is\n" +
 			"replaced, the others are kept. Every change writes an audit record.",
@@ -167,7 +167,7 @@ var groups = []*group{
 		examples: []string{"ratelimit limits delete -resource example", "ratelimit limits delete -entity 'generic_key=demo' -resource example default"},
 		run:      runLimitsDelete,
 	}}},
-	{name: "entity", summary: "DynamoDB: create and show entities", job: JobEntities, verbs: []*verb{{
+	{name: "entity", summary: "DynamoDB, Redis: create and show entities", job: JobEntities, verbs: []*verb{{
 		name: "create", synopsis: "ID", summary: "create or replace an entity record",
 		about: "Creates the entity ID, or replaces its record. With -parent, ID is a\n" +
 			"child of that entity; with -cascade, every debit of ID's children is\n" +

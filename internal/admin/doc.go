@@ -13,7 +13,8 @@
 // ErrUnsupported, that names the store and what it does not keep (the
 // admin API answers it 501). Dynamo is *dynamo.Store for every job;
 // Embedded is the embedded store (internal/memstore) for buckets only;
-// Redis is the Redis store (internal/redisstore) for buckets and usage. The
+// Redis is the Redis store (internal/redisstore) for every job but
+// namespaces (its records translated in redisrecords.go). The
 // records the interfaces carry and the errors they wrap (records.go) are
 // this package's: each adapter translates its store's into them
 // (dynamorecords.go), so no store depends on another. RunOn runs a command

@@ -20,6 +20,7 @@ type RedisStore interface {
 	Reset(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	Usage(ctx context.Context, ns, entity, resource string, w byte, since time.Time) ([]redisstore.Snapshot, error)
+	RedisRecords
 }
 
 var (
@@ -28,21 +29,21 @@ var (
 )
 
 // Redis returns the Redis store st as the operator's commands see it:
-// buckets (show, reset, top-up; each a bucket of one shard, no stored
-// hierarchy) and the usage history its decisions count. A reset or
-// top-up is audited by a log line on log naming PrincipalOf(ctx) (the
-// store keeps no audit records). namespace is the store's (NAMESPACE), a
-// key's when it names none. Entities, audit records and namespaces answer
+// buckets (show, reset, top-up; each a bucket of one shard), entity
+// records and stored limits, the audit records of every write (naming
+// PrincipalOf(ctx); a reset or top-up is also logged on log) and the
+// usage history its decisions count. namespace is the store's
+// (NAMESPACE), a key's when it names none. Namespaces answer
 // ErrUnsupported.
 func Redis(st RedisStore, namespace string, log *logrus.Entry) Stores {
 	r := redisOps{st: st, namespace: namespace, log: log}
 	return Stores{
 		Name: "the Redis store (BACKEND_TYPE=redis)", Instead: "use BACKEND_TYPE=dynamodb",
-		Buckets: r, Usage: r,
+		Buckets: r, Entities: r, Audit: r, Usage: r,
 	}
 }
 
-// redisOps is the Redis store's Buckets and Usage.
+// redisOps is the Redis store's Buckets, Entities, Audit and Usage.
 type redisOps struct {
 	st        RedisStore
 	namespace string // NAMESPACE: the key's namespace when it names none
@@ -50,8 +51,10 @@ type redisOps struct {
 }
 
 var (
-	_ Buckets = redisOps{}
-	_ Usage   = redisOps{}
+	_ Buckets  = redisOps{}
+	_ Entities = redisOps{}
+	_ Audit    = redisOps{}
+	_ Usage    = redisOps{}
 )
 
 func (r redisOps) Bucket(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (BucketState, error) {
@@ -73,6 +76,9 @@ func (r redisOps) ResetBucket(ctx context.Context, key cascade.Key, limits map[s
 			"action": "bucket.reset", "principal": PrincipalOf(ctx), "namespace": before.Key.Namespace,
 			"entity": key.Entity, "resource": key.Resource, "before": holdings(before),
 		}).Info("bucket reset to full")
+		if err := r.record(ctx, redisstore.Scope{Namespace: key.Namespace, Entity: key.Entity, Resource: key.Resource}, "bucket.reset", holdings(before), "full"); err != nil {
+			return before, reset, err
+		}
 	}
 	return before, reset, nil
 }
@@ -91,14 +97,17 @@ func (r redisOps) TopUp(ctx context.Context, key cascade.Key, name string, amoun
 			"action": "bucket.topup", "principal": PrincipalOf(ctx), "namespace": before.Key.Namespace,
 			"entity": key.Entity, "resource": key.Resource, "before": holdings(before), "limit": name, "amount": tokens(amount),
 		}).Info("bucket topped up")
+		if err := r.record(ctx, redisstore.Scope{Namespace: key.Namespace, Entity: key.Entity, Resource: key.Resource}, "bucket.topup", holdings(before), name+"+"+tokens(amount)); err != nil {
+			return before, ok, err
+		}
 	}
 	return before, ok, nil
 }
 
-// Ancestors returns none: the Redis store keeps no entities, its chains
-// are the configuration's alone.
-func (redisOps) Ancestors(context.Context, cascade.Key, int) ([]cascade.Ancestor, error) {
-	return nil, nil
+// Ancestors implements Buckets: the stored ancestors key's debits
+// cascade to.
+func (r redisOps) Ancestors(ctx context.Context, key cascade.Key, max int) ([]cascade.Ancestor, error) {
+	return r.st.Ancestors(ctx, key, max)
 }
 
 // state is lv as a bucket of one shard.

@@ -49,9 +49,9 @@ func (c *settable) set(t time.Time) {
 	c.now = t
 }
 
-// TestRedis runs the operator's suite on a redis-server: buckets and
-// usage, the other jobs answering that the Redis store does not keep
-// them. Usage is learnt as the service's decisions count it: an admitted
+// TestRedis runs the operator's suite on a redis-server: buckets,
+// entities and stored limits, audit records and usage, namespaces
+// answering that the Redis store does not keep them. Usage is learnt as the service's decisions count it: an admitted
 // decision at the time the suite names.
 func TestRedis(t *testing.T) {
 	c := redisServer(t)
@@ -63,7 +63,7 @@ func TestRedis(t *testing.T) {
 		var latest time.Time
 		return admintest.Store{
 			Stores:     admin.Redis(st, ns, logrus.NewEntry(log)),
-			Implements: []admin.Job{admin.JobBuckets, admin.JobUsage},
+			Implements: []admin.Job{admin.JobBuckets, admin.JobEntities, admin.JobAudit, admin.JobUsage},
 			Acquire:    st.Acquire,
 			AddUsage: func(ctx context.Context, ns, entity, resource, limit string, at time.Time, mt int64) error {
 				clock.set(at)

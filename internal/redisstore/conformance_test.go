@@ -14,14 +14,14 @@ import (
 
 // server starts a redis-server for t (internal/redistest) and returns a
 // client of it.
-func server(t *testing.T) rueidis.Client {
+func server(t testing.TB) rueidis.Client {
 	t.Helper()
 	c, _ := serverProc(t)
 	return c
 }
 
 // serverProc is server, with the server itself.
-func serverProc(t *testing.T) (rueidis.Client, *redistest.Server) {
+func serverProc(t testing.TB) (rueidis.Client, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t, redistest.Options{})
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})

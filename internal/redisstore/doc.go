@@ -30,6 +30,19 @@
 // descriptor value can forge or collide with another key. A hash expires
 // once every limit on it would be full again.
 //
+// # Stored limits and entities
+//
+// As on DynamoDB, limits stored at a scope (entity and resource, entity,
+// resource, system; a hash per scope, each field a limit's name and its
+// shape) override the plan's own, most specific first: Acquire replaces
+// each debit's limit before the plan goes to the script, from a
+// per-replica cache of Config.ConfigCacheTTL, one pipelined read of every
+// record a plan lacks. Entity records (a hash per entity: parent, cascade
+// flag, creation; a set of children per parent) give Ancestors, the stored
+// chain a cascading rule charges. An entity's records share the slot of
+// its buckets. The operator's writes add audit records (Record): a capped
+// list per entity, resource and the system.
+//
 // # Failures
 //
 // Every call has a deadline (Config.Timeout) that covers the wait for a

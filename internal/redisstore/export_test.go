@@ -1,5 +1,11 @@
 package redisstore
 
+import (
+	"context"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+)
+
 // Exported for the package's tests.
 var (
 	SlotOf = slotOf
@@ -8,3 +14,11 @@ var (
 
 // SkewClock shifts the store's estimate of Redis's clock by ms.
 func (s *Store) SkewClock(ms int64) { s.skewMs.Add(ms) }
+
+// EntityKey is the key of an entity record.
+func (s *Store) EntityKey(ns, id string) string { return s.keys.entity(ns, id) }
+
+// Resolve is the stored limits' resolution of a plan's debits.
+func (s *Store) Resolve(ctx context.Context, debits []cascade.Debit) ([]cascade.Debit, error) {
+	return s.resolve(ctx, debits)
+}

@@ -45,19 +45,24 @@ func (sp *Split) split(debits []cascade.Debit) []part {
 	return out
 }
 
-// Acquire decides p on the stores its limits live on.
+// Acquire decides p on the stores its limits live on, its stored limits
+// resolved on Main (which keeps the entities and stored limits).
 func (sp *Split) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
 	if p == nil || len(p.Debits) == 0 {
 		return sp.Main.Acquire(ctx, p)
 	}
-	parts := sp.split(p.Debits)
-	if len(parts) == 1 {
-		return parts[0].st.Acquire(ctx, p)
-	}
-	if err := validate(p.Debits); err != nil {
+	debits, err := sp.Main.resolve(ctx, p.Debits) // the records are Main's
+	if err != nil {
 		return cascade.Decision{}, err
 	}
-	return acquireParts(ctx, p.Debits, parts)
+	parts := sp.split(debits)
+	if len(parts) == 1 {
+		return parts[0].st.acquire(ctx, &cascade.Plan{Debits: debits}, false)
+	}
+	if err := validate(debits); err != nil {
+		return cascade.Decision{}, err
+	}
+	return acquireParts(ctx, debits, parts)
 }
 
 // Settle applies st on each store, once per ID on each.

@@ -42,6 +42,9 @@ type Config struct {
 	// its entity's hourly, daily and monthly usage in the same call, each
 	// window kept this long past its end (USAGE_RETENTION).
 	UsageRetention time.Duration
+	// ConfigCacheTTL is how long a replica trusts the stored limits and
+	// entity records it read (CONFIG_CACHE_TTL; DefaultConfigCacheTTL).
+	ConfigCacheTTL time.Duration
 	// Now, when set, is the clock the store decides at instead of Redis's
 	// own (TIME): a test's clock. Production stores leave it nil.
 	Now func() time.Time
@@ -63,6 +66,8 @@ type Store struct {
 	wg     sync.WaitGroup
 	// skewMs is Redis's clock less this process's, as last seen (ms).
 	skewMs atomic.Int64
+	// cache holds the stored limits and entity records read (resolve.go).
+	cache records
 }
 
 // New returns a store on client, attached. The caller keeps client and
@@ -147,8 +152,16 @@ func (s *Store) Close() error {
 }
 
 // Acquire decides p at Redis's clock: admitted whole or not at all, in one
-// call of the script for the plans waiting on the same first bucket.
+// call of the script for the plans waiting on the same first bucket. Each
+// debit's limit is first replaced by the one of its name stored at the
+// most specific scope of its item (entity and resource, entity, resource,
+// system), if any: Status.Bucket is the limit applied.
 func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	return s.acquire(ctx, p, true)
+}
+
+// acquire is Acquire, resolving the stored limits when resolve is set.
+func (s *Store) acquire(ctx context.Context, p *cascade.Plan, resolve bool) (cascade.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return cascade.Decision{}, fmt.Errorf("redisstore: acquire: %w", err)
 	}
@@ -158,15 +171,22 @@ func (s *Store) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision,
 	if len(p.Debits) == 0 {
 		return cascade.Decision{Admitted: true, Statuses: []cascade.Status{}}, nil
 	}
-	if err := validate(p.Debits); err != nil {
+	debits := p.Debits
+	if resolve {
+		var err error
+		if debits, err = s.resolve(ctx, debits); err != nil {
+			return cascade.Decision{}, err
+		}
+	}
+	if err := validate(debits); err != nil {
 		return cascade.Decision{}, err
 	}
 	if s.clustered() {
-		if parts := s.parts(p.Debits); len(parts) > 1 {
-			return acquireParts(ctx, p.Debits, parts)
+		if parts := s.parts(debits); len(parts) > 1 {
+			return acquireParts(ctx, debits, parts)
 		}
 	}
-	j := &job{kind: kindDecide, debits: p.Debits}
+	j := &job{kind: kindDecide, debits: debits}
 	return s.decide(ctx, j)
 }
 

@@ -29,14 +29,14 @@ func (s *Store) PutEntity(ctx context.Context, e dynamo.Entity) error {
 	if e.ID == "" {
 		return errors.New("dynamo: entity: empty id")
 	}
-	if err := checkEntityID("id", e.ID); err != nil {
+	if err := CheckEntityID("id", e.ID); err != nil {
 		return err
 	}
 	if e.Parent == e.ID {
 		return fmt.Errorf("dynamo: entity %q: an entity cannot be its own parent", e.ID)
 	}
 	if e.Parent != "" {
-		if err := checkEntityID("parent", e.Parent); err != nil {
+		if err := CheckEntityID("parent", e.Parent); err != nil {
 			return err
 		}
 	}
@@ -67,10 +67,11 @@ func (s *Store) PutEntity(ctx context.Context, e dynamo.Entity) error {
 	return s.writeAudit(ctx, ns, Scope{Entity: e.ID}, "entity.put", entityString(before), entityString(e))
 }
 
-// checkEntityID refuses an entity id (what: "id" or "parent") that no
+// CheckEntityID refuses an entity id (what: "id" or "parent") that no
 // request value names: hierarchical rules name an entity by its value as
-// descriptors.EscapeValue writes it.
-func checkEntityID(what, id string) error {
+// descriptors.EscapeValue writes it. Any store of entity records refuses
+// them alike.
+func CheckEntityID(what, id string) error {
 	if want, ok := dynamo.RequestForm(id); !ok {
 		return fmt.Errorf("dynamo: entity %s %q: requests name entities by their values escaped ('/', '#', '=', '&', '%%', '~', control bytes and invalid UTF-8 as %%XX), and no value escapes to this: use %q", what, id, want)
 	}
