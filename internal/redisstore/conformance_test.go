@@ -24,35 +24,51 @@ func server(t testing.TB) rueidis.Client {
 func serverProc(t testing.TB) (rueidis.Client, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t, redistest.Options{})
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatalf("client: %v", err)
+	return client(t, srv), srv
+}
+
+// fresh returns a store on c at clock, after flush empties Redis.
+func fresh(t *testing.T, c rueidis.Client, clock *storetest.Clock, flush func()) *redisstore.Store {
+	t.Helper()
+	flush()
+	s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// flushAll empties the Redis c talks to (one server).
+func flushAll(t *testing.T, c rueidis.Client) func() {
+	return func() {
+		if err := c.Do(context.Background(), c.B().Flushall().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(c.Close)
-	return c, srv
+}
+
+// replicas returns n stores on c, as n replicas of the service, in a
+// namespace of t's own.
+func replicas(t *testing.T, c rueidis.Client, n int) []*redisstore.Store {
+	t.Helper()
+	out := make([]*redisstore.Store, n)
+	for i := range out {
+		out[i] = redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
+		s := out[i]
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	return out
 }
 
 func TestConformance(t *testing.T) {
 	c := server(t)
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
-		if err := c.Do(context.Background(), c.B().Flushall().Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return fresh(t, c, clock, flushAll(t, c))
 	}, storetest.WithMaxCalls(60_001)) // a call is about 0.1 ms here
 }
 
 func TestSettleConformance(t *testing.T) {
 	c := server(t)
 	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
-		if err := c.Do(context.Background(), c.B().Flushall().Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return fresh(t, c, clock, flushAll(t, c))
 	})
 }
 
@@ -60,9 +76,7 @@ func TestConcurrency(t *testing.T) {
 	c := server(t)
 	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
 		var out []storetest.Store
-		for range 3 {
-			s := redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
-			t.Cleanup(func() { _ = s.Close() })
+		for _, s := range replicas(t, c, 3) {
 			out = append(out, s)
 		}
 		return out
@@ -73,9 +87,7 @@ func TestSettleConcurrency(t *testing.T) {
 	c := server(t)
 	storetest.RunSettleConcurrency(t, func(t *testing.T) []storetest.Settler {
 		var out []storetest.Settler
-		for range 3 {
-			s := redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
-			t.Cleanup(func() { _ = s.Close() })
+		for _, s := range replicas(t, c, 3) {
 			out = append(out, s)
 		}
 		return out
@@ -104,22 +116,14 @@ func cluster(t *testing.T) (rueidis.Client, func()) {
 func TestClusterConformance(t *testing.T) {
 	c, flush := cluster(t)
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
-		flush()
-		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return fresh(t, c, clock, flush)
 	}, storetest.WithMaxCalls(20_001))
 	storetest.RunSettle(t, func(t *testing.T, clock *storetest.Clock) storetest.Settler {
-		flush()
-		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return fresh(t, c, clock, flush)
 	})
 	storetest.RunConcurrency(t, func(t *testing.T) []storetest.Store {
 		var out []storetest.Store
-		for range 3 {
-			s := redisstore.New(c, redisstore.Config{Namespace: t.Name(), Timeout: time.Second})
-			t.Cleanup(func() { _ = s.Close() })
+		for _, s := range replicas(t, c, 3) {
 			out = append(out, s)
 		}
 		return out
@@ -130,16 +134,9 @@ func TestClusterConformance(t *testing.T) {
 // which the harness fetches), the fork most Redis users can move to.
 func TestValkeyConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Flavor: redistest.Valkey})
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := client(t, srv)
 	t.Logf("%s", srv.Binaries().Version)
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) storetest.Store {
-		srv.MustDo("FLUSHALL")
-		s := redisstore.New(c, redisstore.Config{Now: clock.Now, Timeout: time.Second})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return fresh(t, c, clock, flushAll(t, c))
 	}, storetest.WithMaxCalls(20_001))
 }

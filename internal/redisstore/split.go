@@ -70,26 +70,11 @@ func (sp *Split) Settle(ctx context.Context, st *cascade.Settlement) (cascade.Se
 	if st == nil || len(st.Debits) == 0 {
 		return sp.Main.Settle(ctx, st)
 	}
-	parts := sp.split(st.Debits)
-	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(st.Debits))}
-	for _, p := range parts {
+	return onEachPart(sp.split(st.Debits), len(st.Debits), func(p part) (cascade.Settled, error) {
 		one := *st
 		one.Debits = p.debits
-		res, err := p.st.Settle(ctx, &one)
-		if err != nil {
-			return cascade.Settled{}, err
-		}
-		if !res.Duplicate {
-			out.Duplicate = false
-			for i, at := range p.idx {
-				out.Statuses[at] = res.Statuses[i]
-			}
-		}
-	}
-	if out.Duplicate {
-		out.Statuses = nil
-	}
-	return out, nil
+		return p.st.Settle(ctx, &one)
+	})
 }
 
 // Repay applies r on each store, once per stamp on each.
@@ -97,18 +82,28 @@ func (sp *Split) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settl
 	if r == nil || len(r.Debits) == 0 {
 		return sp.Main.Repay(ctx, r)
 	}
-	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, len(r.Debits))}
-	for _, p := range sp.split(r.Debits) {
+	return onEachPart(sp.split(r.Debits), len(r.Debits), func(p part) (cascade.Settled, error) {
 		one := *r
 		one.Debits = p.debits
-		res, err := p.st.Repay(ctx, &one)
+		return p.st.Repay(ctx, &one)
+	})
+}
+
+// onEachPart applies a settlement or a repayment of n debits part by part
+// (apply), each once on its store: a duplicate when every part is.
+func onEachPart(parts []part, n int, apply func(part) (cascade.Settled, error)) (cascade.Settled, error) {
+	out := cascade.Settled{Duplicate: true, Statuses: make([]cascade.Status, n)}
+	for _, p := range parts {
+		res, err := apply(p)
 		if err != nil {
 			return cascade.Settled{}, err
 		}
 		if !res.Duplicate {
 			out.Duplicate = false
 			for i, at := range p.idx {
-				out.Statuses[at] = res.Statuses[i]
+				if i < len(res.Statuses) {
+					out.Statuses[at] = res.Statuses[i]
+				}
 			}
 		}
 	}
