@@ -13,6 +13,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/degrade"
+	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/redisclient"
 	"github.com/dynalimit/dynalimit/internal/redisstore"
 	"github.com/dynalimit/dynalimit/internal/service"
@@ -56,7 +57,7 @@ var (
 // openRedis makes the Redis backend; it connects in Warmup.
 func openRedis(o backendOptions) backend {
 	s := o.settings
-	cfg := redisstore.Config{Namespace: s.Namespace, Timeout: s.BackendTimeout, UsageRetention: s.UsageRetention, ConfigCacheTTL: s.ConfigCacheTTL}
+	cfg := redisstore.Config{Namespace: s.Namespace, Timeout: s.BackendTimeout, UsageRetention: s.UsageRetention, ConfigCacheTTL: s.ConfigCacheTTL, Observer: metrics.RedisObserver(o.reg)}
 	opts := s.RedisOptions()
 	b := &redisBackend{opts: opts, active: s.RedisHealthCheckActiveConnection}
 	main := redisstore.Open(cfg)

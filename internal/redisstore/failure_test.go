@@ -27,7 +27,8 @@ func oneToken(entity string) *cascade.Plan {
 // few budgets of 50 ms on an idle machine.)
 func TestFrozenRedis(t *testing.T) {
 	c, proc := serverProc(t)
-	s := redisstore.New(c, redisstore.Config{Timeout: 50 * time.Millisecond, MaxInFlight: 8})
+	calls := &countCalls{n: map[string]int{}}
+	s := redisstore.New(c, redisstore.Config{Timeout: 50 * time.Millisecond, MaxInFlight: 8, Observer: calls})
 	t.Cleanup(func() { _ = s.Close() })
 	if dec, err := s.Acquire(context.Background(), oneToken("hot")); err != nil || !dec.Admitted {
 		t.Fatalf("before the freeze: %+v, %v", dec, err)
@@ -75,6 +76,9 @@ func TestFrozenRedis(t *testing.T) {
 	if admitted != 0 || other != 0 {
 		t.Errorf("frozen Redis: %d admitted and %d other answers, want every plan unavailable", admitted, other)
 	}
+	if got := calls.get(); got[redisstore.CallOK] != 1 || got[redisstore.CallTimeout] == 0 {
+		t.Errorf("calls observed %v, want the one before the freeze ok and the others timed out (or busy)", got)
+	}
 	thaw()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -106,4 +110,26 @@ func TestNotAttached(t *testing.T) {
 	if took := time.Since(start); took < 30*time.Millisecond || took > time.Second {
 		t.Errorf("Acquire() answered after %v, want after its budget of 30 ms", took)
 	}
+}
+
+// countCalls is an Observer counting calls by outcome.
+type countCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countCalls) Call(outcome string, _ int, _ time.Duration) {
+	c.mu.Lock()
+	c.n[outcome]++
+	c.mu.Unlock()
+}
+
+func (c *countCalls) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 )
@@ -117,14 +118,18 @@ func (s *Store) run(key string, ln *lane) {
 // call runs one batch within the store's budget, under its bound on calls
 // in flight, and answers each job.
 func (s *Store) call(batch []*job) {
+	start := time.Now()
 	err := s.acquireSlot()
+	outcome := CallBusy
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 		err = s.exec(ctx, batch)
 		cancel()
 		s.releaseSlot()
+		outcome = callOutcome(err)
 		err = classify(err)
 	}
+	s.cfg.Observer.Call(outcome, len(batch), time.Since(start))
 	for _, j := range batch {
 		j.err = err
 		close(j.done)
@@ -157,3 +162,14 @@ func (s *Store) releaseSlot() { <-s.slots }
 
 // ErrClosed is the answer of a store that was closed.
 var ErrClosed = errors.New("redisstore: closed")
+
+// callOutcome is the Observer's name of a call's error.
+func callOutcome(err error) string {
+	switch {
+	case err == nil:
+		return CallOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return CallTimeout
+	}
+	return CallError
+}

@@ -45,10 +45,33 @@ type Config struct {
 	// ConfigCacheTTL is how long a replica trusts the stored limits and
 	// entity records it read (CONFIG_CACHE_TTL; DefaultConfigCacheTTL).
 	ConfigCacheTTL time.Duration
+	// Observer hears of each call of the decision script (none when nil).
+	Observer Observer
 	// Now, when set, is the clock the store decides at instead of Redis's
 	// own (TIME): a test's clock. Production stores leave it nil.
 	Now func() time.Time
 }
+
+// Observer hears of the store's calls of the decision script. It must be
+// safe for concurrent use and must not block.
+type Observer interface {
+	// Call is told of one call: its outcome (CallOK, CallTimeout,
+	// CallError, CallBusy), how many plans it carried and how long it
+	// took.
+	Call(outcome string, plans int, took time.Duration)
+}
+
+// Call outcomes (Observer.Call).
+const (
+	CallOK      = "ok"
+	CallTimeout = "timeout" // no answer within Config.Timeout
+	CallError   = "error"   // Redis refused it, or the connection failed
+	CallBusy    = "busy"    // no slot among Config.MaxInFlight within Config.Timeout
+)
+
+type nopObserver struct{}
+
+func (nopObserver) Call(string, int, time.Duration) {}
 
 // Store decides plans on bucket hashes in Redis (see the package doc).
 // It is safe for concurrent use.
@@ -87,6 +110,9 @@ func Open(cfg Config) *Store {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Store{
 		ready: make(chan struct{}), cfg: cfg, keys: keyspace{ns: cfg.Namespace},
