@@ -33,40 +33,7 @@ func TestAdminAPIEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "ops.yaml", opsConfig)
 	p := startBinary(t, dir, "ADMIN_API=true", "USER=ops-bot")
-	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	client := pb.NewRateLimitServiceClient(cc)
-	ask := func(value string) (bool, uint32) {
-		t.Helper()
-		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-			Domain: "ops", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
-		})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit(%s) = %v", value, err)
-		}
-		return resp.GetOverallCode() == pb.RateLimitResponse_OK, resp.GetStatuses()[0].GetLimitRemaining()
-	}
-	url := "http://" + p.DebugAddr()
-	cli := func(args ...string) string {
-		t.Helper()
-		out, ok := adminRun(t, []string{"USER=ops-bot"}, append(args, "-admin_url", url)...)
-		if !ok {
-			t.Fatalf("ratelimit %s: %s", strings.Join(args, " "), out)
-		}
-		return out
-	}
-	show := func(value string) float64 {
-		t.Helper()
-		out := cli("bucket", "show", "-domain", "ops", "-descriptor", "generic_key="+value, "-o", "json")
-		var levels []struct{ Limits []shownLimit }
-		if err := json.Unmarshal([]byte(out), &levels); err != nil || len(levels) != 1 || len(levels[0].Limits) != 1 {
-			t.Fatalf("bucket show %s = %q (%v), want one level with one limit", value, out, err)
-		}
-		return levels[0].Limits[0].Tokens
-	}
+	ask, cli, show := opsRig(t, p)
 
 	before := show("show")
 	if before != 50 {
@@ -114,7 +81,7 @@ func TestAdminAPIEmbedded(t *testing.T) {
 	}
 
 	// What the embedded store cannot do says so.
-	code, body := httpGet(t, url+"/admin/usage/list?entity=acme")
+	code, body := httpGet(t, "http://"+p.DebugAddr()+"/admin/usage/list?entity=acme")
 	if code != http.StatusNotImplemented || !strings.Contains(body, "embedded store") {
 		t.Errorf("GET /admin/usage/list = %d %q, want 501 naming the embedded store", code, body)
 	}
@@ -136,4 +103,47 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// opsRig is how the admin API tests drive a binary serving opsConfig with
+// ADMIN_API=true: ask decides one generic_key value over gRPC (admitted,
+// remaining), cli runs the CLI against its admin API as ops-bot, show
+// reads a value's one limit with bucket show.
+func opsRig(t *testing.T, p *proc) (ask func(string) (bool, uint32), cli func(...string) string, show func(string) float64) {
+	t.Helper()
+	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	client := pb.NewRateLimitServiceClient(cc)
+	ask = func(value string) (bool, uint32) {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+			Domain: "ops", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
+		})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%s) = %v", value, err)
+		}
+		return resp.GetOverallCode() == pb.RateLimitResponse_OK, resp.GetStatuses()[0].GetLimitRemaining()
+	}
+	url := "http://" + p.DebugAddr()
+	cli = func(args ...string) string {
+		t.Helper()
+		out, ok := adminRun(t, []string{"USER=ops-bot"}, append(args, "-admin_url", url)...)
+		if !ok {
+			t.Fatalf("ratelimit %s: %s", strings.Join(args, " "), out)
+		}
+		return out
+	}
+	show = func(value string) float64 {
+		t.Helper()
+		out := cli("bucket", "show", "-domain", "ops", "-descriptor", "generic_key="+value, "-o", "json")
+		var levels []struct{ Limits []shownLimit }
+		if err := json.Unmarshal([]byte(out), &levels); err != nil || len(levels) != 1 || len(levels[0].Limits) != 1 {
+			t.Fatalf("bucket show %s = %q (%v), want one level with one limit", value, out, err)
+		}
+		return levels[0].Limits[0].Tokens
+	}
+	return ask, cli, show
 }

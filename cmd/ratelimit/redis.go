@@ -194,14 +194,10 @@ func (b *redisBackend) shared() degrade.Shared { return b.st }
 
 // heart is the store once connected; nil if ctx ends first.
 func (b *redisBackend) heart(ctx context.Context) degrade.Heart {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for !b.stores[0].Attached() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	select {
+	case <-b.stores[0].Attached():
+		return b.st
+	case <-ctx.Done():
+		return nil
 	}
-	return b.st
 }

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dynalimit/dynalimit/internal/redistest"
 )
@@ -43,40 +37,7 @@ func TestAdminAPIRedis(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "ops.yaml", opsConfig)
 	p := startBinary(t, dir, "BACKEND_TYPE=redis", "REDIS_URL="+addr, "NAMESPACE=redis-ops", "ADMIN_API=true", "USER=ops-bot")
-	cc, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	client := pb.NewRateLimitServiceClient(cc)
-	ask := func(value string) (bool, uint32) {
-		t.Helper()
-		resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-			Domain: "ops", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("generic_key", value)},
-		})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit(%s) = %v", value, err)
-		}
-		return resp.GetOverallCode() == pb.RateLimitResponse_OK, resp.GetStatuses()[0].GetLimitRemaining()
-	}
-	url := "http://" + p.DebugAddr()
-	cli := func(args ...string) string {
-		t.Helper()
-		out, ok := adminRun(t, []string{"USER=ops-bot"}, append(args, "-admin_url", url)...)
-		if !ok {
-			t.Fatalf("ratelimit %s: %s", strings.Join(args, " "), out)
-		}
-		return out
-	}
-	show := func(value string) float64 {
-		t.Helper()
-		out := cli("bucket", "show", "-domain", "ops", "-descriptor", "generic_key="+value, "-o", "json")
-		var levels []struct{ Limits []shownLimit }
-		if err := json.Unmarshal([]byte(out), &levels); err != nil || len(levels) != 1 || len(levels[0].Limits) != 1 {
-			t.Fatalf("bucket show %s = %q (%v), want one level with one limit", value, out, err)
-		}
-		return levels[0].Limits[0].Tokens
-	}
+	ask, cli, show := opsRig(t, p)
 	drain := func(n int) {
 		t.Helper()
 		for i := range n + 1 {
@@ -147,7 +108,7 @@ func TestAdminAPIRedis(t *testing.T) {
 		t.Errorf("audit list of drain = %q, want the reset by alice and the top-up", out)
 	}
 
-	code, body := httpGet(t, url+"/admin/namespace/list")
+	code, body := httpGet(t, "http://"+p.DebugAddr()+"/admin/namespace/list")
 	if code != http.StatusNotImplemented || !strings.Contains(body, "the Redis store (BACKEND_TYPE=redis) does not keep a namespace registry") {
 		t.Errorf("GET /admin/namespace/list = %d %q, want 501 naming the Redis store", code, body)
 	}

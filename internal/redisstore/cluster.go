@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/redis/rueidis"
@@ -176,21 +177,12 @@ func (s *Store) giveBack(debits []cascade.Debit, statuses []cascade.Status) {
 
 // slotOf is a key's cluster slot: CRC16 of its hash tag mod 16384.
 func slotOf(key string) uint16 {
-	if i := indexByte(key, '{'); i >= 0 {
-		if j := indexByte(key[i+1:], '}'); j > 0 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
 			key = key[i+1 : i+1+j]
 		}
 	}
 	return crc16(key) % 16384
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // crc16 is CRC16-CCITT (XMODEM), as Redis Cluster hashes keys.

@@ -22,3 +22,10 @@ func (s *Store) EntityKey(ns, id string) string { return s.keys.entity(ns, id) }
 func (s *Store) Resolve(ctx context.Context, debits []cascade.Debit) ([]cascade.Debit, error) {
 	return s.resolve(ctx, debits)
 }
+
+// SetMaxQueue sets the bound on a lane's queue until the test ends.
+func SetMaxQueue(t interface{ Cleanup(func()) }, n int) {
+	old := maxQueue
+	maxQueue = n
+	t.Cleanup(func() { maxQueue = old })
+}

@@ -133,3 +133,38 @@ func (c *countCalls) get() map[string]int {
 	}
 	return out
 }
+
+// TestFullLaneRefusesAsBusy: with Redis frozen and a key's lane full, a
+// decision on the key is refused as busy (cascade.Busy: no error, so never
+// ON_UNAVAILABLE, which may admit), never admitted.
+func TestFullLaneRefusesAsBusy(t *testing.T) {
+	c, proc := serverProc(t)
+	redisstore.SetMaxQueue(t, 2)
+	s := redisstore.New(c, redisstore.Config{Timeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Acquire(context.Background(), oneToken("hot")); err != nil { // stored limits cached
+		t.Fatal(err)
+	}
+	proc.Freeze()
+	t.Cleanup(proc.Thaw)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	busy := 0
+	for range 20 {
+		wg.Go(func() {
+			dec, err := s.Acquire(context.Background(), oneToken("hot"))
+			if err == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if dec.Admitted || !dec.Statuses[0].Contended {
+					t.Errorf("a decision with the lane full: %+v, want refused as busy", dec)
+				}
+				busy++
+			}
+		})
+	}
+	wg.Wait()
+	if busy == 0 {
+		t.Error("no decision was refused as busy with 20 waiting on a lane of 2")
+	}
+}

@@ -73,14 +73,7 @@ func (ks keyspace) head(b *strings.Builder, ns, tag string) {
 }
 
 // bucket is the key of k's bucket hash.
-func (ks keyspace) bucket(k cascade.Key) string {
-	var b strings.Builder
-	ks.head(&b, ks.namespace(k), ks.tag(k))
-	b.WriteByte('b')
-	keyPart(&b, k.Entity)
-	keyPart(&b, k.Resource)
-	return b.String()
-}
+func (ks keyspace) bucket(k cascade.Key) string { return ks.item(k).bucket }
 
 // settled is the key that records settlement id as applied to the items
 // in the slot of tag, in namespace ns.
@@ -101,31 +94,41 @@ func (ks keyspace) fleet() string {
 	return b.String()
 }
 
-// usage is the key of the usage hash of k (an entity of a resource) in
-// the window of kind w ('h', 'd', 'm') starting at startMs: per limit,
-// the millitokens consumed. The script builds it from usagePrefix.
-func (ks keyspace) usage(k cascade.Key, w byte, startMs int64) string {
-	return ks.usagePrefix(k) + string(w) + strconv.FormatInt(startMs, 10)
+// itemKeys are the keys of one bucket item: its hash, the start of its
+// usage keys, and its entity's resource set, all under one hash tag.
+type itemKeys struct {
+	bucket, usage, resources string
 }
 
-// usagePrefix is the start of k's usage keys.
-func (ks keyspace) usagePrefix(k cascade.Key) string {
+// item returns k's keys, hashing its tag once.
+func (ks keyspace) item(k cascade.Key) itemKeys {
+	var h strings.Builder
+	ks.head(&h, ks.namespace(k), ks.tag(k))
+	head := h.String()
 	var b strings.Builder
-	ks.head(&b, ks.namespace(k), ks.tag(k))
+	b.WriteString(head)
+	b.WriteByte('b')
+	keyPart(&b, k.Entity)
+	keyPart(&b, k.Resource)
+	bucket := b.String()
+	b.Reset()
+	b.WriteString(head)
 	b.WriteByte('u')
 	keyPart(&b, k.Entity)
 	keyPart(&b, k.Resource)
-	return b.String()
-}
-
-// resources is the key of the set of resources entity k.Entity used
-// (usage list of every resource).
-func (ks keyspace) resources(k cascade.Key) string {
-	var b strings.Builder
-	ks.head(&b, ks.namespace(k), ks.tag(k))
+	usage := b.String()
+	b.Reset()
+	b.WriteString(head)
 	b.WriteByte('r')
 	keyPart(&b, k.Entity)
-	return b.String()
+	return itemKeys{bucket: bucket, usage: usage, resources: b.String()}
+}
+
+// usageKey is the key of the usage hash of an item (its itemKeys.usage)
+// in the window of kind w ('h', 'd', 'm') starting at startMs: per limit,
+// the millitokens consumed.
+func usageKey(usage string, w byte, startMs int64) string {
+	return usage + string(w) + strconv.FormatInt(startMs, 10)
 }
 
 // BucketKey is the Redis key of k's bucket hash in a deployment of

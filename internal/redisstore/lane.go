@@ -28,13 +28,14 @@ type lanes struct {
 	m  map[string]*lane
 }
 
-const (
-	// maxBatch bounds the plans of one call.
-	maxBatch = 64
-	// maxQueue bounds the plans waiting in one lane: past it a plan is
-	// refused as contended at once (a hung Redis does not grow memory).
-	maxQueue = 4096
-)
+// maxBatch bounds the plans of one call.
+const maxBatch = 64
+
+// maxQueue bounds the plans waiting in one lane: past it a decision is
+// refused as busy at once (cascade.Busy; a settlement or a repayment
+// fails, to be retried): a hung Redis does not grow memory. (A variable
+// for the tests.)
+var maxQueue = 4096
 
 // errQueueFull is the refusal of a plan whose lane is full.
 var errQueueFull = fmt.Errorf("redisstore: %d plans wait on one key: %w", maxQueue, cascade.ErrContended)

@@ -157,14 +157,15 @@ func (j *job) args(args []string, keyIndex func(string) int, ks keyspace, estMs 
 		if j.restate != nil {
 			restate = j.restate[i]
 		}
+		keys := ks.item(d.Key)
 		uk, res := "", ""
 		if u != nil {
-			uk = strconv.Itoa(keyIndex(ks.usage(d.Key, 'h', u.hour))) + "," + strconv.Itoa(keyIndex(ks.usage(d.Key, 'd', u.day))) + "," +
-				strconv.Itoa(keyIndex(ks.usage(d.Key, 'm', u.month))) + "," + strconv.Itoa(keyIndex(ks.resources(d.Key)))
+			uk = strconv.Itoa(keyIndex(usageKey(keys.usage, 'h', u.hour))) + "," + strconv.Itoa(keyIndex(usageKey(keys.usage, 'd', u.day))) + "," +
+				strconv.Itoa(keyIndex(usageKey(keys.usage, 'm', u.month))) + "," + strconv.Itoa(keyIndex(keys.resources))
 			res = d.Key.Resource
 		}
 		args = append(args,
-			strconv.Itoa(keyIndex(ks.bucket(d.Key))), d.Limit, opCode(d.Op), roleCode(d.Role), tooBig,
+			strconv.Itoa(keyIndex(keys.bucket)), d.Limit, opCode(d.Op), roleCode(d.Role), tooBig,
 			strconv.FormatInt(int64(n), 10), tokenbucket.Mul(int64(n), per).String(), tokenbucket.Mul(int64(b.Capacity), per).String(),
 			strconv.FormatInt(int64(b.RefillAmount), 10), shape(b), calendarClock(b, estMs), restate, uk, res)
 	}

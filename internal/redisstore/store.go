@@ -21,6 +21,9 @@ const (
 	DefaultTimeout = 50 * time.Millisecond
 	// DefaultMaxInFlight bounds the calls in flight at once.
 	DefaultMaxInFlight = 64
+	// busyRetry is the retry-after of a decision refused because its key's
+	// lane was full.
+	busyRetry = 10 * time.Millisecond
 	// maxRestates bounds the tries of a plan whose stored levels were
 	// written under another limit.
 	maxRestates = 3
@@ -145,8 +148,8 @@ func (s *Store) set(c rueidis.Client) bool {
 	return true
 }
 
-// Attached reports whether the store has its client.
-func (s *Store) Attached() bool { return s.client.Load() != nil }
+// Attached is closed once the store has its client.
+func (s *Store) Attached() <-chan struct{} { return s.ready }
 
 // errNotConnected is the failure of a call made before the store had its
 // client, after waiting Config.Timeout for it.
@@ -234,6 +237,11 @@ func (s *Store) decide(ctx context.Context, j *job) (cascade.Decision, error) {
 	for try := 0; ; try++ {
 		j.state.Store(queued)
 		if err := s.submit(ctx, key, j); err != nil {
+			if errors.Is(err, errQueueFull) && j.kind == kindDecide {
+				// Too many decisions wait on this key: contention,
+				// refused as busy, never ON_UNAVAILABLE (which may admit).
+				return cascade.Busy(j.debits, busyRetry), nil
+			}
 			return cascade.Decision{}, err
 		}
 		r := &j.reply
