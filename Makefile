@@ -44,16 +44,19 @@ run: build ## run the service on the embedded store with the example config (Ctr
 
 .PHONY: test
 # Two lanes run at once, one per core, each one test binary at a time
-# (-p 1): the two packages that load DynamoDB Local hardest (the binary's
-# fleets, the store's conformance and concurrency) one after the other in
-# one lane, every other package and then the tests through Envoy in the
-# other. Three binaries at once on two cores (go test -p 2 beside the
-# Envoy tests) left DynamoDB Local answering in 17 ms at the median where
-# it answers in 4, and a fleet admitting 83% of its limit. The lanes share
-# no port (testutil reserves each port it hands out across processes) and
-# no process (each package starts its own DynamoDB Local, Envoy and
+# (internal/testlanes/lanes.sh): the two packages that load DynamoDB Local
+# hardest (the binary's fleets, the store's conformance and concurrency)
+# one after the other in the first lane, never beside each other; every
+# other package from one queue, longest first, that both lanes take from
+# as soon as they are free (the second from the start, the first once its
+# two are done), so that neither lane waits while the other has work.
+# Three binaries at once on two cores (go test -p 2 beside the Envoy
+# tests) left DynamoDB Local answering in 17 ms at the median where it
+# answers in 4, and a fleet admitting 83% of its limit. The lanes share no
+# port (testutil reserves each port it hands out across processes) and no
+# process (each package starts its own DynamoDB Local, Envoy and
 # binaries). The Envoy tests run verbosely (every scenario and how many
-# ran); the first lane's output is printed when both lanes are done. The allocation
+# ran); each package's output is printed whole when it ends. The allocation
 # ceilings, the HTTP/2 attacks and the DynamoDB store's whole conformance
 # suite on the fake run last, without -race (under it sync.Pool drops
 # items, latency and memory are not the binary's, and the suite asks every
@@ -64,17 +67,17 @@ run: build ## run the service on the embedded store with the example config (Ctr
 # The Redis fleet's calls per decision on a hot key are checked without
 # -race too: under it each request costs the replicas several times the
 # CPU, so fewer decisions queue behind each call.
+comma := ,
 TEST_HEAVY := ./cmd/ratelimit ./pkg/dynamo
 TEST_ALONE := ^(TestDegradedHotTenantNewKeys|TestDegradedFreeze|TestFleetColdStartLocal)$$/^fake$$
-test: envoy ## run the whole test suite (starts DynamoDB Local and Envoy itself)
+# The queue's longest packages, longest first; every other package follows.
+TEST_LONG := ./internal/e2e ./internal/redisstore ./internal/cfntest ./internal/walkthrough ./internal/conformance ./internal/memstore ./internal/charttest
+test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy itself)
 	$(GO) vet ./...
-	@start=$$(date +%s); log=$$(mktemp); \
-	( $(GO) test -race -count=1 -p 1 -timeout 30m -skip '$(TEST_ALONE)' $(TEST_HEAVY) > $$log 2>&1 ) & heavy=$$!; \
-	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v -e /internal/e2e$$ $(patsubst ./%,-e /%$$,$(TEST_HEAVY))); rest=$$?; \
-	$(GO) test -race -count=1 -parallel 4 -timeout 20m -v ./internal/e2e; e2e=$$?; \
-	wait $$heavy; heavyrc=$$?; cat $$log; rm -f $$log; \
-	echo "make test: both lanes in $$(( $$(date +%s) - start )) s"; \
-	[ $$rest -eq 0 ] && [ $$e2e -eq 0 ] && [ $$heavyrc -eq 0 ]
+	GO_TEST_FLAGS='-race -count=1 -timeout 30m' bash internal/testlanes/lanes.sh \
+	  './cmd/ratelimit@-skip,$(TEST_ALONE)' ./pkg/dynamo -- \
+	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v,$(TEST_LONG)) \
+	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG)) | sed 's|^github.com/dynalimit/dynalimit|.|')
 	$(GO) test -count=1 -run 'Allocation|TestAttacks|TestConformanceFake' ./internal/service ./internal/grpcserver ./pkg/dynamo
 	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)' ./cmd/ratelimit
 	$(GO) test -count=1 -timeout 10m -run '^TestRedisFleetHotKey$$' ./cmd/ratelimit

@@ -35,10 +35,16 @@ var (
 // or more store instances that share one fresh, empty state (one instance
 // for the embedded store; several clients of one new table for DynamoDB);
 // goroutines are spread across them. f is called once per subtest.
-func RunConcurrency(t *testing.T, f func(t *testing.T) []Store) {
+// WithMaxCalls bounds the plans of overlapping_plans (4,800 otherwise).
+func RunConcurrency(t *testing.T, f func(t *testing.T) []Store, opts ...Option) {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	plans := o.calls(lockGoroutines*lockPlans) / lockGoroutines
 	t.Run("hot_bucket", func(t *testing.T) { testHotBucket(t, stores(t, f)) })
-	t.Run("overlapping_plans", func(t *testing.T) { testOverlappingPlans(t, stores(t, f)) })
+	t.Run("overlapping_plans", func(t *testing.T) { testOverlappingPlans(t, stores(t, f), plans) })
 	t.Run("hot_parent", func(t *testing.T) { testHotParent(t, stores(t, f)) })
 }
 
@@ -188,10 +194,10 @@ func waitProgress(t *testing.T, done <-chan struct{}, finished *atomic.Int64, to
 	}
 }
 
-// testOverlappingPlans runs plans over random subsets of shared buckets, in
+// testOverlappingPlans runs plans (per goroutine) over random subsets of shared buckets, in
 // random order (so a store that locks in plan order would deadlock), and
 // checks that every bucket lost exactly what the admitted plans debited.
-func testOverlappingPlans(t *testing.T, ss []Store) {
+func testOverlappingPlans(t *testing.T, ss []Store, plans int) {
 	buckets := lockBuckets()
 	var (
 		debited  = make([]atomic.Int64, len(buckets))
@@ -206,7 +212,7 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 0x5eed))
 			idx := make([]int, 0, 5)
-			for range lockPlans {
+			for range plans {
 				idx = idx[:0]
 				p := &cascade.Plan{}
 				for range 2 + rng.IntN(4) {
@@ -232,7 +238,7 @@ func testOverlappingPlans(t *testing.T, ss []Store) {
 		})
 	}
 	go func() { wg.Wait(); close(done) }()
-	waitProgress(t, done, &finished, lockGoroutines*lockPlans)
+	waitProgress(t, done, &finished, lockGoroutines*plans)
 	if n := failures.Load(); n > 0 {
 		t.Fatalf("Acquire failed %d times; first error: %v", n, firstErr.Load())
 	}
