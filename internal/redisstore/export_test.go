@@ -29,3 +29,13 @@ func SetMaxQueue(t interface{ Cleanup(func()) }, n int) {
 	maxQueue = n
 	t.Cleanup(func() { maxQueue = old })
 }
+
+// The namespace keys' helpers.
+var (
+	NamespacePrefix = namespacePrefix
+	NamespaceOfKey  = namespaceOfKey
+	GlobEscape      = globEscape
+)
+
+// RegistryKey is the namespace registry's key.
+const RegistryKey = registryKey
