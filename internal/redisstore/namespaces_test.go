@@ -60,7 +60,9 @@ func fill(t *testing.T, st *redisstore.Store, ns string) {
 }
 
 // TestNamespaces runs the registry and the lifecycle on one redis-server
-// and on a cluster of three masters, with namespaces whose names are
+// and on a cluster of three masters with a replica each (whose client
+// reaches the replicas too: a SCAN of one would count its master's keys
+// again), with namespaces whose names are
 // prefixes of each other's and hold glob characters and braces: register
 // (idempotent), delete and recover (each once), orphans (every namespace
 // with keys and no record, counted), purge (refused while active; an
@@ -72,10 +74,23 @@ func TestNamespaces(t *testing.T) {
 		testNamespaces(t, c, srv)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.StartCluster(t, 3, 0, redistest.Options{})
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Seeds(), DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
+		cl := redistest.StartCluster(t, 3, 1, redistest.Options{})
+		// A client made once the topology lists the replicas (online once
+		// synced: some seconds) reaches them.
+		var c rueidis.Client
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var err error
+			if c, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Seeds(), DisableCache: true}); err != nil {
+				t.Fatal(err)
+			}
+			n := len(c.Nodes())
+			if n == 6 {
+				break
+			}
+			c.Close()
+			if time.Now().After(end) {
+				t.Fatalf("the cluster client reaches %d nodes, want the 3 masters and their 3 replicas", n)
+			}
 		}
 		t.Cleanup(c.Close)
 		testNamespaces(t, c, cl.Masters()...)
