@@ -115,19 +115,38 @@ func TestAdminAPIRedis(t *testing.T) {
 }
 
 // TestOperatorCommandsRedis runs the operator's scenario of DynamoDB
-// (operatorCommands) on a redis-server: two replicas, the commands
-// through the first one's admin API (the command line opens no Redis
-// client of its own), a namespace deleted refused by both within
-// CONFIG_CACHE_TTL, recovered serving its old buckets again, and purged
-// leaving team-b's keys as they were and only its audit record.
+// (operatorCommands) on a redis-server and on a cluster of three
+// masters: two replicas, the commands through the first one's admin API
+// (the command line opens no Redis client of its own), a namespace
+// deleted refused by both within CONFIG_CACHE_TTL, recovered serving its
+// old buckets again, and purged leaving team-b's keys as they were and
+// only its audit record.
 func TestOperatorCommandsRedis(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
+	t.Run("single", func(t *testing.T) {
+		srv := redistest.Start(t, redistest.Options{})
+		redisOperatorCommands(t, []string{"REDIS_URL=" + srv.Addr()}, srv)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3, 0, redistest.Options{})
+		redisOperatorCommands(t, []string{"REDIS_TYPE=cluster", "REDIS_URL=" + strings.Join(cl.Seeds(), ",")}, cl.Masters()...)
+	})
+}
+
+// redisOperatorCommands runs operatorCommands on the Redis that env
+// names, whose masters are masters.
+func redisOperatorCommands(t *testing.T, env []string, masters ...*redistest.Server) {
 	operatorCommands(t, opsStore{
-		env: []string{"BACKEND_TYPE=redis", "REDIS_URL=" + srv.Addr(), "ADMIN_API=true", "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block", "LOG_LEVEL=warn", "NAMESPACE=team-a", "USER=ops-bot", "CONFIG_CACHE_TTL=500ms"},
+		env: append(env, "BACKEND_TYPE=redis", "ADMIN_API=true", "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block", "LOG_LEVEL=warn", "NAMESPACE=team-a", "USER=ops-bot", "CONFIG_CACHE_TTL=500ms"),
 		run: func(t *testing.T, replicas []*proc, ns string, args ...string) (string, bool) {
 			return adminRun(t, []string{"USER=ops-bot"}, withURL("http://"+replicas[0].DebugAddr(), append(args, "-namespace", ns))...)
 		},
-		items:     func(t *testing.T, ns string) []string { return redisItems(t, srv, ns) },
+		items: func(t *testing.T, ns string) []string {
+			var out []string
+			for _, m := range masters {
+				out = append(out, redisItems(t, m, ns)...)
+			}
+			return out
+		},
 		auditMark: "}a",
 		noCounter: true,
 	})
