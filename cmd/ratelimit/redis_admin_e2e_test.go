@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynalimit/dynalimit/internal/redisstore"
 	"github.com/dynalimit/dynalimit/internal/redistest"
 )
 
@@ -152,11 +153,11 @@ func redisOperatorCommands(t *testing.T, env []string, masters ...*redistest.Ser
 	})
 }
 
-// redisItems lists the keys of namespace ns (a name keyPart leaves as it
-// is) on srv, each with its value printed whole.
+// redisItems lists the keys of namespace ns (a name without glob
+// characters) on srv, each with its value printed whole.
 func redisItems(t *testing.T, srv *redistest.Server, ns string) []string {
 	t.Helper()
-	keys, _ := srv.MustDo("KEYS", fmt.Sprintf("dl:%d:%s*", len(ns), ns)).([]any)
+	keys, _ := srv.MustDo("KEYS", redisstore.NamespacePrefix(ns)+"*").([]any)
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
 		key := fmt.Sprint(k)

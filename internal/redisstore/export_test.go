@@ -30,12 +30,8 @@ func SetMaxQueue(t interface{ Cleanup(func()) }, n int) {
 	t.Cleanup(func() { maxQueue = old })
 }
 
-// The namespace keys' helpers.
-var (
-	NamespacePrefix = namespacePrefix
-	NamespaceOfKey  = namespaceOfKey
-	GlobEscape      = globEscape
-)
+// NamespaceOfKey is the namespace a key is in.
+var NamespaceOfKey = namespaceOfKey
 
 // RegistryKey is the namespace registry's key.
 const RegistryKey = registryKey

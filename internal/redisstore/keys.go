@@ -63,10 +63,16 @@ func (ks keyspace) tag(k cascade.Key) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// head is a key's start: the prefix, the namespace and the tag.
-func (ks keyspace) head(b *strings.Builder, ns, tag string) {
+// writeNamespace writes the start of every key of namespace ns: the
+// prefix and the namespace (NamespacePrefix).
+func writeNamespace(b *strings.Builder, ns string) {
 	b.WriteString(Prefix)
 	keyPart(b, ns)
+}
+
+// head is a key's start: the prefix, the namespace and the tag.
+func (ks keyspace) head(b *strings.Builder, ns, tag string) {
+	writeNamespace(b, ns)
 	b.WriteByte('{')
 	b.WriteString(tag)
 	b.WriteByte('}')
@@ -88,8 +94,7 @@ func (ks keyspace) settled(ns, tag, id string) string {
 // fleet is the key of the namespace's replica heartbeats.
 func (ks keyspace) fleet() string {
 	var b strings.Builder
-	b.WriteString(Prefix)
-	keyPart(&b, ks.ns)
+	writeNamespace(&b, ks.ns)
 	b.WriteString("fleet")
 	return b.String()
 }
@@ -140,13 +145,12 @@ func BucketKey(ns string, k cascade.Key) string { return keyspace{ns: ns}.bucket
 // digit follows Prefix), so no namespace's key can be it.
 const registryKey = Prefix + "namespaces"
 
-// namespacePrefix is the start of every key of namespace ns: Prefix and
+// NamespacePrefix is the start of every key of namespace ns: Prefix and
 // its length-prefixed name, which ends where it says (another namespace's
-// keys never start with it).
-func namespacePrefix(ns string) string {
+// keys never start with it). What an operator SCANs for with redis-cli.
+func NamespacePrefix(ns string) string {
 	var b strings.Builder
-	b.WriteString(Prefix)
-	keyPart(&b, ns)
+	writeNamespace(&b, ns)
 	return b.String()
 }
 
@@ -168,7 +172,7 @@ func namespaceOfKey(key string) (string, bool) {
 	}
 	escaped := rest[:n]
 	name := unescapePart.Replace(escaped)
-	if namespacePrefix(name) != key[:len(Prefix)+len(digits)+1+n] {
+	if NamespacePrefix(name) != key[:len(Prefix)+len(digits)+1+n] {
 		return "", false // not as keyPart writes it
 	}
 	return name, true

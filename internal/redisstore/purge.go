@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// A namespace's keys all start with its prefix (namespacePrefix), so
+// A namespace's keys all start with its prefix (NamespacePrefix), so
 // Orphans and PurgeNamespace find them with SCAN: on every master of a
 // cluster (a node SCANs only its own keys), COUNT scanCount at a time,
 // MATCH the prefix. There is no index by namespace: a SCAN walks the
@@ -90,7 +90,7 @@ func (n *Namespaces) Purge(ctx context.Context, name string, done func(deleted i
 		return Purged{}, fmt.Errorf("redisstore: purge namespace %q: %w: delete it first ('ratelimit namespace delete %s')", name, ErrNamespaceActive, name)
 	}
 	p := Purged{Was: reg.State, ID: reg.ID}
-	match := globEscape(namespacePrefix(name)) + "*"
+	match := globEscape(NamespacePrefix(name)) + "*"
 	for _, st := range n.stores {
 		err := scan(ctx, st, match, func(keys []string) error {
 			c, err := unlink(ctx, st, keys)
