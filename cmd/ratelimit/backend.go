@@ -67,7 +67,7 @@ type backendOptions struct {
 	// late measures how late this process runs (nil: not measured).
 	late *lateness.Meter
 	// names returns the namespaces the live rules name ("" among them):
-	// the namespace registry records a DynamoDB backend follows.
+	// the namespace registry records a DynamoDB or Redis backend follows.
 	names func() []string
 	log   *logrus.Entry
 }

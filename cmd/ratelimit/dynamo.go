@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
-	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // dynamoBackend is the DynamoDB store (BACKEND_TYPE=dynamodb). It is
@@ -26,12 +24,9 @@ import (
 type dynamoBackend struct {
 	w      *warming
 	warmup warmup
-	// deleted holds the namespaces the registry marks deleted, reread
-	// every reread for the namespaces names returns.
-	deleted *dadmin.DeletedNamespaces
-	names   func() []string
-	reread  time.Duration
-	log     *logrus.Entry
+	// gate holds the namespaces the registry marks deleted.
+	gate registryWatch
+	log  *logrus.Entry
 	// ops is the admin API's view of the serving store.
 	ops *admin.Dynamo
 }
@@ -72,10 +67,8 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 			explain: func(err error) error { return admin.Explain(err, s) },
 			log:     log,
 		},
-		deleted: dadmin.NewDeletedNamespaces(s.Namespace),
-		names:   o.names,
-		reread:  cfg.WithDefaults().ConfigCacheTTL,
-		log:     log,
+		gate: newRegistryWatch(s.Namespace, o.names, cfg.WithDefaults().ConfigCacheTTL, log),
+		log:  log,
 	}
 	// The admin API runs on the serving store; a write naming a principal
 	// goes through a store of that principal on the same client, with an
@@ -112,7 +105,7 @@ func (b *dynamoBackend) Settler() adjust.Settler { return b.w }
 func (b *dynamoBackend) Hierarchy() service.Hierarchy { return b.w }
 
 // Gate is the namespaces the registry marks deleted, as Run last read them.
-func (b *dynamoBackend) Gate() service.NamespaceGate { return b.deleted }
+func (b *dynamoBackend) Gate() service.NamespaceGate { return b.gate.deleted }
 
 // warmupCondition is what health awaits while the store warms up.
 func (b *dynamoBackend) warmupCondition() string { return dynamoWarmup }

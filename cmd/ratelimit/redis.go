@@ -42,7 +42,10 @@ type redisBackend struct {
 	opts    redisclient.Options
 	clients atomic.Pointer[redisclient.Clients]
 	ops     admin.Stores
-	log     *logrus.Entry
+	// gate holds the namespaces the registry (on the main Redis) marks
+	// deleted.
+	gate registryWatch
+	log  *logrus.Entry
 	// active: health follows the clients' connections after the warm-up
 	// (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION).
 	active bool
@@ -79,6 +82,11 @@ func openRedis(o backendOptions) backend {
 	}
 	b.log.Info(msg)
 	b.ops = admin.Redis(b.st, s.Namespace, b.log.WithField("component", "admin"))
+	reread := s.ConfigCacheTTL
+	if reread <= 0 {
+		reread = redisstore.DefaultConfigCacheTTL
+	}
+	b.gate = newRegistryWatch(s.Namespace, o.names, reread, b.log)
 	if s.OnUnavailable == config.OnUnavailableLocal {
 		return degraded(b, s, o.reg, o.late, b.log)
 	}
@@ -168,13 +176,19 @@ func (b *redisBackend) Settler() adjust.Settler { return b.st }
 // cascading rule's topmost entity charges.
 func (b *redisBackend) Hierarchy() service.Hierarchy { return b.st }
 
-// Gate is nil: the Redis store has no namespace registry.
-func (b *redisBackend) Gate() service.NamespaceGate { return nil }
+// Gate is the namespaces the registry marks deleted, as Run last read
+// them.
+func (b *redisBackend) Gate() service.NamespaceGate { return b.gate.deleted }
 
-// Run has no background work: the store's calls are its callers'.
+// Run follows the namespace registry once the store is connected, until
+// ctx ends (registryWatch.run).
 func (b *redisBackend) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return nil
+	select {
+	case <-b.stores[0].Attached():
+	case <-ctx.Done():
+		return nil
+	}
+	return b.gate.run(ctx, b.st.Namespaces())
 }
 
 // Close closes the stores, then the clients.

@@ -119,9 +119,9 @@ var groups = []*group{
 		noStore:  true,
 		run:      runTableCreate,
 	}}},
-	{name: "namespace", summary: "DynamoDB: register, list, delete, recover and purge namespaces", job: JobNamespaces, verbs: append([]*verb{{
+	{name: "namespace", summary: "DynamoDB, Redis: register, list, delete, recover and purge namespaces", job: JobNamespaces, verbs: append([]*verb{{
 		name: "register", synopsis: "NAME", summary: "register a namespace (idempotent) and print its id",
-		about: "Records NAME in the table's namespace registry (namespace list) with\n" +
+		about: "Records NAME in the store's namespace registry (namespace list) with\n" +
 			"an id it generates (12 hex digits), and prints both; registering a name\n" +
 			"again prints the same id. The id only names the registration: the\n" +
 			"namespace's keys hold its name, so a namespace works whether it is\n" +

@@ -13,8 +13,8 @@
 // ErrUnsupported, that names the store and what it does not keep (the
 // admin API answers it 501). Dynamo is *dynamo.Store for every job;
 // Embedded is the embedded store (internal/memstore) for buckets only;
-// Redis is the Redis store (internal/redisstore) for every job but
-// namespaces (its records translated in redisrecords.go). The
+// Redis is the Redis store (internal/redisstore) for every job (its
+// records translated in redisrecords.go and redisnamespaces.go). The
 // records the interfaces carry and the errors they wrap (records.go) are
 // this package's: each adapter translates its store's into them
 // (dynamorecords.go), so no store depends on another. RunOn runs a command
@@ -35,8 +35,8 @@
 // show only reads; namespace purge runs only with -yes.
 //
 // API serves the same commands over HTTP on the service's debug listener
-// (ADMIN_API): bucket show|reset|topup, usage, audit list and the
-// namespace lifecycle, parsed and run by the same code as the command
+// (ADMIN_API): bucket show|reset|topup, usage, audit list, stored limits
+// and entities, namespace register and the namespace lifecycle, parsed and run by the same code as the command
 // line, on the serving process's settings, live configuration and store
 // (the Stores it is given: Embedded, Redis, or a Dynamo over the store it
 // decides on). With -admin_url, Run sends such a command to a service's

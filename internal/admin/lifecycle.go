@@ -24,7 +24,7 @@ var lifecycleVerbs = []*verb{{
 	name: "delete", synopsis: "NAME", summary: "soft-delete a namespace: mark it deleted, keep its items",
 	about: "Marks the registered namespace NAME deleted in the registry (a\n" +
 		"conditional write: only an active namespace is deleted), with an audit\n" +
-		"record. Within CONFIG_CACHE_TTL every replica on DynamoDB stops deciding\n" +
+		"record. Within CONFIG_CACHE_TTL every replica (DynamoDB, Redis) stops deciding\n" +
 		"for it: a descriptor whose rule is in NAME is answered as one no rule\n" +
 		"matches (OK, no limit), and its buckets are not touched (nor limit\n" +
 		"overrides while NAME is the replica's NAMESPACE). Its items (buckets,\n" +
@@ -49,9 +49,10 @@ var lifecycleVerbs = []*verb{{
 }, {
 	name: "orphans", summary: "list namespaces that have items but no registry record",
 	about: "Scans the whole table (keys only, but DynamoDB charges a Scan for every\n" +
-		"item it reads: about one read unit per 8 KB of table) and prints each\n" +
-		"namespace that has items and no registry record, with its item count,\n" +
-		"separated by a tab. Register it ('namespace register') or purge it.",
+		"item it reads: about one read unit per 8 KB of table), or on Redis every\n" +
+		"key of every master (SCAN), and prints each namespace that has items and\n" +
+		"no registry record, with its item count, separated by a tab. Register it\n" +
+		"('namespace register') or purge it.",
 	examples: []string{"ratelimit namespace orphans"},
 	run:      runNamespaceOrphans,
 }, {
@@ -59,8 +60,10 @@ var lifecycleVerbs = []*verb{{
 	about: "Deletes every item of namespace NAME: its buckets, stored limits,\n" +
 		"entities, settlement markers and audit records. It scans the table for\n" +
 		"the namespace's keys (the whole table is read: about one read unit per\n" +
-		"8 KB) and deletes them 25 a BatchWriteItem (a write unit per item),\n" +
-		"printing the count as it goes; other namespaces' items are not written.\n" +
+		"8 KB) and deletes them 25 a BatchWriteItem (a write unit per item); on\n" +
+		"Redis it SCANs every master for the namespace's key prefix and UNLINKs\n" +
+		"each page. It prints the count as it goes; other namespaces' items are\n" +
+		"not written.\n" +
 		"It refuses an active namespace (delete it first) and runs only with -yes.\n" +
 		"The namespace is then marked purged in the registry (registered first if\n" +
 		"it was an orphan) and one audit record says who purged how many items.\n" +

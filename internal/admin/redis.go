@@ -20,6 +20,8 @@ type RedisStore interface {
 	Reset(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	Usage(ctx context.Context, ns, entity, resource string, w byte, since time.Time) ([]redisstore.Snapshot, error)
+	// Namespaces is the registry and the lifecycle of the namespaces.
+	Namespaces() *redisstore.Namespaces
 	RedisRecords
 }
 
@@ -31,19 +33,20 @@ var (
 // Redis returns the Redis store st as the operator's commands see it:
 // buckets (show, reset, top-up; each a bucket of one shard), entity
 // records and stored limits, the audit records of every write (naming
-// PrincipalOf(ctx); a reset or top-up is also logged on log) and the
-// usage history its decisions count. namespace is the store's
-// (NAMESPACE), a key's when it names none. Namespaces answer
-// ErrUnsupported.
+// PrincipalOf(ctx); a reset or top-up is also logged on log), the
+// namespace registry and lifecycle, and the usage history its decisions
+// count: every job. namespace is the store's (NAMESPACE), a key's when it
+// names none.
 func Redis(st RedisStore, namespace string, log *logrus.Entry) Stores {
 	r := redisOps{st: st, namespace: namespace, log: log}
 	return Stores{
-		Name: "the Redis store (BACKEND_TYPE=redis)", Instead: "use BACKEND_TYPE=dynamodb",
-		Buckets: r, Entities: r, Audit: r, Usage: r,
+		Name:    "the Redis store (BACKEND_TYPE=redis)",
+		Buckets: r, Entities: r, Audit: r, Namespaces: r, Usage: r,
 	}
 }
 
-// redisOps is the Redis store's Buckets, Entities, Audit and Usage.
+// redisOps is the Redis store's Buckets, Entities, Audit, Namespaces and
+// Usage.
 type redisOps struct {
 	st        RedisStore
 	namespace string // NAMESPACE: the key's namespace when it names none

@@ -49,12 +49,32 @@ func (c *settable) set(t time.Time) {
 	c.now = t
 }
 
-// TestRedis runs the operator's suite on a redis-server: buckets,
-// entities and stored limits, audit records and usage, namespaces
-// answering that the Redis store does not keep them. Usage is learnt as the service's decisions count it: an admitted
-// decision at the time the suite names.
+// redisCluster starts a cluster of three masters for t and returns a
+// client of it.
+func redisCluster(t *testing.T) rueidis.Client {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3, 0, redistest.Options{})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Seeds(), DisableCache: true})
+	if err != nil {
+		t.Fatalf("cluster client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestRedis runs the operator's suite on a redis-server and on a cluster
+// of three masters: every job (buckets, entities and stored limits, audit
+// records, the namespace registry and lifecycle, usage). Usage is learnt
+// as the service's decisions count it: an admitted decision at the time
+// the suite names.
 func TestRedis(t *testing.T) {
-	c := redisServer(t)
+	t.Run("single", func(t *testing.T) { runRedisSuite(t, redisServer(t)) })
+	t.Run("cluster", func(t *testing.T) { runRedisSuite(t, redisCluster(t)) })
+}
+
+// runRedisSuite runs the operator's suite on stores on c, one per
+// scenario.
+func runRedisSuite(t *testing.T, c rueidis.Client) {
 	admintest.Run(t, func(t *testing.T, ns string) admintest.Store {
 		clock := &settable{now: time.Now()}
 		st := redisstore.New(c, redisstore.Config{Namespace: ns, Timeout: time.Second, Now: clock.Now, UsageRetention: 2 * 365 * 24 * time.Hour})
@@ -63,7 +83,7 @@ func TestRedis(t *testing.T) {
 		var latest time.Time
 		return admintest.Store{
 			Stores:     admin.Redis(st, ns, logrus.NewEntry(log)),
-			Implements: []admin.Job{admin.JobBuckets, admin.JobEntities, admin.JobAudit, admin.JobUsage},
+			Implements: admin.Jobs,
 			Acquire:    st.Acquire,
 			AddUsage: func(ctx context.Context, ns, entity, resource, limit string, at time.Time, mt int64) error {
 				clock.set(at)

@@ -26,10 +26,14 @@ type RedisRecords interface {
 	Audit(ctx context.Context, sc redisstore.Scope) ([]redisstore.AuditRecord, error)
 }
 
-// fromRedis translates the store's ErrNotFound into the seams'.
+// fromRedis translates the store's ErrNotFound and ErrNamespaceActive
+// into the seams'.
 func fromRedis(err error) error {
-	if errors.Is(err, redisstore.ErrNotFound) {
+	switch {
+	case errors.Is(err, redisstore.ErrNotFound):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, redisstore.ErrNamespaceActive):
+		return &translated{ErrNamespaceActive, err}
 	}
 	return err
 }

@@ -387,7 +387,7 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"DEBUG_HOST", "Debug listener address (/metrics, /rlconfig, pprof with DEBUG_PPROF, the admin API with ADMIN_API).", (*stringValue)(&s.DebugHost)},
 		{"DEBUG_PORT", "Debug listener port.", (*intValue)(&s.DebugPort)},
 		{"DEBUG_PPROF", "Serve Go's pprof at /debug/pprof/ on the debug listener: CPU and allocation profiles, execution traces (docs/performance.md). Off by default: a profile costs CPU, and a trace shows every call's timing.", (*boolValue)(&s.DebugPprof)},
-		{"ADMIN_API", "Serve the admin API at /admin/ on the debug listener: the operator's commands (bucket show, reset and topup; on DynamoDB and Redis also usage, stored limits, entities and audit; on DynamoDB also namespace lifecycle) over HTTP, without authentication (docs/cli.md#admin-api). Off by default: enable it only with DEBUG_HOST on loopback or a debug port no one else reaches.", (*boolValue)(&s.AdminAPI)},
+		{"ADMIN_API", "Serve the admin API at /admin/ on the debug listener: the operator's commands (bucket show, reset and topup; on DynamoDB and Redis also usage, stored limits, entities, audit and the namespace registry and lifecycle) over HTTP, without authentication (docs/cli.md#admin-api). Off by default: enable it only with DEBUG_HOST on loopback or a debug port no one else reaches.", (*boolValue)(&s.AdminAPI)},
 
 		{"RUNTIME_ROOT", "Root of the runtime data; descriptor files are read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.", (*stringValue)(&s.RuntimeRoot)},
 		{"RUNTIME_SUBDIRECTORY", "Subdirectory of RUNTIME_ROOT.", (*stringValue)(&s.RuntimeSubdirectory)},

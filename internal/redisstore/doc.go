@@ -43,6 +43,16 @@
 // its buckets. The operator's writes add audit records (Record): a capped
 // list per entity, resource and the system.
 //
+// # Namespaces
+//
+// Every key of a namespace starts with Prefix and its length-prefixed
+// name. The registry (Namespaces) is one hash of no namespace, its key
+// named without a length prefix: each namespace's record, its state
+// (active, deleted, purged) changed by conditional writes. Orphans and
+// Purge find a namespace's keys by SCAN on every master, and Purge
+// UNLINKs them a page at a time, one command per slot on a cluster. A
+// Split's registry is Main's; its orphans and purges cover both stores.
+//
 // # Failures
 //
 // Every call has a deadline (Config.Timeout) that covers the wait for a

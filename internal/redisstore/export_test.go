@@ -29,3 +29,9 @@ func SetMaxQueue(t interface{ Cleanup(func()) }, n int) {
 	maxQueue = n
 	t.Cleanup(func() { maxQueue = old })
 }
+
+// NamespaceOfKey is the namespace a key is in.
+var NamespaceOfKey = namespaceOfKey
+
+// RegistryKey is the namespace registry's key.
+const RegistryKey = registryKey

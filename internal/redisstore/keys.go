@@ -63,10 +63,16 @@ func (ks keyspace) tag(k cascade.Key) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// head is a key's start: the prefix, the namespace and the tag.
-func (ks keyspace) head(b *strings.Builder, ns, tag string) {
+// writeNamespace writes the start of every key of namespace ns: the
+// prefix and the namespace (NamespacePrefix).
+func writeNamespace(b *strings.Builder, ns string) {
 	b.WriteString(Prefix)
 	keyPart(b, ns)
+}
+
+// head is a key's start: the prefix, the namespace and the tag.
+func (ks keyspace) head(b *strings.Builder, ns, tag string) {
+	writeNamespace(b, ns)
 	b.WriteByte('{')
 	b.WriteString(tag)
 	b.WriteByte('}')
@@ -88,8 +94,7 @@ func (ks keyspace) settled(ns, tag, id string) string {
 // fleet is the key of the namespace's replica heartbeats.
 func (ks keyspace) fleet() string {
 	var b strings.Builder
-	b.WriteString(Prefix)
-	keyPart(&b, ks.ns)
+	writeNamespace(&b, ks.ns)
 	b.WriteString("fleet")
 	return b.String()
 }
@@ -134,3 +139,41 @@ func usageKey(usage string, w byte, startMs int64) string {
 // BucketKey is the Redis key of k's bucket hash in a deployment of
 // namespace ns (NAMESPACE): what an operator looks up with redis-cli.
 func BucketKey(ns string, k cascade.Key) string { return keyspace{ns: ns}.bucket(k) }
+
+// registryKey is the hash of the namespace registry (namespaces.go). Past
+// Prefix it has no length prefix: every key of a namespace has one (a
+// digit follows Prefix), so no namespace's key can be it.
+const registryKey = Prefix + "namespaces"
+
+// NamespacePrefix is the start of every key of namespace ns: Prefix and
+// its length-prefixed name, which ends where it says (another namespace's
+// keys never start with it). What an operator SCANs for with redis-cli.
+func NamespacePrefix(ns string) string {
+	var b strings.Builder
+	writeNamespace(&b, ns)
+	return b.String()
+}
+
+// unescapePart undoes keyPart's escapes.
+var unescapePart = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
+
+// namespaceOfKey is the namespace whose keys key starts with (keyPart
+// undone); false when it starts with no namespace's prefix (the
+// registry's key, another program's key).
+func namespaceOfKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, Prefix)
+	if !ok {
+		return "", false
+	}
+	digits, rest, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 0 || n > len(rest) || strconv.Itoa(n) != digits {
+		return "", false
+	}
+	escaped := rest[:n]
+	name := unescapePart.Replace(escaped)
+	if NamespacePrefix(name) != key[:len(Prefix)+len(digits)+1+n] {
+		return "", false // not as keyPart writes it
+	}
+	return name, true
+}

@@ -19,8 +19,8 @@ type Store interface {
 }
 
 // NamespaceGate tells which namespaces the service no longer decides for:
-// those deleted in the DynamoDB store's namespace registry
-// (dynamo.DeletedNamespaces). A descriptor whose rule is in one is
+// those deleted in the namespace registry of the DynamoDB or the Redis
+// store (dadmin.DeletedNamespaces). A descriptor whose rule is in one is
 // answered as a descriptor no rule matches (OK, no bucket touched), and so
 // is a limit override while the deployment's namespace is deleted.
 // Implementations MUST be safe for concurrent use and cheap: the service

@@ -77,10 +77,21 @@ func (d *DeletedNamespaces) Names() []string {
 	return out
 }
 
+// StateReader reads the states of registered namespaces: *Store, or
+// another store's registry (the Redis store's) that keeps the same
+// states.
+type StateReader interface {
+	// NamespaceStates returns the state of each of names that is
+	// registered (NamespaceActive, NamespaceDeleted, NamespacePurged).
+	NamespaceStates(ctx context.Context, names []string) (map[string]string, error)
+}
+
+var _ StateReader = (*Store)(nil)
+
 // Refresh reads the registry records of names ("" the deployment's) from
 // st and replaces the set with those deleted or purged. On an error the
 // set read last stays.
-func (d *DeletedNamespaces) Refresh(ctx context.Context, st *Store, names []string) error {
+func (d *DeletedNamespaces) Refresh(ctx context.Context, st StateReader, names []string) error {
 	resolved := make([]string, 0, len(names))
 	for _, n := range names {
 		if n == "" {
