@@ -20,6 +20,12 @@
 // Go, and a script whose admission differs from it is a reported error,
 // never an answer.
 //
+// Redis's CPU is what a fleet's hot key is bounded by, so the script is
+// kept cheap: a call's distinct debits are sent and parsed once, however
+// many of its plans repeat them; levels are held as pairs of doubles
+// (h·10^14 + l, exact on doubles) and as base-10^7 limbs only past about
+// 10^29; the reply is one flat array, a level in it two integers.
+//
 // # Keys
 //
 // A bucket item is one hash: per limit, its level and the limit it was

@@ -134,42 +134,76 @@ func calendarClock(l tokenbucket.Limit, estMs int64) string {
 	return strconv.FormatInt(idx, 10) + "," + strconv.FormatInt(start, 10) + "," + strconv.FormatInt(end, 10) + "," + strconv.FormatInt(longest, 10)
 }
 
-// args appends j's arguments to args, its keys' indexes from keyIndex;
-// u is the usage windows (nil: usage is not kept).
-func (j *job) args(args []string, keyIndex func(string) int, ks keyspace, estMs int64, u *windows) []string {
-	args = append(args, string(j.kind), strconv.Itoa(len(j.debits)))
+// callArgs are the arguments of one call being built: the distinct
+// debits of its plans (their specs, 14 arguments each), each sent once
+// however many plans repeat it, and the plans, which name their debits'
+// specs by number. A hot key's batch of like decisions is then parsed
+// once by the script, not once a plan.
+type callArgs struct {
+	keyIndex func(string) int
+	ks       keyspace
+	estMs    int64
+	u        *windows // nil: usage is not kept
+	specs    []string
+	index    map[specKey]int
+	plans    []string
+}
+
+// specKey tells debits apart as the script is told them.
+type specKey struct {
+	d       cascade.Debit
+	restate string
+}
+
+// spec returns the number (from 1) of debit d's spec with restatement
+// restate, adding it when new.
+func (a *callArgs) spec(d *cascade.Debit, restate string) int {
+	k := specKey{d: *d, restate: restate}
+	if i, ok := a.index[k]; ok {
+		return i
+	}
+	b := d.Bucket
+	per := b.RefillPeriod.Milliseconds()
+	n := max(d.Amount, 0)
+	tooBig := "0"
+	if n > b.Capacity {
+		tooBig = "1"
+	}
+	keys := a.ks.item(d.Key)
+	uk, res := "", ""
+	if a.u != nil {
+		uk = strconv.Itoa(a.keyIndex(usageKey(keys.usage, 'h', a.u.hour))) + "," + strconv.Itoa(a.keyIndex(usageKey(keys.usage, 'd', a.u.day))) + "," +
+			strconv.Itoa(a.keyIndex(usageKey(keys.usage, 'm', a.u.month))) + "," + strconv.Itoa(a.keyIndex(keys.resources))
+		res = d.Key.Resource
+	}
+	a.specs = append(a.specs,
+		strconv.Itoa(a.keyIndex(keys.bucket)), d.Limit, opCode(d.Op), roleCode(d.Role), tooBig,
+		strconv.FormatInt(int64(n), 10), tokenbucket.Mul(int64(n), per).String(), tokenbucket.Mul(int64(b.Capacity), per).String(),
+		strconv.FormatInt(int64(b.RefillAmount), 10), shape(b), calendarClock(b, a.estMs), restate, uk, res)
+	i := len(a.specs) / specArgs
+	a.index[k] = i
+	return i
+}
+
+// specArgs is the number of arguments of one spec.
+const specArgs = 14
+
+// add appends j's arguments.
+func (a *callArgs) add(j *job) {
+	a.plans = append(a.plans, string(j.kind), strconv.Itoa(len(j.debits)))
 	switch j.kind {
 	case kindSettle:
-		args = append(args, strconv.Itoa(keyIndex(j.once)), strconv.FormatInt(j.keepMs, 10))
+		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(j.once)), strconv.FormatInt(j.keepMs, 10))
 	case kindRepay:
-		args = append(args, strconv.Itoa(keyIndex(ks.bucket(j.item))), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
+		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(a.ks.bucket(j.item))), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
 	}
 	for i := range j.debits {
-		d := &j.debits[i]
-		b := d.Bucket
-		per := b.RefillPeriod.Milliseconds()
-		n := max(d.Amount, 0)
-		tooBig := "0"
-		if n > b.Capacity {
-			tooBig = "1"
-		}
 		restate := ""
 		if j.restate != nil {
 			restate = j.restate[i]
 		}
-		keys := ks.item(d.Key)
-		uk, res := "", ""
-		if u != nil {
-			uk = strconv.Itoa(keyIndex(usageKey(keys.usage, 'h', u.hour))) + "," + strconv.Itoa(keyIndex(usageKey(keys.usage, 'd', u.day))) + "," +
-				strconv.Itoa(keyIndex(usageKey(keys.usage, 'm', u.month))) + "," + strconv.Itoa(keyIndex(keys.resources))
-			res = d.Key.Resource
-		}
-		args = append(args,
-			strconv.Itoa(keyIndex(keys.bucket)), d.Limit, opCode(d.Op), roleCode(d.Role), tooBig,
-			strconv.FormatInt(int64(n), 10), tokenbucket.Mul(int64(n), per).String(), tokenbucket.Mul(int64(b.Capacity), per).String(),
-			strconv.FormatInt(int64(b.RefillAmount), 10), shape(b), calendarClock(b, estMs), restate, uk, res)
+		a.plans = append(a.plans, strconv.Itoa(a.spec(&j.debits[i], restate)))
 	}
-	return args
 }
 
 // errReply marks a reply the store cannot read: a script of another
@@ -194,17 +228,18 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	if s.cfg.Now != nil {
 		clock = strconv.FormatInt(est, 10)
 	}
-	var u *windows
+	ca := callArgs{keyIndex: keyIndex, ks: s.keys, estMs: est, index: map[specKey]int{}, plans: make([]string, 0, len(jobs)*4)}
 	header := ""
 	if s.cfg.UsageRetention > 0 {
-		u = windowsAt(est, s.cfg.UsageRetention)
-		header = u.header()
+		ca.u = windowsAt(est, s.cfg.UsageRetention)
+		header = ca.u.header()
 	}
-	args := make([]string, 0, 3+len(jobs)*20)
-	args = append(args, clock, header, strconv.Itoa(len(jobs)))
 	for _, j := range jobs {
-		args = j.args(args, keyIndex, s.keys, est, u)
+		ca.add(j)
 	}
+	args := make([]string, 0, 4+len(ca.specs)+len(ca.plans))
+	args = append(args, clock, header, strconv.Itoa(len(jobs)), strconv.Itoa(len(ca.specs)/specArgs))
+	args = append(append(args, ca.specs...), ca.plans...)
 	c, err := s.conn()
 	if err != nil {
 		return err
@@ -213,23 +248,81 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	if err != nil {
 		return err
 	}
-	if len(msgs) != len(jobs)+1 {
-		return fmt.Errorf("%w: %d values for %d plans", errReply, len(msgs), len(jobs))
+	if len(msgs) == 0 {
+		return fmt.Errorf("%w: no clock", errReply)
 	}
 	now, err := msgs[0].AsInt64()
 	if err != nil {
 		return fmt.Errorf("%w: clock: %w", errReply, err)
 	}
 	s.observeClock(now)
+	rest := msgs[1:]
 	for i, j := range jobs {
-		vals, err := msgs[i+1].AsStrSlice()
+		var r reply
+		r, rest, err = readReply(rest)
 		if err != nil {
 			return fmt.Errorf("%w: plan %d: %w", errReply, i, err)
 		}
-		if len(vals) == 0 {
-			return fmt.Errorf("%w: plan %d: no status", errReply, i)
-		}
-		j.reply = reply{nowMs: now, status: vals[0], fields: vals[1:]}
+		r.nowMs = now
+		j.reply = r
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: %d values past %d plans", errReply, len(rest), len(jobs))
 	}
 	return nil
+}
+
+// readReply reads one plan's reply from the front of msgs (its status, its
+// number of values, its values) and returns what follows it.
+func readReply(msgs []rueidis.RedisMessage) (reply, []rueidis.RedisMessage, error) {
+	if len(msgs) < 2 {
+		return reply{}, nil, errors.New("no status")
+	}
+	status, err := msgs[0].ToString()
+	if err != nil {
+		return reply{}, nil, err
+	}
+	n, err := msgs[1].AsInt64()
+	if err != nil {
+		return reply{}, nil, err
+	}
+	if n < 0 || n > int64(len(msgs)-2) {
+		return reply{}, nil, fmt.Errorf("%d values of %d", n, len(msgs)-2)
+	}
+	fields, err := replyFields(msgs[2 : 2+n])
+	if err != nil {
+		return reply{}, nil, err
+	}
+	return reply{status: status, fields: fields}, msgs[2+n:], nil
+}
+
+// pairBase is the base of the low part of a level the script answers as
+// two integers.
+const pairBase = 100_000_000_000_000
+
+// replyFields reads one plan's values: strings, but for a level the script
+// answers as two integers h and l, the decimal string of h·10^14 + l.
+func replyFields(arr []rueidis.RedisMessage) ([]string, error) {
+	out := make([]string, 0, len(arr))
+	for k := 0; k < len(arr); k++ {
+		if !arr[k].IsInt64() {
+			s, err := arr[k].ToString()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+			continue
+		}
+		h, _ := arr[k].AsInt64()
+		if k+1 == len(arr) || !arr[k+1].IsInt64() {
+			return nil, errors.New("a level's high part without its low part")
+		}
+		k++
+		l, _ := arr[k].AsInt64()
+		if l < 0 || l >= pairBase {
+			return nil, fmt.Errorf("a level's low part %d", l)
+		}
+		out = append(out, tokenbucket.Mul(h, pairBase).Add(tokenbucket.I128(l)).String())
+	}
+	return out, nil
 }
