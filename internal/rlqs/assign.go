@@ -1,0 +1,113 @@
+package rlqs
+
+import (
+	"context"
+	"math"
+	"time"
+
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// assign charges one report of w's bucket and returns the bucket's action:
+//   - abandon, once the bucket has reported no demand for AbandonAfter;
+//   - ALLOW_ALL when no rule limits it (no rule matches, an unlimited or
+//     replaced rule, shadow mode), as ShouldRateLimit would answer OK;
+//   - DENY_ALL for a limit of requests_per_unit 0;
+//   - otherwise a token bucket: the stream's share of the tightest limit;
+//   - nothing (nil) when the store failed before it knew the bucket's
+//     limits: Envoy keeps its assignment until its TTL runs out.
+func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first bool, now time.Time) (*action, error) {
+	o := &st.s.o
+	allowed, dem := u.GetNumRequestsAllowed(), demandOf(u)
+	elapsed := u.GetTimeElapsed().AsDuration()
+	rate := -1.0 // unknown
+	if elapsed > 0 {
+		rate = float64(dem) / elapsed.Seconds()
+	}
+	w.last = now
+	if dem > 0 {
+		w.active = now
+	}
+	if !first && dem == 0 && now.Sub(w.active) >= o.AbandonAfter {
+		st.drop(w)
+		return st.pushed(abandon(w.id), kindAbandon), nil
+	}
+	cfg := o.Config()
+	if cfg == nil {
+		return nil, status.Error(codes.Unavailable, "rlqs: no rate limit configuration loaded")
+	}
+	entries, ok := cfg.BucketEntries(st.domain, w.id.GetBucket())
+	if !ok {
+		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_ALLOW_ALL, o.TTL), kindAllowAll), nil
+	}
+	q, err := o.Charger.ChargeQuota(ctx, st.domain, entries, allowed, dem)
+	known := err == nil
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			return nil, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
+		}
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		o.Observer.ChargeFailed()
+		if q.Limits == nil && !q.Unlimited {
+			// Nothing known of the bucket's limits: no action, so that
+			// Envoy keeps its assignment until its TTL runs out.
+			return nil, nil
+		}
+	}
+	switch {
+	case !q.Matched || q.Unlimited || q.Shadow:
+		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_ALLOW_ALL, o.TTL), kindAllowAll), nil
+	case q.Deny:
+		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_DENY_ALL, o.TTL), kindDenyAll), nil
+	}
+	if known {
+		o.Observer.OverAdmitted(overAdmitted(&q, allowed))
+	}
+	d := demand{own: rate, fleet: st.fleet(w, &q, now)}
+	d.local, d.streams = st.s.shared.report(st.domain+"\x00"+w.key, w, rate)
+	frac := fraction(d)
+	o.Observer.Share(frac)
+	g, _ := shareOf(&q, frac, known, o.TTL)
+	return st.pushed(tokenBucket(w.id, g, o.TTL), kindTokenBucket), nil
+}
+
+// fleet reads the fleet's demand rate off the store's demand meter: what
+// every replica charged to it since this stream's last report of the
+// bucket, over the time in between. It is 0 until the stream has read the
+// meter twice.
+func (st *streamState) fleet(w *watch, q *service.Quota, now time.Time) float64 {
+	if !q.Metered {
+		return 0
+	}
+	rate := 0.0
+	if w.metered {
+		rate = service.DemandRate(tokenbucket.Millitokens(w.meter), q.Demand, now.Sub(w.meterAt))
+	}
+	w.meter, w.meterAt, w.metered = int64(q.Demand), now, true
+	return rate
+}
+
+// overAdmitted is how many of a report's allowed requests did not fit its
+// tightest limit: the debt the charge left, at most what it charged.
+func overAdmitted(q *service.Quota, allowed uint64) float64 {
+	over := 0.0
+	for _, l := range q.Limits {
+		if l.Remaining < 0 {
+			over = math.Max(over, math.Min(float64(-l.Remaining)/float64(tokenbucket.PerToken), float64(allowed)))
+		}
+	}
+	return over
+}
+
+// pushed counts an action of kind and returns it.
+func (st *streamState) pushed(a *action, kind string) *action {
+	st.s.o.Observer.Pushed(kind)
+	return a
+}

@@ -1,0 +1,136 @@
+package rlqs
+
+import (
+	"math"
+	"time"
+
+	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// demand is what the share arithmetic knows of one bucket's demand, in
+// requests per second.
+type demand struct {
+	// own is the reporting stream's demand; negative when unknown (the
+	// bucket's first report, whose time_elapsed is 0).
+	own float64
+	// local is the demand of this replica's streams watching the bucket,
+	// own included, and streams how many they are.
+	local   float64
+	streams int
+	// fleet is every replica's demand, read from the store's demand meter;
+	// 0 when unknown.
+	fleet float64
+}
+
+// fraction is the reporting stream's share of the bucket's limits, in
+// [0, 1]:
+//   - its demand over the fleet's (or this replica's, when the store has
+//     not told the fleet's yet, or told less);
+//   - 1/streams when its demand is unknown (a provisional share, at once)
+//     or when nobody demands anything;
+//   - 0 when it demands nothing while others do: it gives its share back
+//     (the assignment keeps a trickle, see tokenRate).
+func fraction(d demand) float64 {
+	n := max(d.streams, 1)
+	if d.own < 0 {
+		return 1 / float64(n)
+	}
+	total := max(d.fleet, d.local, d.own)
+	if total <= 0 {
+		return 1 / float64(n)
+	}
+	return min(d.own/total, 1)
+}
+
+// allowance is a limit's rate for the fleet, in tokens per second: its
+// refill rate, less what repays its debt within ttl when the store says it
+// is in debt (other replicas, ShouldRateLimit traffic, or past shares
+// admitted more than it holds). It is never negative.
+func allowance(l service.QuotaLimit, known bool, ttl time.Duration) float64 {
+	b := l.Bucket
+	if b.Validate() != nil {
+		return 0
+	}
+	rate := float64(b.RefillAmount) / float64(tokenbucket.PerToken) / b.RefillPeriod.Seconds()
+	if !b.Calendar.IsZero() {
+		// A calendar budget refills at its period's start: share what it
+		// holds over the assignment's life instead.
+		if !known {
+			return 0
+		}
+		rate = math.Max(float64(l.Remaining), 0) / float64(tokenbucket.PerToken) / ttl.Seconds()
+		return rate
+	}
+	if known && l.Remaining < 0 && ttl > 0 {
+		rate += float64(l.Remaining) / float64(tokenbucket.PerToken) / ttl.Seconds()
+	}
+	return math.Max(rate, 0)
+}
+
+// grant is one stream's token bucket for a bucket: Envoy's
+// envoy.type.v3.TokenBucket.
+type grant struct {
+	maxTokens     uint32
+	tokensPerFill uint32
+	fillInterval  time.Duration
+}
+
+// maxFill is the longest fill interval a grant uses: Envoy 1.40 reports
+// every 5 s, and a fill longer than that would hold tokens back across
+// reports.
+const maxFill = 5 * time.Second
+
+// tokenRate turns a rate (tokens per second) and a burst (tokens) into
+// Envoy's token bucket. Envoy 1.40 reads a fill interval in whole seconds
+// only, so the interval is 1 to maxFill whole seconds, the one whose whole
+// tokens per fill come closest to the rate (the shortest among equals), or
+// for a rate under one token per maxFill, one token per fill at the
+// interval that rate asks (a trickle: an idle stream keeps one token a
+// report interval). max_tokens is the burst, at least one fill.
+func tokenRate(rate, burst float64) grant {
+	if !(rate*maxFill.Seconds() >= 1) { // also NaN
+		secs := maxFill.Seconds()
+		if rate > 0 {
+			secs = math.Min(math.Ceil(1/rate), 24*3600)
+		}
+		return grant{maxTokens: 1, tokensPerFill: 1, fillInterval: time.Duration(secs) * time.Second}
+	}
+	best, bestErr := grant{}, math.Inf(1)
+	for s := 1; s <= int(maxFill/time.Second); s++ {
+		want := rate * float64(s)
+		got := math.Round(want)
+		if got < 1 || got > math.MaxUint32 {
+			continue
+		}
+		if e := math.Abs(got-want) / want; e < bestErr-1e-9 {
+			best, bestErr = grant{tokensPerFill: uint32(got), fillInterval: time.Duration(s) * time.Second}, e
+		}
+		if bestErr < 0.005 {
+			break
+		}
+	}
+	best.maxTokens = best.tokensPerFill
+	if b := math.Round(burst); b > float64(best.maxTokens) {
+		best.maxTokens = uint32(math.Min(b, math.MaxUint32))
+	}
+	return best
+}
+
+// shareOf is the stream's grant for a bucket charged as q: its fraction of
+// the tightest of the bucket's limits (rate and burst), each limit's
+// allowance as the store left it. known says whether the store answered.
+func shareOf(q *service.Quota, frac float64, known bool, ttl time.Duration) (grant, float64) {
+	rate, burst := math.Inf(1), 0.0
+	for _, l := range q.Limits {
+		a := allowance(l, known, ttl) * frac
+		if a < rate {
+			rate = a
+			burst = float64(l.Bucket.Capacity) / float64(tokenbucket.PerToken) * frac
+		}
+	}
+	if math.IsInf(rate, 1) {
+		rate = 0
+	}
+	return tokenRate(rate, burst), rate
+}

@@ -1,0 +1,199 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// DemandLimit is the name of the demand meter that ChargeQuota keeps in a
+// descriptor's own bucket item beside its limits: a counter of the
+// requests (allowed and denied) that quota reports said the bucket was
+// asked, in millitokens, counting down from tokenbucket.MaxMillitokens.
+// Its name cannot be a configured limit's: those never start with '~'.
+const DemandLimit = "~rlqs.demand"
+
+// demandMeter is the meter's shape: full at MaxMillitokens and refilled by
+// one millitoken a century, so that its level only falls, by what is
+// charged to it.
+var demandMeter = tokenbucket.Limit{Capacity: tokenbucket.MaxMillitokens, RefillAmount: 1, RefillPeriod: tokenbucket.MaxPeriod}
+
+// Quota is what ChargeQuota learnt of one quota bucket.
+type Quota struct {
+	// Matched: a rule matched the bucket's entries (and its namespace is
+	// not deleted).
+	Matched bool
+	// Unlimited: nothing limits the bucket (an unlimited rule, a rule
+	// another replaces, or no rule at all when Matched is false).
+	Unlimited bool
+	// Deny: a limit of requests_per_unit 0 refuses every request.
+	Deny bool
+	// Shadow: the rule (or the service) is in shadow mode, and never
+	// refuses.
+	Shadow bool
+	// Limits are the bucket's limits: every limit of the matched rule and
+	// of every level of its hierarchy, in tier order.
+	Limits []QuotaLimit
+	// Demand is the demand meter's level after the charge (see
+	// DemandLimit), when Metered.
+	Demand  tokenbucket.Millitokens
+	Metered bool
+}
+
+// QuotaLimit is one limit a quota bucket is charged to.
+type QuotaLimit struct {
+	// Key and Name place it: its bucket item and its name there.
+	Key  cascade.Key
+	Name string
+	// Bucket is the limit the store applied.
+	Bucket tokenbucket.Limit
+	// Remaining is what the bucket holds after the charge (negative in
+	// debt); valid when the store answered.
+	Remaining tokenbucket.Millitokens
+	// Depth is the limit's level in the hierarchy (0: the bucket's own).
+	Depth int
+}
+
+// ChargeQuota charges one quota report of a bucket whose entries are
+// entries in domain: allowed requests are charged (debited even past zero:
+// Envoy already admitted them) to every limit that a ShouldRateLimit
+// request with those entries would debit, the same bucket items, tiers,
+// stored ancestors and namespaces, and demand (allowed and denied) to the
+// bucket's demand meter, all in one plan: one store call. A report with
+// nothing allowed checks the limits without debiting them.
+//
+// It returns the bucket's limits with what remains of each. A store
+// failure returns the limits (without what remains) and the error.
+// InvalidArgument errors name a malformed bucket (an entry past the
+// request limits, an empty entity) or a priced domain, which quota reports
+// cannot cost.
+func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []descriptors.Entry, allowed, demand uint64) (Quota, error) {
+	cfg := s.config()
+	if cfg == nil {
+		return Quota{}, status.Error(codes.Unavailable, "service: no rate limit configuration loaded")
+	}
+	if cfg.Prices(domain) != nil {
+		return Quota{}, status.Error(codes.InvalidArgument, "service: domain "+domain+" has prices; quota reports carry no token counts")
+	}
+	req := quotaRequest(domain, entries, allowed)
+	items, err := s.parse(req)
+	if err != nil {
+		return Quota{}, s.refuse(err)
+	}
+	if err := s.resolve(cfg, req, items); err != nil {
+		return Quota{}, s.refuse(err)
+	}
+	if err := s.tiers(domain, items); err != nil {
+		return Quota{}, s.refuse(err)
+	}
+	it := &items[0]
+	q := Quota{Matched: it.rule.matched, Unlimited: !it.applies(), Shadow: s.shadow || it.shadowed()}
+	if q.Unlimited {
+		return q, nil
+	}
+	if err := s.ancestors(ctx, items); err != nil {
+		return q, err
+	}
+	plan, _ := s.plan(items)
+	for i := range plan.Debits {
+		d := &plan.Debits[i]
+		d.Role = cascade.Advisory // charged whatever it finds
+		if d.Amount > 0 {
+			d.Op = cascade.Charge
+		}
+	}
+	q.Limits = quotaLimits(it, &plan, &q)
+	if len(plan.Debits) == 0 {
+		return q, nil
+	}
+	plan.Debits = append(plan.Debits, demandDebit(it.rule.tiers[0].key, demand))
+	return s.acquireQuota(ctx, &plan, q)
+}
+
+// acquireQuota has the store decide plan, whose last debit is the demand
+// meter's, and reads what remains into q.
+func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota) (Quota, error) {
+	dec, err := s.store.Acquire(ctx, plan)
+	if err == nil && len(dec.Statuses) != len(plan.Debits) {
+		err = errStatuses
+	}
+	if errors.Is(err, cascade.ErrInvalid) {
+		return q, status.Error(codes.InvalidArgument, "service: "+err.Error())
+	}
+	if err != nil {
+		return q, err
+	}
+	for i := range q.Limits {
+		st := &dec.Statuses[i]
+		q.Limits[i].Remaining = st.Remaining
+		if st.Bucket.Validate() == nil {
+			q.Limits[i].Bucket = st.Bucket
+		}
+	}
+	q.Demand, q.Metered = dec.Statuses[len(dec.Statuses)-1].Remaining, true
+	return q, nil
+}
+
+// quotaRequest is the ShouldRateLimit request a quota bucket stands for:
+// one descriptor of its entries, with the allowed requests as its own
+// hits_addend.
+func quotaRequest(domain string, entries []descriptors.Entry, allowed uint64) *pb.RateLimitRequest {
+	es := make([]*rlv3.RateLimitDescriptor_Entry, len(entries))
+	for i, e := range entries {
+		es[i] = &rlv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value}
+	}
+	return &pb.RateLimitRequest{
+		Domain:      domain,
+		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: es, HitsAddend: wrapperspb.UInt64(allowed)}},
+	}
+}
+
+// quotaLimits lists the limits of item it in plan order, and marks q Deny
+// when one of them denies everything. Deny limits have no debit.
+func quotaLimits(it *item, plan *cascade.Plan, q *Quota) []QuotaLimit {
+	out := make([]QuotaLimit, 0, len(plan.Debits))
+	for ti := range it.rule.tiers {
+		t := &it.rule.tiers[ti]
+		for li := range t.limits {
+			l := &t.limits[li]
+			if l.Deny {
+				q.Deny = true
+				continue
+			}
+			out = append(out, QuotaLimit{Key: t.key, Name: l.ID, Bucket: l.Bucket, Depth: t.depth})
+		}
+	}
+	return out
+}
+
+// demandDebit charges demand requests to the demand meter of the bucket
+// item key (a check when there is none).
+func demandDebit(key cascade.Key, demand uint64) cascade.Debit {
+	d := cascade.Debit{Key: key, Limit: DemandLimit, Bucket: demandMeter, Op: cascade.Check, Role: cascade.Advisory}
+	if demand > 0 {
+		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(demand, MaxHits))*tokenbucket.PerToken
+	}
+	return d
+}
+
+// DemandRate is the rate of demand, in requests per second, between two
+// levels of a demand meter read elapsed apart: what every report charged
+// to it in between, from every replica. It is 0 when elapsed is not
+// positive or the meter rose (a store that lost it).
+func DemandRate(before, after tokenbucket.Millitokens, elapsed time.Duration) float64 {
+	if elapsed <= 0 || after >= before {
+		return 0
+	}
+	return float64(before-after) / float64(tokenbucket.PerToken) / elapsed.Seconds()
+}
