@@ -29,9 +29,9 @@ type parts struct {
 	compat   *metrics.Compat // nil without USE_STATSD
 	// rlqsMetrics records the Rate Limit Quota Service (nil: none).
 	rlqsMetrics *metrics.RLQS
-	tracing  *tracing.Provider
-	adjuster *adjust.Adjuster
-	log      func(component string) *logrus.Entry
+	tracing     *tracing.Provider
+	adjuster    *adjust.Adjuster
+	log         func(component string) *logrus.Entry
 }
 
 // newServer is the service over p's backend and configuration, served on
