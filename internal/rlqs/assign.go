@@ -70,11 +70,11 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	if known {
 		o.Observer.OverAdmitted(overAdmitted(&q, allowed))
 	}
-	d := demand{own: rate, fleet: st.fleet(w, &q, now)}
+	d := demand{own: rate, fleet: st.fleet(w, &q, now), others: othersUsed(&q, dem)}
 	d.local, d.streams = st.s.shared.report(st.domain+"\x00"+w.key, w, rate)
 	frac := fraction(d)
 	o.Observer.Share(frac)
-	g, _ := shareOf(&q, frac, known, o.TTL)
+	g, _ := shareOf(&q, frac, known, float64(allowed), o.TTL)
 	return st.pushed(tokenBucket(w.id, g, o.TTL), kindTokenBucket), nil
 }
 
@@ -92,6 +92,16 @@ func (st *streamState) fleet(w *watch, q *service.Quota, now time.Time) float64 
 	}
 	w.meter, w.meterAt, w.metered = int64(q.Demand), now, true
 	return rate
+}
+
+// othersUsed reports whether the bucket's demand meter held demand
+// before this report charged dem to it.
+func othersUsed(q *service.Quota, dem uint64) bool {
+	if !q.Metered {
+		return false
+	}
+	before := float64(q.Demand) + float64(min(dem, service.MaxHits))*float64(tokenbucket.PerToken)
+	return before < float64(tokenbucket.MaxMillitokens)
 }
 
 // overAdmitted is how many of a report's allowed requests did not fit its

@@ -21,20 +21,42 @@ type demand struct {
 	// fleet is every replica's demand, read from the store's demand meter;
 	// 0 when unknown.
 	fleet float64
+	// others: the meter holds demand charged before this report's, so
+	// the bucket has (or had) other users, perhaps on other replicas.
+	others bool
 }
 
 // fraction is the reporting stream's share of the bucket's limits, in
 // [0, 1]:
 //   - its demand over the fleet's (or this replica's, when the store has
-//     not told the fleet's yet, or told less);
-//   - 1/streams when its demand is unknown (a provisional share, at once)
-//     or when nobody demands anything;
+//     told less; twice this replica's when the store has not told the
+//     fleet's yet but its meter shows others' demand);
+//   - when its demand is unknown (a provisional share, at once): the
+//     average demand of the other streams watching the bucket here, or
+//     1/streams when none of theirs is known (1/2 for a sole stream when
+//     the store's meter shows others' demand);
+//   - 1/streams when nobody demands anything;
 //   - 0 when it demands nothing while others do: it gives its share back
 //     (the assignment keeps a trickle, see tokenRate).
 func fraction(d demand) float64 {
 	n := max(d.streams, 1)
 	if d.own < 0 {
-		return 1 / float64(n)
+		if n == 1 && d.others {
+			n = 2 // someone else uses it: provisionally half
+		}
+		if n == 1 || d.local <= 0 {
+			return 1 / float64(n)
+		}
+		// A newcomer among streams whose demand is known: provisionally
+		// as much as their average.
+		d.own = d.local / float64(n-1)
+		d.local += d.own
+		d.fleet += d.own
+	}
+	if d.fleet <= 0 && d.others {
+		// The store has not told the fleet's demand yet, but others use
+		// the bucket: provisionally as much as this replica's.
+		d.fleet = 2 * max(d.local, d.own)
 	}
 	total := max(d.fleet, d.local, d.own)
 	if total <= 0 {
@@ -44,29 +66,39 @@ func fraction(d demand) float64 {
 }
 
 // allowance is a limit's rate for the fleet, in tokens per second: its
-// refill rate, less what repays its debt within ttl when the store says it
-// is in debt (other replicas, ShouldRateLimit traffic, or past shares
-// admitted more than it holds). It is never negative.
-func allowance(l service.QuotaLimit, known bool, ttl time.Duration) float64 {
+// refill rate, less what repays within ttl the debt the store says it is
+// in beyond what reporting explains. Reports charge a report interval's
+// admissions at once, so a fleet that admits exactly the rate leaves the
+// bucket, just before a stream's own charge (charged, in tokens), as low
+// as one interval of the rate below zero; only debt past that is
+// over-admission (other replicas, ShouldRateLimit traffic, or a start
+// that admitted more), repaid over the next ttl. It is never negative.
+func allowance(l service.QuotaLimit, known bool, charged float64, ttl time.Duration) float64 {
 	b := l.Bucket
 	if b.Validate() != nil {
 		return 0
 	}
-	rate := float64(b.RefillAmount) / float64(tokenbucket.PerToken) / b.RefillPeriod.Seconds()
+	remaining := float64(l.Remaining) / float64(tokenbucket.PerToken)
 	if !b.Calendar.IsZero() {
 		// A calendar budget refills at its period's start: share what it
 		// holds over the assignment's life instead.
-		if !known {
+		if !known || ttl <= 0 {
 			return 0
 		}
-		rate = math.Max(float64(l.Remaining), 0) / float64(tokenbucket.PerToken) / ttl.Seconds()
-		return rate
+		return math.Max(remaining, 0) / ttl.Seconds()
 	}
-	if known && l.Remaining < 0 && ttl > 0 {
-		rate += float64(l.Remaining) / float64(tokenbucket.PerToken) / ttl.Seconds()
+	rate := float64(b.RefillAmount) / float64(tokenbucket.PerToken) / b.RefillPeriod.Seconds()
+	if known && ttl > 0 {
+		if excess := -(remaining + charged) - rate*reportInterval.Seconds(); excess > 0 {
+			rate -= excess / ttl.Seconds()
+		}
 	}
 	return math.Max(rate, 0)
 }
+
+// reportInterval is how often Envoy 1.40 reports, whatever its
+// configuration asks (envoy #46033).
+const reportInterval = 5 * time.Second
 
 // grant is one stream's token bucket for a bucket: Envoy's
 // envoy.type.v3.TokenBucket.
@@ -79,7 +111,7 @@ type grant struct {
 // maxFill is the longest fill interval a grant uses: Envoy 1.40 reports
 // every 5 s, and a fill longer than that would hold tokens back across
 // reports.
-const maxFill = 5 * time.Second
+const maxFill = reportInterval
 
 // tokenRate turns a rate (tokens per second) and a burst (tokens) into
 // Envoy's token bucket. Envoy 1.40 reads a fill interval in whole seconds
@@ -119,11 +151,12 @@ func tokenRate(rate, burst float64) grant {
 
 // shareOf is the stream's grant for a bucket charged as q: its fraction of
 // the tightest of the bucket's limits (rate and burst), each limit's
-// allowance as the store left it. known says whether the store answered.
-func shareOf(q *service.Quota, frac float64, known bool, ttl time.Duration) (grant, float64) {
+// allowance as the store left it. known says whether the store answered,
+// charged what the report charged.
+func shareOf(q *service.Quota, frac float64, known bool, charged float64, ttl time.Duration) (grant, float64) {
 	rate, burst := math.Inf(1), 0.0
 	for _, l := range q.Limits {
-		a := allowance(l, known, ttl) * frac
+		a := allowance(l, known, charged, ttl) * frac
 		if a < rate {
 			rate = a
 			burst = float64(l.Bucket.Capacity) / float64(tokenbucket.PerToken) * frac
