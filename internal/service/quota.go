@@ -18,16 +18,29 @@ import (
 )
 
 // DemandLimit is the name of the demand meter that ChargeQuota keeps in a
-// descriptor's own bucket item beside its limits: a counter of the
+// descriptor's own bucket item beside its limits: a bucket of
+// tokenbucket.MaxMillitokens that refills one token a minute, charged the
 // requests (allowed and denied) that quota reports said the bucket was
-// asked, in millitokens, counting down from tokenbucket.MaxMillitokens.
+// asked. Its level falls by the fleet's demand and rises by one token a
+// minute, so that two readings tell the demand in between (DemandRate),
+// and a reading below full tells that the bucket had demand in the last
+// minutes.
 // Its name cannot be a configured limit's: those never start with '~'.
 const DemandLimit = "~rlqs.demand"
 
-// demandMeter is the meter's shape: full at MaxMillitokens and refilled by
-// one millitoken a century, so that its level only falls, by what is
-// charged to it.
-var demandMeter = tokenbucket.Limit{Capacity: tokenbucket.MaxMillitokens, RefillAmount: 1, RefillPeriod: tokenbucket.MaxPeriod}
+// DemandMeter is the demand meter's shape.
+var DemandMeter = tokenbucket.Limit{Capacity: tokenbucket.MaxMillitokens, RefillAmount: tokenbucket.PerToken, RefillPeriod: time.Minute}
+
+// Meter resets: a meter this far below full (2^40 millitokens, about 10^9
+// requests past its refill) is credited meterRefund by a second store call,
+// so that its time to full, which stores turn into an expiry, stays within
+// what they hold (Redis takes at most 10^14 ms as an integer; this is
+// 6.6·10^13). At 10,000 requests a second that is one extra call every 30
+// hours.
+const (
+	meterFloor  = tokenbucket.MaxMillitokens - 1<<40
+	meterRefund = tokenbucket.Millitokens(1) << 39
+)
 
 // Quota is what ChargeQuota learnt of one quota bucket.
 type Quota struct {
@@ -142,6 +155,13 @@ func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota)
 		}
 	}
 	q.Demand, q.Metered = dec.Statuses[len(dec.Statuses)-1].Remaining, true
+	if q.Demand < meterFloor {
+		meter := plan.Debits[len(plan.Debits)-1]
+		meter.Op, meter.Amount = cascade.Refund, meterRefund
+		if _, err := s.store.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{meter}}); err != nil {
+			s.log.WithError(err).Warn("rlqs demand meter: reset failed")
+		}
+	}
 	return q, nil
 }
 
@@ -180,7 +200,7 @@ func quotaLimits(it *item, plan *cascade.Plan, q *Quota) []QuotaLimit {
 // demandDebit charges demand requests to the demand meter of the bucket
 // item key (a check when there is none).
 func demandDebit(key cascade.Key, demand uint64) cascade.Debit {
-	d := cascade.Debit{Key: key, Limit: DemandLimit, Bucket: demandMeter, Op: cascade.Check, Role: cascade.Advisory}
+	d := cascade.Debit{Key: key, Limit: DemandLimit, Bucket: DemandMeter, Op: cascade.Check, Role: cascade.Advisory}
 	if demand > 0 {
 		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(demand, MaxHits))*tokenbucket.PerToken
 	}
@@ -189,11 +209,20 @@ func demandDebit(key cascade.Key, demand uint64) cascade.Debit {
 
 // DemandRate is the rate of demand, in requests per second, between two
 // levels of a demand meter read elapsed apart: what every report charged
-// to it in between, from every replica. It is 0 when elapsed is not
-// positive or the meter rose (a store that lost it).
+// to it in between, from every replica, the meter's refill added back (as
+// much of it as the meter had room for). It is 0 when elapsed is not
+// positive, or when the meter rose by more than its refill (a reset, or a
+// store that lost it): unknown.
 func DemandRate(before, after tokenbucket.Millitokens, elapsed time.Duration) float64 {
-	if elapsed <= 0 || after >= before {
+	if elapsed <= 0 {
 		return 0
 	}
-	return float64(before-after) / float64(tokenbucket.PerToken) / elapsed.Seconds()
+	// Integers: levels near 2^60 are past a float64's exact range.
+	refill := tokenbucket.Millitokens(float64(DemandMeter.RefillAmount) * (float64(elapsed) / float64(DemandMeter.RefillPeriod)))
+	refill = min(refill, DemandMeter.Capacity-before)
+	fell := before - after + refill
+	if fell < 0 {
+		return 0
+	}
+	return float64(fell) / float64(tokenbucket.PerToken) / elapsed.Seconds()
 }

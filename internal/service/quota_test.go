@@ -111,10 +111,14 @@ func TestChargeQuotaUnlimitedAndUnknown(t *testing.T) {
 	if err != nil || q.Matched || !q.Unlimited {
 		t.Errorf("%+v %v", q, err)
 	}
-	if r := service.DemandRate(10_000, 5_000, 5*time.Second); r != 1 {
-		t.Errorf("rate %v, want 1/s", r)
+	full := service.DemandMeter.Capacity
+	if r := service.DemandRate(full-20_000, full-25_000, time.Minute); r != 6.0/60 {
+		t.Errorf("rate %v, want 6 a minute (5 net of the meter's refill of 1)", r)
 	}
-	if r := service.DemandRate(5_000, 10_000, 5*time.Second); r != 0 {
-		t.Errorf("rising meter: %v", r)
+	if r := service.DemandRate(full-2_000, full-1_000, 5*time.Minute); r != 1.0/300 {
+		t.Errorf("meter refilled to near full: %v, want 1 in 5 minutes (a token charged after it filled)", r)
+	}
+	if r := service.DemandRate(full-50_000, full-10_000, 5*time.Minute); r != 0 {
+		t.Errorf("meter rose past its refill (a reset): %v, want 0", r)
 	}
 }
