@@ -70,28 +70,63 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	if known {
 		o.Observer.OverAdmitted(overAdmitted(&q, allowed))
 	}
-	d := demand{own: rate, fleet: st.fleet(w, &q, now), others: othersUsed(&q, dem)}
+	fleet, external := st.fleet(w, &q, now)
+	d := demand{own: rate, fleet: fleet, others: othersUsed(&q, dem)}
 	d.local, d.streams = st.s.shared.report(st.domain+"\x00"+w.key, w, rate)
 	frac := fraction(d)
 	o.Observer.Share(frac)
-	g, _ := shareOf(&q, frac, known, float64(allowed), o.TTL)
+	g, _ := shareOf(&q, frac, known, float64(allowed), external, o.TTL)
 	return st.pushed(tokenBucket(w.id, g, o.TTL), kindTokenBucket), nil
 }
 
-// fleet reads the fleet's demand rate off the store's demand meter: what
-// every replica charged to it since this stream's last report of the
-// bucket, over the time in between. It is 0 until the stream has read the
-// meter twice.
-func (st *streamState) fleet(w *watch, q *service.Quota, now time.Time) float64 {
+// fleet reads the store's meters since this stream's last report of the
+// bucket: the fleet's demand rate (what every replica charged to the
+// demand meter, over the time in between), and for each limit the rate
+// at which something other than quota reports consumed it (its fall, less
+// what the allowed meter says the reports charged): ShouldRateLimit
+// decisions, or other buckets on a shared parent level. Both are unknown
+// (0, nil) until the stream has read the meters twice; a limit that may
+// have been full in between tells nothing (0).
+func (st *streamState) fleet(w *watch, q *service.Quota, now time.Time) (float64, []float64) {
 	if !q.Metered {
+		return 0, nil
+	}
+	var rate float64
+	var external []float64
+	if elapsed := now.Sub(w.meterAt); w.metered && elapsed > 0 {
+		rate = service.DemandRate(tokenbucket.Millitokens(w.meter), q.Demand, elapsed)
+		reported := service.DemandRate(tokenbucket.Millitokens(w.allowed), q.Allowed, elapsed)
+		if len(w.remaining) == len(q.Limits) {
+			external = make([]float64, len(q.Limits))
+			for i, l := range q.Limits {
+				external[i] = externalRate(l, w.remaining[i], elapsed, reported)
+			}
+		}
+	}
+	w.meter, w.allowed, w.meterAt, w.metered = int64(q.Demand), int64(q.Allowed), now, true
+	w.remaining = w.remaining[:0]
+	for _, l := range q.Limits {
+		w.remaining = append(w.remaining, int64(l.Remaining))
+	}
+	return rate, external
+}
+
+// externalRate is the rate, in tokens per second, at which limit l was
+// consumed by others than quota reports over elapsed since it held before:
+// its refill less its rise, less what the reports charged (reported per
+// second). It is 0 when the limit may have filled up in between (its fall
+// is then unknown) or for a calendar budget.
+func externalRate(l service.QuotaLimit, before int64, elapsed time.Duration, reported float64) float64 {
+	b := l.Bucket
+	if b.Validate() != nil || !b.Calendar.IsZero() {
 		return 0
 	}
-	rate := 0.0
-	if w.metered {
-		rate = service.DemandRate(tokenbucket.Millitokens(w.meter), q.Demand, now.Sub(w.meterAt))
+	refill := float64(b.RefillAmount) * (float64(elapsed) / float64(b.RefillPeriod))
+	if float64(before)+refill >= float64(b.Capacity) {
+		return 0
 	}
-	w.meter, w.meterAt, w.metered = int64(q.Demand), now, true
-	return rate
+	consumed := (float64(before) + refill - float64(l.Remaining)) / float64(tokenbucket.PerToken) / elapsed.Seconds()
+	return math.Max(consumed-reported, 0)
 }
 
 // othersUsed reports whether the bucket's demand meter held demand

@@ -66,14 +66,16 @@ func fraction(d demand) float64 {
 }
 
 // allowance is a limit's rate for the fleet, in tokens per second: its
-// refill rate, less what repays within ttl the debt the store says it is
-// in beyond what reporting explains. Reports charge a report interval's
+// refill rate, less what others than quota reports consume of it
+// (external, tokens per second: ShouldRateLimit decisions), less what
+// repays within ttl the debt the store says it is in beyond what
+// reporting explains. Reports charge a report interval's
 // admissions at once, so a fleet that admits exactly the rate leaves the
 // bucket, just before a stream's own charge (charged, in tokens), as low
 // as one interval of the rate below zero; only debt past that is
 // over-admission (other replicas, ShouldRateLimit traffic, or a start
 // that admitted more), repaid over the next ttl. It is never negative.
-func allowance(l service.QuotaLimit, known bool, charged float64, ttl time.Duration) float64 {
+func allowance(l service.QuotaLimit, known bool, charged, external float64, ttl time.Duration) float64 {
 	b := l.Bucket
 	if b.Validate() != nil {
 		return 0
@@ -87,7 +89,7 @@ func allowance(l service.QuotaLimit, known bool, charged float64, ttl time.Durat
 		}
 		return math.Max(remaining, 0) / ttl.Seconds()
 	}
-	rate := float64(b.RefillAmount) / float64(tokenbucket.PerToken) / b.RefillPeriod.Seconds()
+	rate := float64(b.RefillAmount)/float64(tokenbucket.PerToken)/b.RefillPeriod.Seconds() - external
 	if known && ttl > 0 {
 		if excess := -(remaining + charged) - rate*reportInterval.Seconds(); excess > 0 {
 			rate -= excess / ttl.Seconds()
@@ -152,11 +154,16 @@ func tokenRate(rate, burst float64) grant {
 // shareOf is the stream's grant for a bucket charged as q: its fraction of
 // the tightest of the bucket's limits (rate and burst), each limit's
 // allowance as the store left it. known says whether the store answered,
-// charged what the report charged.
-func shareOf(q *service.Quota, frac float64, known bool, charged float64, ttl time.Duration) (grant, float64) {
+// charged what the report charged, external what others consume of each
+// limit (nil: unknown).
+func shareOf(q *service.Quota, frac float64, known bool, charged float64, external []float64, ttl time.Duration) (grant, float64) {
 	rate, burst := math.Inf(1), 0.0
-	for _, l := range q.Limits {
-		a := allowance(l, known, charged, ttl) * frac
+	for i, l := range q.Limits {
+		ext := 0.0
+		if i < len(external) {
+			ext = external[i]
+		}
+		a := allowance(l, known, charged, ext, ttl) * frac
 		if a < rate {
 			rate = a
 			burst = float64(l.Bucket.Capacity) / float64(tokenbucket.PerToken) * frac

@@ -7,7 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -189,5 +191,40 @@ func TestTTLAndAbandon(t *testing.T) {
 		if a = send(1, 0); a.GetQuotaAssignmentAction() == nil {
 			t.Errorf("resubscription answered %v", a)
 		}
+	})
+}
+
+// TestSharesLeaveRoomForRLS: ShouldRateLimit decisions on the same
+// descriptor consume the limit too; the quota shares shrink by what they
+// take, so that both together admit the limit.
+func TestSharesLeaveRoomForRLS(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, testYAML, Options{})
+		e := &envoy{st: r.srv.newStream(), bucket: tenant("a", "/x")}
+		req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "a"}, {Key: "path", Value: "/x"}},
+		}}}
+		var quota, rls float64
+		for round := range 10 {
+			q := e.step(t, "edge", 300)
+			ok := 0
+			for range 100 { // 20 a second
+				time.Sleep(50 * time.Millisecond)
+				resp, err := r.svc.ShouldRateLimit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.GetOverallCode() == rlspb.RateLimitResponse_OK {
+					ok++
+				}
+			}
+			if round >= 4 {
+				quota += q
+				rls += float64(ok)
+			}
+		}
+		secs := 6 * interval.Seconds()
+		t.Logf("quota %.1f/s, RLS %.1f/s, together %.1f/s; last share %.1f/s", quota/secs, rls/secs, (quota+rls)/secs, e.rate)
+		within(t, "together", (quota+rls)/secs, 100, 0.05)
 	})
 }

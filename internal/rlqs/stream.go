@@ -91,10 +91,13 @@ type watch struct {
 	// last is the bucket's last report, active its last report with
 	// demand (or its subscription).
 	last, active time.Time
-	// meter is the store's demand meter at meterAt, when metered.
-	meter   int64
-	meterAt time.Time
-	metered bool
+	// meter and allowed are the store's demand and allowed meters, and
+	// remaining what each limit of the bucket held, after the stream's last
+	// charge at meterAt, when metered.
+	meter, allowed int64
+	remaining      []int64
+	meterAt        time.Time
+	metered        bool
 }
 
 // handle answers one message.

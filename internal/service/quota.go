@@ -28,6 +28,12 @@ import (
 // Its name cannot be a configured limit's: those never start with '~'.
 const DemandLimit = "~rlqs.demand"
 
+// AllowedLimit is the name of the allowed meter, DemandLimit's twin charged
+// the requests quota reports said were allowed: with it a reader tells the
+// consumption of a limit by quota reports from the rest (ShouldRateLimit
+// decisions, and other buckets on a parent level).
+const AllowedLimit = "~rlqs.allowed"
+
 // DemandMeter is the demand meter's shape.
 var DemandMeter = tokenbucket.Limit{Capacity: tokenbucket.MaxMillitokens, RefillAmount: tokenbucket.PerToken, RefillPeriod: time.Minute}
 
@@ -58,10 +64,10 @@ type Quota struct {
 	// Limits are the bucket's limits: every limit of the matched rule and
 	// of every level of its hierarchy, in tier order.
 	Limits []QuotaLimit
-	// Demand is the demand meter's level after the charge (see
-	// DemandLimit), when Metered.
-	Demand  tokenbucket.Millitokens
-	Metered bool
+	// Demand and Allowed are the levels of the demand and allowed meters
+	// after the charge (see DemandLimit, AllowedLimit), when Metered.
+	Demand, Allowed tokenbucket.Millitokens
+	Metered         bool
 }
 
 // QuotaLimit is one limit a quota bucket is charged to.
@@ -130,12 +136,13 @@ func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []desc
 	if len(plan.Debits) == 0 {
 		return q, nil
 	}
-	plan.Debits = append(plan.Debits, demandDebit(it.rule.tiers[0].key, demand))
+	key := it.rule.tiers[0].key
+	plan.Debits = append(plan.Debits, meterDebit(key, DemandLimit, demand), meterDebit(key, AllowedLimit, allowed))
 	return s.acquireQuota(ctx, &plan, q)
 }
 
-// acquireQuota has the store decide plan, whose last debit is the demand
-// meter's, and reads what remains into q.
+// acquireQuota has the store decide plan, whose last two debits are the
+// demand and allowed meters', and reads what remains into q.
 func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota) (Quota, error) {
 	dec, err := s.store.Acquire(ctx, plan)
 	if err == nil && len(dec.Statuses) != len(plan.Debits) {
@@ -154,15 +161,29 @@ func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota)
 			q.Limits[i].Bucket = st.Bucket
 		}
 	}
-	q.Demand, q.Metered = dec.Statuses[len(dec.Statuses)-1].Remaining, true
-	if q.Demand < meterFloor {
-		meter := plan.Debits[len(plan.Debits)-1]
-		meter.Op, meter.Amount = cascade.Refund, meterRefund
-		if _, err := s.store.Acquire(ctx, &cascade.Plan{Debits: []cascade.Debit{meter}}); err != nil {
-			s.log.WithError(err).Warn("rlqs demand meter: reset failed")
+	n := len(dec.Statuses)
+	q.Demand, q.Allowed, q.Metered = dec.Statuses[n-2].Remaining, dec.Statuses[n-1].Remaining, true
+	s.resetMeters(ctx, plan.Debits[n-2:], q.Demand, q.Allowed)
+	return q, nil
+}
+
+// resetMeters credits the meters of debits (demand, allowed) found below
+// meterFloor, in one store call.
+func (s *Service) resetMeters(ctx context.Context, debits []cascade.Debit, levels ...tokenbucket.Millitokens) {
+	var p cascade.Plan
+	for i, l := range levels {
+		if l < meterFloor {
+			d := debits[i]
+			d.Op, d.Amount = cascade.Refund, meterRefund
+			p.Debits = append(p.Debits, d)
 		}
 	}
-	return q, nil
+	if len(p.Debits) == 0 {
+		return
+	}
+	if _, err := s.store.Acquire(ctx, &p); err != nil {
+		s.log.WithError(err).Warn("rlqs meters: reset failed")
+	}
 }
 
 // quotaRequest is the ShouldRateLimit request a quota bucket stands for:
@@ -197,12 +218,12 @@ func quotaLimits(it *item, plan *cascade.Plan, q *Quota) []QuotaLimit {
 	return out
 }
 
-// demandDebit charges demand requests to the demand meter of the bucket
-// item key (a check when there is none).
-func demandDebit(key cascade.Key, demand uint64) cascade.Debit {
-	d := cascade.Debit{Key: key, Limit: DemandLimit, Bucket: DemandMeter, Op: cascade.Check, Role: cascade.Advisory}
-	if demand > 0 {
-		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(demand, MaxHits))*tokenbucket.PerToken
+// meterDebit charges n requests to the meter name of the bucket item key
+// (a check when n is 0).
+func meterDebit(key cascade.Key, name string, n uint64) cascade.Debit {
+	d := cascade.Debit{Key: key, Limit: name, Bucket: DemandMeter, Op: cascade.Check, Role: cascade.Advisory}
+	if n > 0 {
+		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(n, MaxHits))*tokenbucket.PerToken
 	}
 	return d
 }
