@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,10 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 )
 
 func TestTokenRate(t *testing.T) {
@@ -227,4 +232,43 @@ func TestSharesLeaveRoomForRLS(t *testing.T) {
 		t.Logf("quota %.1f/s, RLS %.1f/s, together %.1f/s; last share %.1f/s", quota/secs, rls/secs, (quota+rls)/secs, e.rate)
 		within(t, "together", (quota+rls)/secs, 100, 0.05)
 	})
+}
+
+// countingStore counts the store calls.
+type countingStore struct {
+	service.Store
+	calls atomic.Int64
+}
+
+func (s *countingStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision, error) {
+	s.calls.Add(1)
+	return s.Store.Acquire(ctx, p)
+}
+
+// TestStoreCallsPerReport: the store sees one call per bucket per report,
+// whatever the request rate: 3 Envoys, 2 buckets, 6 reports each, at 10
+// and at 10,000 requests a second.
+func TestStoreCallsPerReport(t *testing.T) {
+	for _, rate := range []float64{10, 10_000} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, testYAML, Options{})
+			st := &countingStore{Store: r.store}
+			svc := service.New(st, func() *descriptors.Config { return r.cfg })
+			srv := New(Options{Config: func() *descriptors.Config { return r.cfg }, Charger: svc})
+			var envoys []*envoy
+			for range 3 {
+				s := srv.newStream()
+				envoys = append(envoys, &envoy{st: s, bucket: tenant("a", "/x")}, &envoy{st: s, bucket: tenant("b", "/y")})
+			}
+			for range 6 {
+				for _, e := range envoys {
+					e.step(t, "edge", rate)
+				}
+				time.Sleep(interval)
+			}
+			if got := st.calls.Load(); got != 3*2*6 {
+				t.Errorf("%v requests/s: %d store calls, want %d (streams × buckets × reports)", rate, got, 3*2*6)
+			}
+		})
+	}
 }
