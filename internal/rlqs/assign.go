@@ -6,6 +6,7 @@ import (
 	"time"
 
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,6 +26,11 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	o := &st.s.o
 	allowed, dem := u.GetNumRequestsAllowed(), demandOf(u)
 	elapsed := u.GetTimeElapsed().AsDuration()
+	if !first {
+		// Envoy counts time_elapsed in whole seconds, truncated: the
+		// time since the stream's last report of the bucket is exact.
+		elapsed = now.Sub(w.last)
+	}
 	rate := -1.0 // unknown
 	if elapsed > 0 {
 		rate = float64(dem) / elapsed.Seconds()
@@ -75,7 +81,15 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	d.local, d.streams = st.s.shared.report(st.domain+"\x00"+w.key, w, rate)
 	frac := fraction(d)
 	o.Observer.Share(frac)
-	g, _ := shareOf(&q, frac, known, float64(allowed), external, o.TTL)
+	g, r := shareOf(&q, frac, known, float64(allowed), external, o.TTL)
+	g = w.steady(g)
+	if o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		o.Logger.WithFields(logrus.Fields{
+			"bucket": w.key, "allowed": allowed, "demand": dem, "own": d.own, "local": d.local, "fleet": d.fleet,
+			"others": d.others, "external": external, "fraction": frac, "rate": r,
+			"tokens_per_fill": g.tokensPerFill, "fill_interval": g.fillInterval, "max_tokens": g.maxTokens,
+		}).Debug("rlqs assignment")
+	}
 	return st.pushed(tokenBucket(w.id, g, o.TTL), kindTokenBucket), nil
 }
 
@@ -129,6 +143,29 @@ func externalRate(l service.QuotaLimit, before int64, elapsed time.Duration, rep
 	return math.Max(consumed-reported, 0)
 }
 
+// steadyWithin is how far a new grant's rate may be from the last one's
+// and the last one still be sent: Envoy 1.40 starts a changed token bucket
+// with the tokens the old one held in proportion (rounded down to none
+// unless it was full), so a grant that changes at every report loses its
+// bucket's tokens each time.
+const steadyWithin = 0.03
+
+// steady returns the stream's last grant of the bucket when g's rate is
+// within steadyWithin of it and its burst alike, and records g otherwise.
+func (w *watch) steady(g grant) grant {
+	last := w.grant
+	if last.fillInterval > 0 && g.fillInterval > 0 {
+		lr := float64(last.tokensPerFill) / last.fillInterval.Seconds()
+		nr := float64(g.tokensPerFill) / g.fillInterval.Seconds()
+		lb, nb := float64(last.maxTokens), float64(g.maxTokens)
+		if math.Abs(nr-lr) <= steadyWithin*lr && math.Abs(nb-lb) <= steadyWithin*lb+1 {
+			return last
+		}
+	}
+	w.grant = g
+	return g
+}
+
 // othersUsed reports whether the bucket's demand meter held demand
 // before this report charged dem to it.
 func othersUsed(q *service.Quota, dem uint64) bool {
@@ -139,14 +176,17 @@ func othersUsed(q *service.Quota, dem uint64) bool {
 	return before < float64(tokenbucket.MaxMillitokens)
 }
 
-// overAdmitted is how many of a report's allowed requests did not fit its
-// tightest limit: the debt the charge left, at most what it charged.
+// overAdmitted is how many of a report's allowed requests the limits
+// could not hold: the debt the charge left beyond what reporting explains
+// (debtSlack), at most what it charged.
 func overAdmitted(q *service.Quota, allowed uint64) float64 {
 	over := 0.0
 	for _, l := range q.Limits {
-		if l.Remaining < 0 {
-			over = math.Max(over, math.Min(float64(-l.Remaining)/float64(tokenbucket.PerToken), float64(allowed)))
+		if l.Bucket.Validate() != nil {
+			continue
 		}
+		debt := -float64(l.Remaining)/float64(tokenbucket.PerToken) - debtSlack(l.Bucket)
+		over = math.Max(over, math.Min(debt, float64(allowed)))
 	}
 	return over
 }

@@ -68,13 +68,9 @@ func fraction(d demand) float64 {
 // allowance is a limit's rate for the fleet, in tokens per second: its
 // refill rate, less what others than quota reports consume of it
 // (external, tokens per second: ShouldRateLimit decisions), less what
-// repays within ttl the debt the store says it is in beyond what
-// reporting explains. Reports charge a report interval's
-// admissions at once, so a fleet that admits exactly the rate leaves the
-// bucket, just before a stream's own charge (charged, in tokens), as low
-// as one interval of the rate below zero; only debt past that is
-// over-admission (other replicas, ShouldRateLimit traffic, or a start
-// that admitted more), repaid over the next ttl. It is never negative.
+// repays within ttl the debt the store says it is in, just before the
+// stream's own charge (charged, in tokens), beyond what reporting
+// explains (debtSlack). It is never negative.
 func allowance(l service.QuotaLimit, known bool, charged, external float64, ttl time.Duration) float64 {
 	b := l.Bucket
 	if b.Validate() != nil {
@@ -91,11 +87,25 @@ func allowance(l service.QuotaLimit, known bool, charged, external float64, ttl 
 	}
 	rate := float64(b.RefillAmount)/float64(tokenbucket.PerToken)/b.RefillPeriod.Seconds() - external
 	if known && ttl > 0 {
-		if excess := -(remaining + charged) - rate*reportInterval.Seconds(); excess > 0 {
+		if excess := -(remaining + charged) - debtSlack(b); excess > 0 {
 			rate -= excess / ttl.Seconds()
 		}
 	}
 	return math.Max(rate, 0)
+}
+
+// debtSlack is how deep in debt, in tokens, a limit may be found just
+// before a stream's charge while the fleet admits exactly its rate: the
+// other streams' charges of up to a report interval each land at other
+// times than the stream's, and the bucket refills to its capacity at
+// most, so the depth seen depends on when a stream reports. Two intervals
+// of the rate and the capacity leave that out, so that streams reporting
+// at different times do not correct alike debts differently; debt past
+// it is over-admission (ShouldRateLimit traffic the external estimate
+// missed, a start that admitted more, a replica gone astray).
+func debtSlack(b tokenbucket.Limit) float64 {
+	rate := float64(b.RefillAmount) / float64(tokenbucket.PerToken) / b.RefillPeriod.Seconds()
+	return 2*rate*reportInterval.Seconds() + float64(b.Capacity)/float64(tokenbucket.PerToken)
 }
 
 // reportInterval is how often Envoy 1.40 reports, whatever its

@@ -98,6 +98,8 @@ type watch struct {
 	remaining      []int64
 	meterAt        time.Time
 	metered        bool
+	// grant is the last token bucket assigned (see steady).
+	grant grant
 }
 
 // handle answers one message.
