@@ -244,7 +244,7 @@ type Var struct {
 // servers' timeouts) are their exported constants, so that one change
 // changes both.
 func Defaults() Settings {
-	return Settings{
+	s := Settings{
 		Host:      "0.0.0.0",
 		Port:      8080,
 		GRPCHost:  "0.0.0.0",
@@ -305,11 +305,6 @@ func Defaults() Settings {
 		StatsdProtocol:     StatsdTCP,
 		StatsFlushInterval: 10 * time.Second,
 
-		RLQSAssignmentTTL:       rlqs.DefaultTTL,
-		RLQSAbandonAfter:        rlqs.DefaultAbandonAfter,
-		RLQSMaxBucketsPerStream: rlqs.DefaultMaxBuckets,
-		RLQSMaxStreamBytes:      rlqs.DefaultMaxStreamBytes,
-
 		ShutdownDrain:   5 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 
@@ -348,6 +343,16 @@ func Defaults() Settings {
 		RedisPerSecondTimeout:             redisclient.DefaultTimeout,
 		RedisPerSecondPoolOnEmptyBehavior: PoolOnEmptyWait,
 	}
+	s.rlqsDefaults()
+	return s
+}
+
+// rlqsDefaults sets the Rate Limit Quota Service's defaults.
+func (s *Settings) rlqsDefaults() {
+	s.RLQSAssignmentTTL = rlqs.DefaultTTL
+	s.RLQSAbandonAfter = rlqs.DefaultAbandonAfter
+	s.RLQSMaxBucketsPerStream = rlqs.DefaultMaxBuckets
+	s.RLQSMaxStreamBytes = rlqs.DefaultMaxStreamBytes
 }
 
 // DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,

@@ -3,7 +3,6 @@ package rlqs
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -86,7 +85,6 @@ type Server struct {
 	o      Options
 	now    func() time.Time
 	shared registry
-	ids    atomic.Uint64
 }
 
 // New returns a Server with o's settings.
