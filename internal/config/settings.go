@@ -343,16 +343,16 @@ func Defaults() Settings {
 		RedisPerSecondTimeout:             redisclient.DefaultTimeout,
 		RedisPerSecondPoolOnEmptyBehavior: PoolOnEmptyWait,
 	}
-	s.rlqsDefaults()
-	return s
+	return s.withRLQSDefaults()
 }
 
-// rlqsDefaults sets the Rate Limit Quota Service's defaults.
-func (s *Settings) rlqsDefaults() {
+// withRLQSDefaults returns s with the Rate Limit Quota Service's defaults.
+func (s Settings) withRLQSDefaults() Settings {
 	s.RLQSAssignmentTTL = rlqs.DefaultTTL
 	s.RLQSAbandonAfter = rlqs.DefaultAbandonAfter
 	s.RLQSMaxBucketsPerStream = rlqs.DefaultMaxBuckets
 	s.RLQSMaxStreamBytes = rlqs.DefaultMaxStreamBytes
+	return s
 }
 
 // DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,
