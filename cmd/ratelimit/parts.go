@@ -27,9 +27,11 @@ type parts struct {
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	compat   *metrics.Compat // nil without USE_STATSD
-	tracing  *tracing.Provider
-	adjuster *adjust.Adjuster
-	log      func(component string) *logrus.Entry
+	// rlqsMetrics records the Rate Limit Quota Service (nil: none).
+	rlqsMetrics *metrics.RLQS
+	tracing     *tracing.Provider
+	adjuster    *adjust.Adjuster
+	log         func(component string) *logrus.Entry
 }
 
 // newServer is the service over p's backend and configuration, served on
@@ -40,7 +42,9 @@ func newServer(p parts) (srv *server.Server, certs *config.CertWatcher, err erro
 	s := p.settings
 	svc := newService(p)
 	o := serverOptions(p, svc)
-	o.Services = append(o.Services, accesslog.New(p.adjuster, p.config.Current, p.metrics, p.log("accesslog")).Register)
+	o.Services = append(o.Services,
+		accesslog.New(p.adjuster, p.config.Current, p.metrics, p.log("accesslog")).Register,
+		newRLQS(p, svc).Register)
 	if s.AdminAPI {
 		o.Admin = admin.NewAPI(s, p.backend.Operator(), p.config.Current, p.log("admin"))
 		p.log("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")

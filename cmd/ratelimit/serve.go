@@ -49,6 +49,7 @@ func run(ctx context.Context, s config.Settings, log *logrus.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.metrics = metrics.New(reg)
+	p.rlqsMetrics = metrics.NewRLQS(reg)
 	var err error
 	if p.gatherer, p.compat, err = openCompat(s, p.metrics, reg, p.log("statsd")); err != nil {
 		return err

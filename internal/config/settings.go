@@ -11,6 +11,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/lease"
 	"github.com/dynalimit/dynalimit/internal/memstore"
 	"github.com/dynalimit/dynalimit/internal/redisclient"
+	"github.com/dynalimit/dynalimit/internal/rlqs"
 	"github.com/dynalimit/dynalimit/internal/server"
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/pkg/descriptors"
@@ -155,6 +156,11 @@ type Settings struct {
 	StatsFlushInterval                   time.Duration // STATS_FLUSH_INTERVAL: how often counters are flushed
 	DisableStats                         bool          // DISABLE_STATS: no compatible stats at all
 
+	RLQSAssignmentTTL       time.Duration // RLQS_ASSIGNMENT_TTL: time to live of each RLQS assignment
+	RLQSAbandonAfter        time.Duration // RLQS_ABANDON_AFTER: an RLQS bucket with no demand this long is abandoned
+	RLQSMaxBucketsPerStream int           // RLQS_MAX_BUCKETS_PER_STREAM: most buckets one RLQS stream watches
+	RLQSMaxStreamBytes      int           // RLQS_MAX_STREAM_BYTES: most bytes of bucket ids one RLQS stream watches
+
 	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: time spent NOT_SERVING before stopping
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: GracefulStop deadline, then Stop
 
@@ -238,7 +244,7 @@ type Var struct {
 // servers' timeouts) are their exported constants, so that one change
 // changes both.
 func Defaults() Settings {
-	return Settings{
+	s := Settings{
 		Host:      "0.0.0.0",
 		Port:      8080,
 		GRPCHost:  "0.0.0.0",
@@ -337,6 +343,16 @@ func Defaults() Settings {
 		RedisPerSecondTimeout:             redisclient.DefaultTimeout,
 		RedisPerSecondPoolOnEmptyBehavior: PoolOnEmptyWait,
 	}
+	return s.withRLQSDefaults()
+}
+
+// withRLQSDefaults returns s with the Rate Limit Quota Service's defaults.
+func (s Settings) withRLQSDefaults() Settings {
+	s.RLQSAssignmentTTL = rlqs.DefaultTTL
+	s.RLQSAbandonAfter = rlqs.DefaultAbandonAfter
+	s.RLQSMaxBucketsPerStream = rlqs.DefaultMaxBuckets
+	s.RLQSMaxStreamBytes = rlqs.DefaultMaxStreamBytes
+	return s
 }
 
 // DynamoConfig returns the DynamoDB store's configuration: DYNAMODB_TABLE,
@@ -475,6 +491,11 @@ func bindings(s *Settings) []binding { //nolint:funlen // a table, one row per s
 		{"EXTRA_TAGS", "Tags added to every statsd stat, as key:value pairs separated by commas, encoded in the name as envoyproxy/ratelimit does (.__key=value).", (*tagsValue)(&s.ExtraTags)},
 		{"STATS_FLUSH_INTERVAL", "How often counters are sent to statsd and folded into the compatible Prometheus metrics (a scrape folds them in too).", (*durationValue)(&s.StatsFlushInterval)},
 		{"DISABLE_STATS", "Emit none of the envoyproxy/ratelimit-compatible stats (the ratelimit_* metrics stay).", (*boolValue)(&s.DisableStats)},
+
+		{"RLQS_ASSIGNMENT_TTL", "Time to live of each assignment the Rate Limit Quota Service (RLQS) sends, in whole seconds (Envoy reads the seconds only); at least two of Envoy's report intervals, which Envoy 1.40 holds at 5s (see docs/rlqs.md).", (*durationValue)(&s.RLQSAssignmentTTL)},
+		{"RLQS_ABANDON_AFTER", "An RLQS bucket that reports no demand this long is abandoned: Envoy drops it, and its next request subscribes it again.", (*durationValue)(&s.RLQSAbandonAfter)},
+		{"RLQS_MAX_BUCKETS_PER_STREAM", "Most buckets one RLQS stream watches; a report past it ends the stream ResourceExhausted.", (*intValue)(&s.RLQSMaxBucketsPerStream)},
+		{"RLQS_MAX_STREAM_BYTES", "Most bytes of bucket ids (keys and values) one RLQS stream watches; past it the stream ends ResourceExhausted. A connection holds at most GRPC_MAX_CONCURRENT_STREAMS streams.", (*intValue)(&s.RLQSMaxStreamBytes)},
 
 		{"SHUTDOWN_DRAIN", "On SIGTERM, time spent reporting NOT_SERVING before the servers stop.", (*durationValue)(&s.ShutdownDrain)},
 		{"SHUTDOWN_TIMEOUT", "Deadline for the graceful stop, after which connections are closed.", (*durationValue)(&s.ShutdownTimeout)},

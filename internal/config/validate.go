@@ -184,6 +184,7 @@ func (s Settings) validateDurations(p *problems) {
 		{"HTTP_READ_HEADER_TIMEOUT", s.HTTPReadHeaderTimeout, false},
 		{"HTTP_READ_TIMEOUT", s.HTTPReadTimeout, false},
 		{"HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout, false},
+		{"RLQS_ABANDON_AFTER", s.RLQSAbandonAfter, false},
 		{"SHUTDOWN_DRAIN", s.ShutdownDrain, true},
 		{"SHUTDOWN_TIMEOUT", s.ShutdownTimeout, false},
 		{"MEMORY_SWEEP_INTERVAL", s.MemorySweepInterval, false},
@@ -216,6 +217,8 @@ func (s Settings) validateSizes(p *problems) {
 		{"REQUEST_MAX_ENTRIES", s.RequestMaxEntries},
 		{"REQUEST_MAX_ENTRY_BYTES", s.RequestMaxEntryBytes},
 		{"GRPC_MAX_CONCURRENT_STREAMS", s.GRPCMaxConcurrentStreams},
+		{"RLQS_MAX_BUCKETS_PER_STREAM", s.RLQSMaxBucketsPerStream},
+		{"RLQS_MAX_STREAM_BYTES", s.RLQSMaxStreamBytes},
 	} {
 		if n.v <= 0 {
 			p.add("%s=%d: want > 0", n.name, n.v)
@@ -223,6 +226,9 @@ func (s Settings) validateSizes(p *problems) {
 	}
 	if s.GRPCMaxConcurrentStreams > math.MaxInt32 {
 		p.add("GRPC_MAX_CONCURRENT_STREAMS=%d: want at most %d", s.GRPCMaxConcurrentStreams, math.MaxInt32)
+	}
+	if s.RLQSAssignmentTTL < time.Second || s.RLQSAssignmentTTL%time.Second != 0 {
+		p.add("RLQS_ASSIGNMENT_TTL=%s: want whole seconds, at least 1s", s.RLQSAssignmentTTL)
 	}
 	if s.HTTPMaxConnections < 0 {
 		p.add("HTTP_MAX_CONNECTIONS=%d: want ≥ 0 (0 derives it from the open-file limit)", s.HTTPMaxConnections)

@@ -11,7 +11,7 @@ import (
 )
 
 // scenarios is how many scenarios a full run (no -run filter) must pass.
-const scenarios = 13
+const scenarios = 15
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -1,8 +1,9 @@
 // Package server runs the service's three listeners and their lifecycle.
 //
 //   - gRPC (GRPC_HOST:GRPC_PORT, 8081): the rate-limit service
-//     (envoy.service.ratelimit.v3), grpc.health.v1 and server reflection, with
-//     optional TLS or mTLS;
+//     (envoy.service.ratelimit.v3), the services of Options.Services (the
+//     binary's access-log sink and Rate Limit Quota Service),
+//     grpc.health.v1 and server reflection, with optional TLS or mTLS;
 //   - HTTP (HOST:PORT, 8080): /healthcheck and /json;
 //   - debug (DEBUG_HOST:DEBUG_PORT, 6070): /metrics, /rlconfig and, when asked
 //     for, pprof (DEBUG_PPROF) and the admin API at /admin/ (ADMIN_API);

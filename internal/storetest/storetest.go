@@ -54,6 +54,7 @@ func Run(t *testing.T, f Factory, opts ...Option) {
 	t.Run("every_millisecond", func(t *testing.T) { testEveryMillisecond(t, f, &o) })
 	t.Run("any_time_split", func(t *testing.T) { testAnyTimeSplit(t, f, &o) })
 	t.Run("idle_month", func(t *testing.T) { testIdleMonth(t, f) })
+	t.Run("quota_report", func(t *testing.T) { testQuotaReport(t, f) })
 }
 
 // step is one Acquire at Epoch+at with its exact expected decision.
