@@ -167,6 +167,15 @@ bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot ite
 bench-redis-client: ## rueidis against go-redis v9 on the Redis store's EVALSHA, on a redis-server of its own (see BENCHMARKS.md)
 	cd internal/bench/redisclient && $(GO) test -tags redisbench -run '^TestRedisClients$$' -count=1 -v -timeout 60m
 
+# A fleet of the DynamoDB store in one process on the simulated DynamoDB, in
+# simulated time (internal/sim, docs/scale.md); SCENARIO=all runs them all,
+# SIM_FLAGS narrows one (-scale 0.1 -scale_replicas -seconds 20).
+SCENARIO ?= hot
+SIM_FLAGS ?=
+.PHONY: simulate
+simulate: ## run a simulated fleet scenario: SCENARIO=hot|zipf|joinleave|throttle|burst|calib-*|all, SIM_FLAGS (docs/scale.md)
+	$(GO) run ./internal/sim -scenario $(SCENARIO) $(SIM_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \
