@@ -97,11 +97,11 @@ func (r *run) startReplica(ctx context.Context, n int) (*replica, error) {
 	return rep, nil
 }
 
-// close stops rep's demand, waits for its decisions and closes its store.
-func (rep *replica) close() {
-	rep.stop()
-	rep.wg.Wait()
-	_ = rep.store.Close()
+// close stops r's demand, waits for its decisions and closes its store.
+func (r *replica) close() {
+	r.stop()
+	r.wg.Wait()
+	_ = r.store.Close()
 }
 
 // fakeFor is the fake DynamoDB of sc: an on-demand table with DynamoDB's
