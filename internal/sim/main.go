@@ -15,6 +15,8 @@ func main() {
 	scale := flag.Float64("scale", 1, "multiply demand and limits by this (and replicas too with -scale_replicas)")
 	scaleReplicas := flag.Bool("scale_replicas", false, "scale the replicas too")
 	seconds := flag.Int("seconds", 0, "simulated seconds (0: the scenario's)")
+	settle := flag.Duration("settle", 0, "when the bounds start to apply (0: the scenario's)")
+	window := flag.Duration("window", 0, "each row's window, whole seconds (0: the scenario's)")
 	testing.Init()
 	flag.Parse()
 	names := []string{*name}
@@ -31,6 +33,12 @@ func main() {
 		sc = sc.scaled(*scale, *scaleReplicas)
 		if *seconds > 0 {
 			sc.Duration = time.Duration(*seconds) * time.Second
+		}
+		if *settle > 0 {
+			sc.Settle = *settle
+		}
+		if *window >= time.Second {
+			sc.Window = window.Truncate(time.Second)
 		}
 		tests = append(tests, testing.InternalTest{Name: n, F: func(t *testing.T) { runAndReport(t, sc) }})
 	}
