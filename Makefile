@@ -58,7 +58,7 @@ run: build ## run the service on the embedded store with the example config (Ctr
 # binaries). The Envoy tests run verbosely (every scenario and how many
 # ran); each package's output is printed whole when it ends. The allocation
 # ceilings, the HTTP/2 attacks and the DynamoDB store's whole conformance
-# suite on the fake run last, without -race (under it sync.Pool drops
+# suite on the fake and the simulator's calibrations run last, without -race (under it sync.Pool drops
 # items, latency and memory are not the binary's, and the suite asks every
 # 10 ms instead of every millisecond: 124 s become 12). So do the degraded
 # mode's bounds on the fake with DynamoDB's latencies (TEST_ALONE): they
