@@ -58,7 +58,7 @@ run: build ## run the service on the embedded store with the example config (Ctr
 # binaries). The Envoy tests run verbosely (every scenario and how many
 # ran); each package's output is printed whole when it ends. The allocation
 # ceilings, the HTTP/2 attacks and the DynamoDB store's whole conformance
-# suite on the fake run last, without -race (under it sync.Pool drops
+# suite on the fake and the simulator's calibrations run last, without -race (under it sync.Pool drops
 # items, latency and memory are not the binary's, and the suite asks every
 # 10 ms instead of every millisecond: 124 s become 12). So do the degraded
 # mode's bounds on the fake with DynamoDB's latencies (TEST_ALONE): they
@@ -78,7 +78,7 @@ test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy 
 	  './cmd/ratelimit@-skip,$(TEST_ALONE)' ./pkg/dynamo -- \
 	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v,$(TEST_LONG)) \
 	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG)) | sed 's|^github.com/dynalimit/dynalimit|.|')
-	$(GO) test -count=1 -run 'Allocation|TestAttacks|TestConformanceFake' ./internal/service ./internal/grpcserver ./pkg/dynamo
+	$(GO) test -count=1 -run 'Allocation|TestAttacks|TestConformanceFake|TestCalibration' ./internal/service ./internal/grpcserver ./pkg/dynamo ./internal/sim
 	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)' ./cmd/ratelimit
 	$(GO) test -count=1 -timeout 10m -run '^TestRedisFleetHotKey$$' ./cmd/ratelimit
 
@@ -166,6 +166,15 @@ bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot ite
 .PHONY: bench-redis-client
 bench-redis-client: ## rueidis against go-redis v9 on the Redis store's EVALSHA, on a redis-server of its own (see BENCHMARKS.md)
 	cd internal/bench/redisclient && $(GO) test -tags redisbench -run '^TestRedisClients$$' -count=1 -v -timeout 60m
+
+# A fleet of the DynamoDB store in one process on the simulated DynamoDB, in
+# simulated time (internal/sim, docs/scale.md); SCENARIO=all runs them all,
+# SIM_FLAGS narrows one (-scale 0.1 -scale_replicas -seconds 20).
+SCENARIO ?= hot
+SIM_FLAGS ?=
+.PHONY: simulate
+simulate: ## run a simulated fleet scenario: SCENARIO=hot|zipf|joinleave|throttle|burst|calib-*|all, SIM_FLAGS (docs/scale.md)
+	$(GO) run ./internal/sim -scenario $(SCENARIO) $(SIM_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each

@@ -36,8 +36,18 @@
 //     1,000 and 3,000); past it ThrottlingException, a transaction's
 //     ThrottlingError reason, or a batch's unprocessed keys.
 //
-// It does not model: adaptive capacity or partitions splitting (a
-// partition is one partition key, forever), table- and account-level
+// Options.Partitions (OnDemand for a new on-demand table) replaces "a
+// partition is one partition key" by DynamoDB's layout: partition keys
+// hashed to partitions that share the throughput above, a new table as
+// many partitions as its warm throughput needs (4,000 write units a
+// second: four), a partition split after sustained load, a hot item
+// isolated on a partition of its own (adaptive capacity) and still capped
+// there, and partitions that never merge. ThrottlePartition throttles one
+// partition for a while. Consumed reports the read and write units billed,
+// as DynamoDB bills them, and the calls throttled.
+//
+// It does not model: adaptive capacity's borrowing of unused capacity
+// between partitions, burst capacity beyond one second, table- and account-level
 // limits, throttling of Query and Scan, conflicts of BatchWriteItem,
 // TransactGetItems, idempotency tokens, eventually consistent reads
 // returning stale items, or the SDK's retries of a throttled call

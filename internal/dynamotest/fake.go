@@ -47,6 +47,8 @@ type Fake struct {
 	rng     *rand.Rand         // the latency draws
 	pending map[string]*txn    // item → the transaction in flight on it
 	buckets map[string]*bucket // partition and kind → its throughput
+	layouts map[string]*layout // table → its partitions (Options.Partitions)
+	used    Capacity           // what it billed (Consumed)
 	thawAt  time.Time          // calls wait until then (Freeze)
 }
 
@@ -264,10 +266,11 @@ func (f *Fake) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func
 			return err
 		}
 		item := t[keyOf(in.Key)]
-		if err := f.takeOne(readCall, in.TableName, in.Key, readUnits(item, aws.ToBool(in.ConsistentRead))); err != nil {
+		units := readUnits(item, aws.ToBool(in.ConsistentRead))
+		if err := f.takeOne(readCall, in.TableName, in.Key, units); err != nil {
 			return err
 		}
-		out = &dynamodb.GetItemOutput{Item: clone(item), ConsumedCapacity: wcu(1)}
+		out = &dynamodb.GetItemOutput{Item: clone(item), ConsumedCapacity: wcu(units)}
 		return nil
 	})
 	if err != nil {
@@ -337,6 +340,7 @@ func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func
 	if err := f.enter(ctx, "PutItem"); err != nil {
 		return nil, err
 	}
+	var units float64
 	err := f.single(ctx, in.TableName, in.Item, func() (bool, error) {
 		t, err := f.table(in.TableName)
 		if err != nil {
@@ -347,7 +351,8 @@ func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func
 		if err != nil {
 			return false, err
 		}
-		if err := f.takeOne(writeCall, in.TableName, in.Item, writeUnits(t[k], in.Item)); err != nil {
+		units = writeUnits(t[k], in.Item)
+		if err := f.takeOne(writeCall, in.TableName, in.Item, units); err != nil {
 			return false, err
 		}
 		if !ok {
@@ -359,7 +364,7 @@ func (f *Fake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.PutItemOutput{ConsumedCapacity: wcu(1)}, nil
+	return &dynamodb.PutItemOutput{ConsumedCapacity: wcu(units)}, nil
 }
 
 // DeleteItem implements API.
@@ -367,6 +372,7 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 	if err := f.enter(ctx, "DeleteItem"); err != nil {
 		return nil, err
 	}
+	var units float64
 	err := f.single(ctx, in.TableName, in.Key, func() (bool, error) {
 		t, err := f.table(in.TableName)
 		if err != nil {
@@ -374,7 +380,8 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 		}
 		k := keyOf(in.Key)
 		old, ok := t[k]
-		if err := f.takeOne(writeCall, in.TableName, in.Key, writeUnits(old, nil)); err != nil {
+		units = writeUnits(old, nil)
+		if err := f.takeOne(writeCall, in.TableName, in.Key, units); err != nil {
 			return false, err
 		}
 		delete(t, k)
@@ -383,7 +390,7 @@ func (f *Fake) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.DeleteItemOutput{ConsumedCapacity: wcu(1)}, nil
+	return &dynamodb.DeleteItemOutput{ConsumedCapacity: wcu(units)}, nil
 }
 
 // UpdateItem implements API.

@@ -23,6 +23,10 @@ type Options struct {
 	// Throughput, when set, limits what each partition takes a second;
 	// past it a call is throttled.
 	Throughput Throughput
+	// Partitions, when set, hashes each table's partition keys to
+	// partitions that share Throughput, split and isolate hot items (see
+	// Partitioning); nil gives each partition key a partition of its own.
+	Partitions *Partitioning
 	// Sleep waits d, or until ctx is done (then it returns ctx's error).
 	// Nil waits on a timer, which under testing/synctest is the bubble's
 	// clock. The throughput buckets read time.Now.
@@ -88,6 +92,7 @@ func (f *Fake) SetOptions(o Options) {
 		f.pending = map[string]*txn{}
 	}
 	f.buckets = map[string]*bucket{}
+	f.layouts = nil
 }
 
 // z99 is the standard normal's 99th percentile.

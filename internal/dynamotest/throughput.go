@@ -31,8 +31,31 @@ func readUnits(item map[string]types.AttributeValue, consistent bool) float64 {
 // take takes units (partition → units) of kind k from the partitions'
 // buckets, all or none, under f's lock: it returns the partitions short of
 // their units (and takes nothing), or nil. Without Options.Throughput of
-// kind k it takes nothing and returns nil.
+// kind k it takes nothing from a bucket and returns nil. Units taken are
+// billed (Consumed); a call short of them counts a throttle.
 func (f *Fake) take(k callKind, units map[string]float64) map[string]bool {
+	var short map[string]bool
+	if f.model.Partitions != nil {
+		short = f.takeHashed(k, units)
+	} else {
+		short = f.takeKeyed(k, units)
+	}
+	if short != nil {
+		f.used.Throttled++
+		return short
+	}
+	for _, u := range units {
+		if k == writeCall {
+			f.used.WriteUnits += u
+		} else {
+			f.used.ReadUnits += u
+		}
+	}
+	return nil
+}
+
+// takeKeyed is take with a partition per partition key.
+func (f *Fake) takeKeyed(k callKind, units map[string]float64) map[string]bool {
 	rate := f.model.Throughput.ReadUnits
 	if k == writeCall {
 		rate = f.model.Throughput.WriteUnits
@@ -94,4 +117,26 @@ func (f *Fake) takeOne(k callKind, table *string, key map[string]types.Attribute
 		Message:           aws.String("Throughput exceeds the current capacity for one or more partitions of your table"),
 		ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String(reason), Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/" + aws.ToString(table))}},
 	}
+}
+
+// Capacity is what a Fake billed: the write and read units of every call
+// that took effect (a failed condition included, as DynamoDB bills it),
+// and the calls (a batch's keys each) throttled.
+type Capacity struct {
+	WriteUnits, ReadUnits float64
+	Throttled             int
+}
+
+// Consumed returns what f billed since it was made or ResetConsumed.
+func (f *Fake) Consumed() Capacity {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.used
+}
+
+// ResetConsumed zeroes what Consumed returns.
+func (f *Fake) ResetConsumed() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.used = Capacity{}
 }
