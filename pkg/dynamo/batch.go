@@ -429,8 +429,10 @@ func (j *judgement) count(pt *part, mine, slot []int, dec *cascade.Decision) {
 }
 
 // startLevel is the level a batch starts from: the stored one, or, for a
-// limit the item does not hold, a new bucket (full, or empty on a shard a
-// doubling created: its share was handed out already).
+// limit the item does not hold, a new bucket (full, or on a shard a
+// doubling created empty when it was created, refilled since: its share
+// was handed out already, and a shard no decision has written yet must
+// not start empty again at every one, or it never fills).
 func startLevel(img *item.Image, prefix string, l tokenbucket.Limit, now int64) (tokenbucket.Level, bool) {
 	if li, ok := img.Has(prefix); ok {
 		if li.Shape.Validate() == nil && li.Shape != l {
@@ -441,9 +443,19 @@ func startLevel(img *item.Image, prefix string, l tokenbucket.Limit, now int64) 
 		return tokenbucket.Stored(stateOf(li)), false
 	}
 	if img != nil && img.Exists && img.Empty {
-		return tokenbucket.New(l.Empty(now)), true
+		return tokenbucket.New(l.Empty(emptySince(img, now))), true
 	}
 	return tokenbucket.New(l.Full(now)), true
+}
+
+// emptySince is when a shard a doubling created started empty: the
+// doubling's clock, now when the item does not say (written by an older
+// version) or says a time after now (another replica's clock ahead).
+func emptySince(img *item.Image, now int64) int64 {
+	if img.EmptyMs > 0 && img.EmptyMs < now {
+		return img.EmptyMs
+	}
+	return now
 }
 
 func stateOf(l item.LimitImage) tokenbucket.State { return tokenbucket.State{X: l.Level} }
@@ -470,7 +482,7 @@ func (j *judgement) sameOutcome(o *judgement) bool {
 // the condition's range, for which the decisions are the same, so the guess
 // stands.
 func preImage(newImg, guessed *item.Image, j *judgement) *item.Image {
-	pre := &item.Image{Exists: guessed.Exists, Empty: guessed.Empty, ShardCount: j.n, Limits: map[string]item.LimitImage{}, Repaid: guessed.Repaid}
+	pre := &item.Image{Exists: guessed.Exists, Empty: guessed.Empty, EmptyMs: guessed.EmptyMs, ShardCount: j.n, Limits: map[string]item.LimitImage{}, Repaid: guessed.Repaid}
 	for p, l := range guessed.Limits {
 		pre.Limits[p] = l
 	}

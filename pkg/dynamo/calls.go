@@ -66,13 +66,15 @@ func (s *Store) setMeta(e *item.Expr, b bucket, n int) {
 
 // double doubles the shard count of b from n: one transaction sets
 // shard_count to 2n on shards 0..n−1 (creating those never written) and
-// creates shards n..2n−1 empty (or brings back, empty, those a merge
-// removed). Levels are kept in whole-bucket units, so every old shard's
-// share halves by itself; the new shards fill by refill. The call has
+// creates shards n..2n−1 empty at this moment (or brings back, empty,
+// those a merge removed). Levels are kept in whole-bucket units, so every
+// old shard's share halves by itself; the new shards fill by refill from
+// the moment they were created (item.AttrEmpty holds it). The call has
 // budget. Losing the race to another replica's doubling (or merge) is
 // success: the conditions on the old count make it happen once.
 func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duration) error {
 	tx := make([]types.TransactWriteItem, 2*n)
+	created := s.nowMs()
 	for sh := 0; sh < 2*n; sh++ {
 		e := item.NewExpr()
 		s.setMeta(e, b, 2*n)
@@ -80,7 +82,7 @@ func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duratio
 			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
 		} else {
 			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR attribute_exists(" + e.Name(item.AttrMerged) + ")")
-			e.SetAttr(item.AttrEmpty, item.BoolAV(true))
+			e.SetAttr(item.AttrEmpty, item.NumAV(created))
 			e.RemoveAttr(item.AttrMerged)
 			e.RemoveAttr(item.AttrTTL)
 		}

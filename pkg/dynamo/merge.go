@@ -165,7 +165,7 @@ func mergeInto(e *item.Expr, keep, gone *item.Image, n int, now int64) bool {
 		fullAt = max(fullAt, ceilSecond(l.FullAt(st)))
 	}
 	if gone.Empty && !keep.Empty {
-		e.SetAttr(item.AttrEmpty, item.BoolAV(true))
+		e.SetAttr(item.AttrEmpty, item.NumAV(emptySince(gone, now)))
 	}
 	e.SetAttr(item.AttrTTL, item.NumAV(fullAt+1))
 	item.StampWriter(e, now)

@@ -334,3 +334,56 @@ func TestDrainAfterMerge(t *testing.T) {
 		t.Errorf("admitted %d of 240 from a bucket holding %d whole tokens, want %d", admitted, before, want)
 	}
 }
+
+// TestDoubledShardsRefill: the shards a doubling creates start empty when
+// it creates them and refill from then on, whether or not a decision has
+// written them: a drained bucket of 100 a second on two shards admits 100
+// again a second later. (A new shard that started empty again at every
+// decision, and was written only by an admission, never filled: the
+// bucket then admitted its old shard's half of the refill, and a fleet
+// whose hot bucket doubled to 32 shards a fiftieth of its limit.)
+func TestDoubledShardsRefill(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	obs := &countingObserver{}
+	cfg := dynamo.Config{Table: "t", Timeout: 5 * time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 50, ShardMergeRate: -1}
+	s := newStoreCfg(t, f, cfg, c, dynamo.WithObserver(obs))
+	lim, err := tokenbucket.NewLimit(100*tokenbucket.PerToken, 100*tokenbucket.PerToken, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	decide := func(n int) (admitted int) {
+		for range n {
+			dec, err := s.Acquire(context.Background(), p)
+			if err != nil {
+				t.Fatalf("Acquire() = %v", err)
+			}
+			if dec.Admitted {
+				admitted++
+			}
+		}
+		return admitted
+	}
+	// Past ShardWriteRate with the clock standing still: the bucket
+	// doubles beside the decisions (the new shard holds nothing: the old
+	// one's tokens were handed out); drain what is left of it.
+	if got := decide(100); got > 100 || got < 50 {
+		t.Fatalf("a full bucket of 100 admitted %d of 100", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); obs.doublings.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if obs.doublings.Load() != 1 {
+		t.Fatalf("%d doublings past ShardWriteRate, want 1", obs.doublings.Load())
+	}
+	if got := decide(50); got != 0 {
+		t.Fatalf("a drained bucket admitted %d", got)
+	}
+	// A second later each shard has refilled its half of 100.
+	c.Advance(time.Second)
+	if got := decide(300); got != 100 {
+		t.Errorf("a second after the doubling the bucket admitted %d, want 100 (both shards refilled their halves)", got)
+	}
+}

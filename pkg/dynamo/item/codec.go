@@ -22,8 +22,12 @@ type LimitImage struct {
 // Image is a decoded bucket item. A nil *image or exists=false means the item
 // does not exist.
 type Image struct {
-	Exists     bool
-	Empty      bool // shard created by doubling: absent limits start empty
+	Exists bool
+	Empty  bool // shard created by doubling: absent limits start empty
+	// EmptyMs is when the doubling created the shard (its clock), 0 when
+	// the item does not say: absent limits start empty then, and have
+	// refilled since.
+	EmptyMs    int64
 	Merged     bool // a shard a merge removed: its shard count no longer counts it (see gone)
 	ShardCount int
 	WroteMs    int64 // the clocks of its last two writers (attrWriter, attrPrevWriter), 0 when absent
@@ -88,6 +92,9 @@ func Decode(item map[string]types.AttributeValue) (*Image, error) {
 			continue
 		case name == AttrEmpty:
 			im.Empty = true
+			if ms, ok := Number(av); ok {
+				im.EmptyMs = ms
+			}
 			continue
 		case name == AttrMerged:
 			im.Merged = true
