@@ -21,6 +21,8 @@ const pageConfig = `domain: page
 descriptors:
   - key: generic_key
     rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000}
 `
 
 const pageBudget = `domain: shop
@@ -167,5 +169,55 @@ func TestPageInChromiumEmbedded(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("the page without ADMIN_API = %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestPageInChromiumDynamoDB drives headless Chromium against a replica
+// on DynamoDB Local with the aggregator beside it: 7 decisions on an
+// entity are 7 in the usage chart's data and in the top consumers, as
+// usage summary says over the admin API; a bucket drained by 3 calls shows
+// 0 remaining.
+func TestPageInChromiumDynamoDB(t *testing.T) {
+	chromium(t)
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block")
+	dir := t.TempDir()
+	writeConfig(t, dir, "page.yaml", pageConfig)
+	p := startBinary(t, dir, append(env, "ADMIN_API=true")...)
+	startAggregator(t, env)
+	base := "http://" + p.DebugAddr()
+	for range 7 {
+		if code := post(t, p.HTTPAddr(), `{"domain":"page","descriptors":[{"entries":[{"key":"user","value":"u7"}]}]}`); code != 200 {
+			t.Fatalf("decision = %d, want 200", code)
+		}
+	}
+	for range 3 {
+		if code := post(t, p.HTTPAddr(), `{"domain":"page","descriptors":[{"entries":[{"key":"generic_key","value":"drain"}]}]}`); code != 200 {
+			t.Fatalf("decision = %d, want 200", code)
+		}
+	}
+	var summary []struct {
+		Limit       string `json:"limit"`
+		Millitokens int64  `json:"millitokens"`
+	}
+	if !testutil.Eventually(60*time.Second, func() bool {
+		apiJSON(t, base+"/admin/usage/summary?entity=user=u7&resource=page", &summary)
+		return len(summary) == 1 && summary[0].Millitokens == 7000
+	}) {
+		t.Fatalf("usage summary of u7 = %+v, want 7 tokens once the aggregator read the stream", summary)
+	}
+	d := dom(t, base+"/admin/page/?"+url.Values{"entity": {"user=u7"}, "resource": {"page"}, "top": {"user=u7,user=nobody"}, "domain": {"page"}, "descriptor": {"generic_key=drain"}}.Encode())
+	if bars := regexp.MustCompile(`data-tokens="([^"]*)"`).FindAllStringSubmatch(d, -1); len(bars) != 1 || bars[0][1] != "7" {
+		t.Errorf("usage chart's bars = %q, want one of 7 (usage summary: %d millitokens)", bars, summary[0].Millitokens)
+	}
+	top := regexp.MustCompile(`(?s)<table id="top-consumers">.*?<tbody>\s*<tr><td>(.*?)</td><td class="n">(.*?)</td></tr>`).FindStringSubmatch(d)
+	if top == nil || top[1] != "user=u7" || top[2] != "7" {
+		t.Errorf("top consumers' first row = %q, want user=u7 with 7", top)
+	}
+	if got := cell(t, d, 0, "default", 4); got != "0" {
+		t.Errorf("remaining of a bucket drained by 3 calls = %q, want 0", got)
+	}
+	shots := t.TempDir()
+	for name, size := range map[string]string{"desktop": "1280,800", "phone": "390,844"} {
+		t.Logf("screenshot %s", screenshot(t, base+"/admin/page/?entity=user%3Du7&resource=page", shots, name, size))
 	}
 }
