@@ -13,9 +13,10 @@ import (
 
 // leaseKeys returns the keyring that signs and verifies leases as s
 // configures it, and, for a key file, the task that rereads it. Without a
-// key it generates one and warns: leases then settle only on this replica,
-// until it restarts.
-func leaseKeys(s config.Settings, log *logrus.Entry) (keys func() *lease.Keyring, reread func(context.Context) error, err error) {
+// key it generates one, and warns when a domain uses adjustments (adjusted):
+// leases then settle only on this replica, until it restarts. A service
+// whose domains issue no leases has nothing to warn about.
+func leaseKeys(s config.Settings, adjusted bool, log *logrus.Entry) (keys func() *lease.Keyring, reread func(context.Context) error, err error) {
 	if s.LeaseSigningKeyFile != "" {
 		ring, err := lease.OpenRing(s.LeaseSigningKeyFile)
 		if err != nil {
@@ -37,7 +38,7 @@ func leaseKeys(s config.Settings, log *logrus.Entry) (keys func() *lease.Keyring
 	if err != nil {
 		return nil, nil, err
 	}
-	if generated {
+	if generated && adjusted {
 		log.Warn("no LEASE_SIGNING_KEY or LEASE_SIGNING_KEY_FILE: leases are signed with a key generated at start, " +
 			"so they will not verify on another replica or after a restart; set one key on every replica (docs/leases.md)")
 	}

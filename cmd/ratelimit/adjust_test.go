@@ -13,6 +13,7 @@ import (
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
@@ -317,5 +318,24 @@ func TestFileAdjustmentsReloadConfig(t *testing.T) {
 	}
 	if got := header(); got != "x-other" {
 		t.Errorf("after a good reload: %q, want x-other", got)
+	}
+}
+
+// TestLeaseKeyWarningOnlyWithAdjustments: without a lease key, the
+// warning comes only when a domain uses adjustments (the quick start's
+// configuration uses none).
+func TestLeaseKeyWarningOnlyWithAdjustments(t *testing.T) {
+	for _, adjusted := range []bool{false, true} {
+		log, hook := logtest.NewNullLogger()
+		if _, _, err := leaseKeys(config.Defaults(), adjusted, logrus.NewEntry(log)); err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, e := range hook.AllEntries() {
+			warned = warned || strings.Contains(e.Message, "no LEASE_SIGNING_KEY")
+		}
+		if warned != adjusted {
+			t.Errorf("leaseKeys(no key, adjusted %t) warned %t, want %t", adjusted, warned, adjusted)
+		}
 	}
 }

@@ -60,9 +60,9 @@ func TestAdminCommandsIdempotent(t *testing.T) {
 			`level "key-1" cascade false: no limits stored`+"\n"+`level "acme" cascade true default: rpm:2/min`+"\n"+
 			`bucket "acme" resource "example": rpm 2 of 2 left`) + "\n", ``},
 		{"ratelimit entity create acme -parent key-1", 1, ``,
-			regexp.QuoteMeta(`ratelimit entity create: dynamo: entity "acme": parent "key-1" would make a cycle (acme -> key-1 -> acme): choose a parent that is not "acme" or below it, or change the parent of an entity in the cycle first`) + "\n"},
+			regexp.QuoteMeta(`ratelimit entity create: entity "acme": parent "key-1" would make a cycle (acme -> key-1 -> acme): choose a parent that is not "acme" or below it, or change the parent of an entity in the cycle first`) + "\n"},
 		{"ratelimit entity create org/team", 1, ``,
-			regexp.QuoteMeta(`ratelimit entity create: dynamo: entity id "org/team": requests name entities by their values escaped ('/', '#', '=', '&', '%', '~', control bytes and invalid UTF-8 as %XX), and no value escapes to this: use "org%2Fteam"`) + "\n"},
+			regexp.QuoteMeta(`ratelimit entity create: entity id "org/team": requests name entities by their values escaped ('/', '#', '=', '&', '%', '~', control bytes and invalid UTF-8 as %XX), and no value escapes to this: use "org%2Fteam"`) + "\n"},
 		{"ratelimit namespace register team-a", 0, `namespace team-a id ` + id + "\n", ``},
 		{"ratelimit namespace list", 0, `team-a\t` + id + "\n", ``},
 	}

@@ -38,10 +38,12 @@ func runAggregator(ctx context.Context, args []string, getenv func(string) strin
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := aggregate(ctx, s, log.WithField("component", "aggregator")); err != nil {
+	if err := aggregate(ctx, s, log.WithField("component", "aggregator")); err != nil && ctx.Err() == nil {
 		log.WithError(err).Error("ratelimit aggregator stopped with an error")
 		return exitFailure
 	}
+	// Stopped by SIGTERM or SIGINT, whatever it was doing.
+	log.WithField("component", "aggregator").Info("aggregator stopped")
 	return exitOK
 }
 
@@ -50,6 +52,13 @@ func runAggregator(ctx context.Context, args []string, getenv func(string) strin
 func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The debug listener first: a port in use is said before DynamoDB is
+	// called.
+	stopDebug, err := serveMetrics(s, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	client, err := dynamo.NewClient(ctx, s.DynamoDBEndpoint, s.AWSRegion, metrics.DynamoDB(reg))
 	if err != nil {
 		return fmt.Errorf("dynamodb client: %w", err)
@@ -64,11 +73,6 @@ func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error 
 	if err != nil {
 		return admin.Explain(err, s)
 	}
-	stopDebug, err := serveMetrics(s, reg, log)
-	if err != nil {
-		return err
-	}
-	defer stopDebug()
 	agg := usage.NewAggregator(hist, usage.WithObserver(metrics.AggregatorObserver(reg)))
 	p := streampoll.New(usage.NewStreamsClient(client), hist, agg, streampoll.Config{
 		StreamARN: arn, Log: log, Observer: metrics.PollerObserver(reg),
@@ -80,9 +84,13 @@ func aggregate(ctx context.Context, s config.Settings, log *logrus.Entry) error 
 // serveMetrics serves /metrics on DEBUG_HOST:DEBUG_PORT until the returned
 // function is called; when it returns, the server's goroutine has ended.
 func serveMetrics(s config.Settings, reg *prometheus.Registry, log *logrus.Entry) (func(), error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.DebugHost, strconv.Itoa(s.DebugPort)))
+	addr := net.JoinHostPort(s.DebugHost, strconv.Itoa(s.DebugPort))
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("debug listener %s: address already in use (is a ratelimit serve running here? set DEBUG_PORT or -debug_port to move it)", addr)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("debug listener: %w", err)
+		return nil, fmt.Errorf("debug listener %s: %w (check DEBUG_HOST and DEBUG_PORT)", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -114,13 +122,14 @@ stream poller, for where the Lambda (cmd/aggregator-lambda) does not run
 a time (a lease in the table); run two for availability. Its place in each
 stream shard is checkpointed in the table, so a restart resumes where it
 stopped, and a record read twice is counted once. /metrics is served on
-DEBUG_HOST:DEBUG_PORT.
+DEBUG_HOST:DEBUG_PORT: beside a ratelimit serve on the same host, give it
+a DEBUG_PORT of its own (serve's default is 6070).
 
 It reads the same settings as serve (DYNAMODB_TABLE, DYNAMODB_ENDPOINT,
 AWS_REGION, NAMESPACE, LOG_LEVEL, LOG_FORMAT, DEBUG_HOST, DEBUG_PORT); a flag
 named as the variable in lower case overrides it.
 
 Example:
-  DYNAMODB_ENDPOINT=http://localhost:8000 ratelimit aggregator
+  DYNAMODB_ENDPOINT=http://localhost:8000 DEBUG_PORT=6071 ratelimit aggregator
 `)
 }

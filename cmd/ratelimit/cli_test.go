@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -188,5 +189,21 @@ func TestServeBusyPort(t *testing.T) {
 	want := "server: gRPC listener " + addr.String() + ": address already in use (is another ratelimit running? set GRPC_PORT or -grpc_port (GRPC_HOST or -grpc_host for the address) to move it)"
 	if code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("serve on a busy gRPC port = exit %d,\n%s\nwant exit 1 and %q", code, errOut, want)
+	}
+}
+
+// TestNoPackagePrefixes: an admin command's error reads without the
+// store packages' prefixes.
+func TestNoPackagePrefixes(t *testing.T) {
+	for in, want := range map[string]string{
+		`dynamo: the bucket holds no limit of that name: "nosuch"`:                   `the bucket holds no limit of that name: "nosuch"`,
+		`admin API at http://x: Internal Server Error: dynamo: call failed: timeout`: `admin API at http://x: Internal Server Error: call failed: timeout`,
+		`admin: no descriptor configuration loaded yet`:                              `no descriptor configuration loaded yet`,
+		`-usd 1: want dollars`:           `-usd 1: want dollars`,
+		`entity "dynamo" does not exist`: `entity "dynamo" does not exist`,
+	} {
+		if got := plainError(errors.New(in)); got != want {
+			t.Errorf("plainError(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -185,6 +186,24 @@ func adminCommand(ctx context.Context, args []string, getenv func(string) string
 	case errors.As(err, &ue):
 		return reportUsage(stderr, &usageError{cmd: ue.Command, err: ue.Err})
 	}
-	fmt.Fprintf(stderr, "ratelimit %s: %v\n", strings.Join(args[:min(2, len(args))], " "), err)
+	fmt.Fprintf(stderr, "ratelimit %s: %s\n", strings.Join(args[:min(2, len(args))], " "), plainError(err))
 	return exitFailure
+}
+
+// packagePrefixes are the prefixes the store packages put on their errors
+// ("dynamo: "): the command's own name says where the error comes from.
+var packagePrefixes = []string{"dynamo: ", "admin: ", "redisstore: ", "memstore: ", "usage: ", "aggregator: "}
+
+// plainError is err's text without the package prefixes that open it or
+// one of its parts ("...: dynamo: the bucket ...").
+func plainError(err error) string {
+	parts := strings.Split(err.Error(), ": ")
+	out := parts[:0]
+	for i, p := range parts {
+		if i < len(parts)-1 && slices.Contains(packagePrefixes, p+": ") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
 }

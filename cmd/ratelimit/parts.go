@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -12,6 +13,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/accesslog"
 	"github.com/dynalimit/dynalimit/internal/adjust"
 	"github.com/dynalimit/dynalimit/internal/admin"
+	"github.com/dynalimit/dynalimit/internal/adminpage"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/metrics"
 	"github.com/dynalimit/dynalimit/internal/server"
@@ -46,7 +48,7 @@ func newServer(p parts) (srv *server.Server, certs *config.CertWatcher, err erro
 		accesslog.New(p.adjuster, p.config.Current, p.metrics, p.log("accesslog")).Register,
 		newRLQS(p, svc).Register)
 	if s.AdminAPI {
-		o.Admin = admin.NewAPI(s, p.backend.Operator(), p.config.Current, p.log("admin"))
+		o.Admin = adminHandler(p, admin.NewAPI(s, p.backend.Operator(), p.config.Current, p.log("admin")))
 		p.log("admin").WithField("debug_addr", o.DebugAddr).Warn("admin API enabled at /admin/ on the debug listener, without authentication: keep that listener private")
 	}
 	if s.GRPCServerUseTLS {
@@ -58,6 +60,20 @@ func newServer(p parts) (srv *server.Server, certs *config.CertWatcher, err erro
 		return nil, nil, err
 	}
 	return srv, certs, nil
+}
+
+// adminHandler serves the admin API and, at adminpage.Prefix, the
+// operator's page over it.
+func adminHandler(p parts, api *admin.API) http.Handler {
+	page := adminpage.New(adminpage.Options{
+		API: api, Live: p.config.Current, ConfigDump: configDump(p.config, p.settings.Namespace),
+		Gatherer: p.gatherer, Store: p.settings.BackendType,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", api)
+	mux.Handle(adminpage.Prefix, page)
+	mux.Handle(strings.TrimSuffix(adminpage.Prefix, "/"), page)
+	return mux
 }
 
 // newService is the rate-limit service over p's backend and the live

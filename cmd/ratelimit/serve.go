@@ -111,7 +111,7 @@ func closeBackend(bg *tasks, b backend, log *logrus.Entry) {
 // that cannot be used calls fail.
 func serveParts(ctx context.Context, p parts, bg *tasks, fail context.CancelCauseFunc) error {
 	s := p.settings
-	keys, rereadKeys, err := leaseKeys(s, p.log("lease"))
+	keys, rereadKeys, err := leaseKeys(s, len(p.config.Current().AdjustedDomains()) > 0, p.log("lease"))
 	if err != nil {
 		return err
 	}

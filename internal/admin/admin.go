@@ -60,6 +60,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if c == nil || err != nil {
 		return err
 	}
+	if c.adminURL == "" && c.g.job == JobBuckets && c.embeddedService(getenv) {
+		// The embedded store's buckets live in the service's process: ask
+		// the local service's admin API.
+		c.adminURL, c.localAPI = LocalAdminURL(c.settings), true
+	}
 	if c.adminURL != "" {
 		return c.remote(ctx, stdout, stderr)
 	}
@@ -71,6 +76,20 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return c.onDynamo(ctx, stdout, stderr)
 }
 
+// embeddedService reports whether the command's store is the embedded
+// one of a service running here: BACKEND_TYPE=memory (the default) and
+// no DynamoDB table or endpoint named, in the environment or by a flag.
+func (c *command) embeddedService(getenv func(string) string) bool {
+	if c.settings.BackendType != config.BackendMemory || getenv("DYNAMODB_TABLE") != "" || getenv("DYNAMODB_ENDPOINT") != "" {
+		return false
+	}
+	named := false
+	c.fs.Visit(func(f *flag.Flag) {
+		named = named || isConnection(f.Name) && f.Name != "namespace" && f.Name != "backend_timeout"
+	})
+	return !named
+}
+
 // command is one admin command line, parsed and checked.
 type command struct {
 	g        *group
@@ -80,6 +99,7 @@ type command struct {
 	opts     opts
 	rest     []string // the positional arguments
 	adminURL string   // -admin_url: run it through a service's admin API
+	localAPI bool     // adminURL is the local service's, by default (BACKEND_TYPE=memory)
 	fs       *flag.FlagSet
 }
 

@@ -36,10 +36,11 @@ descriptors:
 // embeddedAPI is the admin API over an embedded store and apiConfig, with
 // the log lines it writes.
 type embeddedAPI struct {
-	srv  *httptest.Server
-	st   *memstore.Store
-	cfg  *descriptors.Config
-	logs *test.Hook
+	srv    *httptest.Server
+	st     *memstore.Store
+	cfg    *descriptors.Config
+	logs   *test.Hook
+	stores admin.Stores
 }
 
 func newEmbeddedAPI(t *testing.T) *embeddedAPI {
@@ -52,10 +53,11 @@ func newEmbeddedAPI(t *testing.T) *embeddedAPI {
 	s.Namespace = "default"
 	st := memstore.New(memstore.WithNamespace(s.Namespace))
 	log, hook := test.NewNullLogger()
-	api := admin.NewAPI(s, admin.Embedded(st, s.Namespace, logrus.NewEntry(log)), func() *descriptors.Config { return cfg }, logrus.NewEntry(log))
+	stores := admin.Embedded(st, s.Namespace, logrus.NewEntry(log))
+	api := admin.NewAPI(s, stores, func() *descriptors.Config { return cfg }, logrus.NewEntry(log))
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &embeddedAPI{srv: srv, st: st, cfg: cfg, logs: hook}
+	return &embeddedAPI{srv: srv, st: st, cfg: cfg, logs: hook, stores: stores}
 }
 
 // consume admits n requests of generic_key=show as the service would.
@@ -300,7 +302,7 @@ func TestAPIEmbeddedTopUp(t *testing.T) {
 		t.Errorf("top-up log line = %+v", e)
 	}
 	for query, want := range map[string]string{
-		"limit=nope&amount=1":         `no limit of that name: \"nope\"`,
+		"limit=nope&amount=1":         `holds no limit named \"nope\": it holds default`,
 		"limit=default":               "give -amount N (tokens) or -usd D (dollars)",
 		"limit=default&amount=0.0001": "-amount 0.0001: want a positive number of tokens with at most 3 decimals",
 		"amount=1":                    "missing -limit",

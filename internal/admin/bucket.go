@@ -90,9 +90,10 @@ var bucketGroup = &group{name: "bucket", summary: "DynamoDB or admin API: show a
 		"shards as their tokens are and written with an audit record (action\n" +
 		"bucket.topup, naming -principal and the bucket as it was) in one\n" +
 		"transaction; it commutes with the decisions writing meanwhile. On the\n" +
-		"embedded store, through the admin API, it is logged. A bucket without an\n" +
-		"item is full: nothing is written. Cost: 2 write units per shard and 2\n" +
-		"for the audit record.",
+		"embedded store, through the admin API, it is logged. A full limit (a\n" +
+		"bucket without an item is full) answers the same on every store,\n" +
+		"'LIMIT is full: nothing to top up' (in JSON, reset false). Cost: 2\n" +
+		"write units per shard and 2 for the audit record.",
 	args: argSpec{names: [][2]string{bucketArg}},
 	flags: append(append([]flagSpec{}, bucketFlags...),
 		flagSpec{"limit", "NAME", "the limit to credit, as the rule names it (default when unnamed)", func(fs *flag.FlagSet, o *opts) { fs.StringVar(&o.limit, "limit", "", "") }},
@@ -153,16 +154,26 @@ func runBucketTopUp(ctx context.Context, e *cmdEnv, _ []string) error {
 		return err
 	}
 	lv := levels[0]
+	name := fmt.Sprintf("bucket %q resource %q", lv.key.Entity, lv.key.Resource)
 	before, ok, err := e.st.Buckets.TopUp(ctx, lv.key, e.opts.limit, amount, lv.limits)
+	if errors.Is(err, ErrNoSuchLimit) {
+		held := heldNames(ctx, e, lv)
+		if len(held) > 0 {
+			return &explained{fmt.Sprintf("%s holds no limit named %q: it holds %s", name, e.opts.limit, strings.Join(held, ", ")), err}
+		}
+		err, ok = nil, false // never written: full in every limit it will hold
+	}
 	if err != nil {
 		return err
 	}
+	// Full, with or without an item, on every store: nothing to top up.
+	l, held := before.Total()[e.opts.limit]
+	ok = ok && !(held && l.Tokens >= l.Limit.Capacity)
 	if e.opts.output == "json" {
 		return writeJSON(e.out, jsonReset{Bucket: toJSONBucket(0, before), Reset: ok, Principal: e.opts.principal})
 	}
-	name := fmt.Sprintf("bucket %q resource %q", lv.key.Entity, lv.key.Resource)
 	if !ok {
-		fmt.Fprintf(e.out, "%s: no item, the bucket is full: nothing to top up\n", name)
+		fmt.Fprintf(e.out, "%s: %s is full: nothing to top up\n", name, e.opts.limit)
 		return nil
 	}
 	by := tokens(amount)
@@ -171,6 +182,25 @@ func runBucketTopUp(ctx context.Context, e *cmdEnv, _ []string) error {
 	}
 	fmt.Fprintf(e.out, "%s: %s topped up by %s (was %s), by %s\n", name, e.opts.limit, by, holdings(before), e.opts.principal)
 	return nil
+}
+
+// heldNames lists the limits lv's bucket holds, for the error of a
+// top-up of another: those the configuration names, else those its items
+// hold (none: it is full).
+func heldNames(ctx context.Context, e *cmdEnv, lv bucketLevel) []string {
+	names := make([]string, 0, len(lv.limits))
+	for n := range lv.limits {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		if b, err := e.st.Buckets.Bucket(ctx, lv.key, nil); err == nil {
+			for n := range b.Total() {
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // checkBucket checks that the bucket is named one way, whole.

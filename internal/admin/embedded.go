@@ -20,10 +20,13 @@ import (
 // none. Every other verb answers ErrUnsupported.
 func Embedded(st *memstore.Store, namespace string, log *logrus.Entry) Stores {
 	return Stores{
-		Name: "the embedded store (BACKEND_TYPE=memory)", Instead: "use BACKEND_TYPE=dynamodb",
+		Name: embeddedName, Instead: "use BACKEND_TYPE=dynamodb",
 		Buckets: embedded{st: st, namespace: namespace, log: log},
 	}
 }
+
+// embeddedName names the embedded store in errors.
+const embeddedName = "the embedded store (BACKEND_TYPE=memory)"
 
 // embedded is the embedded store's Buckets.
 type embedded struct {
@@ -63,9 +66,11 @@ func (m embedded) TopUp(ctx context.Context, key cascade.Key, name string, amoun
 		return BucketState{}, false, err
 	}
 	before := m.state(key, levels, time.Now())
-	if _, held := before.Total()[name]; !held {
+	l, held := before.Total()[name]
+	if !held {
 		return before, false, fmt.Errorf("%w: %q", ErrNoSuchLimit, name)
 	}
+	ok = ok && l.Tokens < l.Limit.Capacity // full: nothing topped up
 	if ok {
 		m.log.WithFields(logrus.Fields{
 			"action": "bucket.topup", "principal": PrincipalOf(ctx), "namespace": before.Key.Namespace,

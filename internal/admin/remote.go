@@ -8,10 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dynalimit/dynalimit/internal/config"
 )
 
 // remoteTimeout bounds a command run through a service's admin API: a
@@ -50,13 +54,16 @@ func (c *command) remote(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	req.Header.Set(PrincipalHeader, c.opts.principal)
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil && c.localAPI {
+		return c.noLocalAPI()
+	}
 	if err != nil {
-		return fmt.Errorf("admin: admin API at %s: %w (is ADMIN_API set on the service, and -admin_url its debug listener?)", c.adminURL, err)
+		return fmt.Errorf("admin API at %s: %w (is ADMIN_API set on the service, and -admin_url its debug listener?)", c.adminURL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("admin: admin API at %s: %w", c.adminURL, err)
+		return fmt.Errorf("admin API at %s: %w", c.adminURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return remoteError(c, resp.StatusCode, body)
@@ -67,7 +74,7 @@ func (c *command) remote(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	var text struct{ Output, Notes string }
 	if err := json.Unmarshal(body, &text); err != nil {
-		return fmt.Errorf("admin: admin API at %s: answer is not the admin API's: %w", c.adminURL, err)
+		return fmt.Errorf("admin API at %s: answer is not the admin API's: %w", c.adminURL, err)
 	}
 	_, _ = io.WriteString(stderr, text.Notes)
 	_, err = io.WriteString(stdout, text.Output)
@@ -81,13 +88,35 @@ func remoteError(c *command, status int, body []byte) error {
 	if json.Unmarshal(body, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(body))
 	}
+	if status == http.StatusNotFound && !bytes.Contains(body, []byte(`"error"`)) && c.localAPI {
+		return c.noLocalAPI()
+	}
 	if status == http.StatusNotFound && !bytes.Contains(body, []byte(`"error"`)) {
 		e.Error = "no admin API: set ADMIN_API=true on the service (" + e.Error + ")"
 	}
 	if status == http.StatusBadRequest {
 		return &UsageError{Command: c.name, Err: errors.New(e.Error)}
 	}
-	return fmt.Errorf("admin: admin API at %s: %s: %s", c.adminURL, http.StatusText(status), e.Error)
+	return fmt.Errorf("admin API at %s: %s: %s", c.adminURL, http.StatusText(status), e.Error)
+}
+
+// noLocalAPI is the one error of a bucket command on the embedded store
+// that no local admin API answers.
+func (c *command) noLocalAPI() error {
+	return fmt.Errorf("%s keeps its buckets in the service's process, and no admin API answers at %s: run the service with ADMIN_API=true, or set -admin_url to its debug listener", embeddedName, c.adminURL)
+}
+
+// LocalAdminURL is the admin API of a service running here with settings
+// s: its debug listener, on loopback when DEBUG_HOST listens on every
+// address. On the embedded store (BACKEND_TYPE=memory) the bucket
+// commands go there when -admin_url is not given.
+func LocalAdminURL(s config.Settings) string {
+	host := s.DebugHost
+	switch host {
+	case "", "0.0.0.0", "::", "[::]":
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(s.DebugPort))
 }
 
 // isConnection reports whether name is a connection flag or its alias.

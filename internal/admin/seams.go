@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -171,10 +172,38 @@ var ErrUnsupported = errors.New("not supported by this store")
 // keep usage history; use BACKEND_TYPE=dynamodb".
 func unsupported(command string, st Stores, j Job) error {
 	msg := fmt.Sprintf("%s: %s does not keep %s", command, st.Name, j)
+	if runs := RunsOn(st); len(runs) > 0 {
+		msg += " (it runs " + joinAnd(runs) + ")"
+	}
 	if st.Instead != "" {
 		msg += "; " + st.Instead
 	}
 	return &explained{msg, ErrUnsupported}
+}
+
+// RunsOn lists the commands the admin API runs on st, in the order of
+// the command list: the verbs of the jobs st keeps ("bucket show").
+func RunsOn(st Stores) []string {
+	var out []string
+	for _, g := range groups {
+		if !st.Has(g.job) {
+			continue
+		}
+		for _, v := range g.verbs {
+			if _, ok := apiVerbs[g.name+" "+v.name]; ok {
+				out = append(out, g.name+" "+v.name)
+			}
+		}
+	}
+	return out
+}
+
+// joinAnd joins words as a sentence lists them: "a, b and c".
+func joinAnd(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 type principalKey struct{}

@@ -101,10 +101,19 @@ func testBuckets(t *testing.T, r *runner) {
 	if got := r.held("suite-e"); got != 6.5 {
 		t.Errorf("bucket show after a top-up of 2.5 = %v tokens, want 6.5", got)
 	}
+	r.fails([]string{"bucket", "topup", "-entity", "suite-e", "-resource", "suite-r", "-limit", "nope", "-amount", "1"}, admin.ErrNoSuchLimit,
+		`bucket "suite-e" resource "suite-r" holds no limit named "nope": it holds rpy`)
 	r.ok([]string{"bucket", "topup", "-entity", "suite-e", "-resource", "suite-r", "-limit", "rpy", "-amount", "100"}, "rpy topped up by 100 (was rpy 6.500 of 10), by "+Principal)
 	if got := r.held("suite-e"); got != 10 {
 		t.Errorf("bucket show after a top-up past capacity = %v tokens, want 10: never above capacity", got)
 	}
-	r.fails([]string{"bucket", "topup", "-entity", "suite-e", "-resource", "suite-r", "-limit", "nope", "-amount", "1"}, admin.ErrNoSuchLimit, `"nope"`)
+	// A full limit answers the same on every store, with an item or not.
+	full := `bucket "suite-e" resource "suite-r": rpy is full: nothing to top up`
+	r.ok([]string{"bucket", "topup", "-entity", "suite-e", "-resource", "suite-r", "-limit", "rpy", "-amount", "1"}, full)
+	var same reset
+	if r.jsonOf(&same, "bucket", "topup", "-entity", "suite-e", "-resource", "suite-r", "-limit", "rpy", "-amount", "1"); same.Reset {
+		t.Errorf("bucket topup of a full limit = %+v, want reset false", same)
+	}
+	r.ok([]string{"bucket", "topup", "-entity", "suite-new", "-resource", "suite-r", "-limit", "rpy", "-amount", "1"}, `bucket "suite-new" resource "suite-r": rpy is full: nothing to top up`)
 	r.ok([]string{"bucket", "reset", "-entity", "suite-e", "-resource", "suite-r"}, `bucket "suite-e" resource "suite-r": reset to full on 1 shard (was rpy 10 of 10), by `+Principal)
 }

@@ -78,7 +78,8 @@ func (f *Fleet) Settled() bool { return f.fixed > 0 || f.beats.Load() >= 2 }
 // Beat records this replica's heartbeat every interval until ctx ends
 // (alive for 3 intervals), counting the live replicas each time; a beat
 // that fails keeps the last count and is tried again after 250 ms (the
-// first beats fail until the store is open). For 6 intervals after the
+// first beats fail until the store is open: nothing is logged of those,
+// until one has counted the fleet). For 6 intervals after the
 // count changes (or is first made) it beats every second, so that a fleet
 // that starts or scales agrees on its size within about a second. With a
 // fixed size it only waits.
@@ -101,6 +102,9 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 				changed = time.Now()
 			}
 			stale, failing = expired, false
+		case f.beats.Load() == 0:
+			// Warming up: the store is not open yet. Its warm-up says
+			// what is wrong, if anything is.
 		case ctx.Err() == nil && !failing:
 			log.WithError(err).WithField("replicas", f.live.Load()).Warn("fleet heartbeat failed; keeping the last count")
 			failing = true

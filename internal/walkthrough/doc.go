@@ -52,7 +52,7 @@
 // The README uses fixed ports, so the walkthroughs do: before each
 // walkthrough the harness checks that every port the README's walkthroughs
 // use is free (8000 DynamoDB Local; 6379 Redis; 8080, 8081, 6070 the service; 9080,
-// 9081, 7070 a second replica; 8090 the demo application; 10000 and 9901
+// 9081, 7070 a second replica; 6071 the aggregator; 8090 the demo application; 10000 and 9901
 // Envoy) and fails naming the port and the process that holds it. Nothing
 // is skipped but under -short (make test-short): a missing tool (curl,
 // npm, java, python3, redis-server) fails the test.

@@ -37,6 +37,7 @@ var ports = []struct {
 	{8000, "DynamoDB Local"}, {6379, "Redis"},
 	{8080, "the service's HTTP port"}, {8081, "the service's gRPC port"}, {6070, "the service's debug port"},
 	{9080, "a second replica's HTTP port"}, {9081, "a second replica's gRPC port"}, {7070, "a second replica's debug port"},
+	{6071, "the aggregator's debug port"},
 	{8090, "the demo application"},
 	{10000, "Envoy's listener"}, {9901, "Envoy's admin port"},
 }

@@ -14,7 +14,7 @@ import (
 
 // want are the walkthroughs the README must have, in order: removing a
 // marker fails here rather than silently running less.
-var want = []string{"quick-start", "hierarchy", "envoy", "budgets", "dynamodb-local", "redis"}
+var want = []string{"quick-start", "hierarchy", "envoy", "cost", "budgets", "dynamodb-local", "redis"}
 
 // TestWalkthroughs runs every walkthrough of README.md as written, one after
 // the other (they share the README's fixed ports). Only -short skips it.

@@ -183,8 +183,12 @@
 // Stored limits and entity records are read once per record whatever the
 // number of decisions waiting (single flight), by a read with a deadline of
 // its own that fills the cache even when the decision that started it gave
-// up; a record past its lifetime (Config.ConfigCacheTTL ± 10%) serves while
-// one read refreshes it. At most maxRunning such reads run at once; the
+// up. A stored limit record lives 80 to 90% of Config.ConfigCacheTTL, and
+// past that serves while one read refreshes it for at most a tenth of
+// Config.ConfigCacheTTL, after which a decision waits for the read: a stored
+// limit applies to every decision made Config.ConfigCacheTTL or more after
+// it was stored. An entity record lives Config.ConfigCacheTTL ± 10% and
+// serves while one read refreshes it. At most maxRunning such reads run at once; the
 // records asked for meanwhile wait in one next read, started when a running
 // one ends, so that a flood of new keys costs a few BatchGetItem calls of
 // many keys each (a decision whose budget ends while its read is queued is

@@ -89,3 +89,21 @@ func TestMulSat(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsTTLBound: a stored limit record lives 80 to 90% of
+// ConfigCacheTTL, spread over the range, and serves stale for a tenth of
+// it at most: together never past ConfigCacheTTL.
+func TestLimitsTTLBound(t *testing.T) {
+	s := &Store{cfg: Config{ConfigCacheTTL: time.Minute}}
+	lo, hi := time.Hour, time.Duration(0)
+	for range 2000 {
+		d := s.limitsTTL()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 48*time.Second || hi > 54*time.Second || lo > 49*time.Second || hi < 53*time.Second {
+		t.Errorf("limitsTTL() over 2000 draws in [%v, %v], want within [48s, 54s] and reaching past 49s and 53s", lo, hi)
+	}
+	if hi+s.staleGrace() > time.Minute {
+		t.Errorf("limitsTTL() %v + staleGrace() %v passes CONFIG_CACHE_TTL", hi, s.staleGrace())
+	}
+}

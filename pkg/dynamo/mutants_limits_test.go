@@ -127,6 +127,36 @@ func TestStaleLimitsRefresh(t *testing.T) {
 	}
 }
 
+// TestStoredLimitAppliesWithinTTL pins when `limits set` applies: to the
+// first decision a replica makes ConfigCacheTTL after it, however long the
+// replica was idle (it once served a stale record to that decision, and
+// applied the new one a decision later: two minutes, with a minute's TTL
+// and sparse requests).
+func TestStoredLimitAppliesWithinTTL(t *testing.T) {
+	for _, idle := range []time.Duration{dynamo.DefaultConfigCacheTTL, 2 * dynamo.DefaultConfigCacheTTL} {
+		f := fakeTable(t)
+		clk := newClock()
+		adm := admin.New(newStore(t, f, "t", clk))
+		s := newStore(t, f, "t", clk)
+		ctx := context.Background()
+		sc := admin.Scope{Entity: "e", Resource: "r"}
+		if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 3, time.Minute, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		p := &cascade.Plan{Debits: []cascade.Debit{{Key: cascade.Key{Entity: "e", Resource: "r"}, Limit: "x", Bucket: mustLimit(t, 1, time.Hour, 0), Amount: tokenbucket.PerToken}}}
+		if dec, err := s.Acquire(ctx, p); err != nil || dec.Statuses[0].Bucket.Capacity != 3*tokenbucket.PerToken {
+			t.Fatalf("Acquire() = %+v, %v, want the stored 3/min", dec, err)
+		}
+		if err := adm.SetLimits(ctx, sc, map[string]tokenbucket.Limit{"x": mustLimit(t, 5, time.Minute, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(idle)
+		if dec, err := s.Acquire(ctx, p); err != nil || dec.Statuses[0].Bucket.Capacity != 5*tokenbucket.PerToken {
+			t.Errorf("first Acquire() %v after limits set = %+v, %v, want the new 5/min", idle, dec, err)
+		}
+	}
+}
+
 // TestCreateTableSchemaRecord: CreateTable fails when its schema version
 // record cannot be written, or when the table holds another version.
 func TestCreateTableSchemaRecord(t *testing.T) {

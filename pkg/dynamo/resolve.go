@@ -41,8 +41,9 @@ func configChain(b bucket) [4][2]string {
 // loadConfigs resolves stored limits for every debit of p (in place). Config
 // records the cache lacks are read once per record however many decisions
 // want them (single flight), in a read that outlives the decisions that gave
-// up on it, so the cache fills. A record past its lifetime is served as it
-// is while one read refreshes it.
+// up on it, so the cache fills. A record past its lifetime (limitsTTL) is
+// served as it is while one read refreshes it, within staleGrace; later it
+// is read as a missing one.
 func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []bucket) error {
 	now := s.now()
 	var missing, stale []string
@@ -56,7 +57,7 @@ func (s *Store) loadConfigs(ctx context.Context, p *cascade.Plan, buckets []buck
 			}
 			seen[k] = true
 			switch cc, ok := s.configs.get(k); {
-			case !ok:
+			case !ok, now.Sub(cc.expires) >= s.staleGrace():
 				missing = append(missing, k)
 			case !now.Before(cc.expires):
 				stale = append(stale, k)
@@ -122,7 +123,7 @@ func (s *Store) readRecords(ctx context.Context, keys []string, f *flight) error
 			s.ents.add(pk, cachedEntity{expires: expires, ent: ent, ok: ok})
 			continue
 		}
-		s.configs.add(k, cachedConfig{expires: expires, limits: item.DecodeLimits(got[k])})
+		s.configs.add(k, cachedConfig{expires: now.Add(s.limitsTTL()), limits: item.DecodeLimits(got[k])})
 	}
 	return nil
 }
@@ -134,6 +135,22 @@ func (s *Store) cacheTTL() time.Duration {
 	ttl := s.cfg.ConfigCacheTTL
 	return ttl + time.Duration(rand.Int64N(int64(ttl)/5+1)) - ttl/10
 }
+
+// limitsTTL is the lifetime of a new entry of the config cache (stored
+// limits): 80 to 90% of Config.ConfigCacheTTL, spread so that records read
+// together do not all expire together. With staleGrace it bounds when a
+// stored limit applies: to every decision made Config.ConfigCacheTTL or
+// more after it was stored.
+func (s *Store) limitsTTL() time.Duration {
+	ttl := s.cfg.ConfigCacheTTL
+	return ttl - ttl/5 + time.Duration(rand.Int64N(int64(ttl)/10+1))
+}
+
+// staleGrace is how long past its lifetime a stored limit record still
+// serves while one read refreshes it: after that a decision waits for the
+// read, as for a record never read (a replica idle for a while does not
+// decide on a limit older than Config.ConfigCacheTTL).
+func (s *Store) staleGrace() time.Duration { return s.cfg.ConfigCacheTTL / 10 }
 
 // batchGet reads keys, within ctx's deadline, and returns the items by PK+"\x00"+SK.
 func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool, throttled *atomic.Bool) (map[string]map[string]types.AttributeValue, error) {

@@ -90,7 +90,9 @@ type Config struct {
 	// (BACKEND_TIMEOUT).
 	Timeout time.Duration
 	// ConfigCacheTTL is how long a replica trusts stored limits and entity
-	// records before reading them again (each entry lives this ±10%).
+	// records before reading them again: a stored limit applies to every
+	// decision made this long or more after it was stored; an entity
+	// record lives this ±10%.
 	ConfigCacheTTL time.Duration
 	// RejectionCacheSize bounds the local rejection cache (entries): zero
 	// means DefaultRejectionCacheSize, a negative size (RejectionCacheOff)
