@@ -20,7 +20,7 @@ import (
 // none. Every other verb answers ErrUnsupported.
 func Embedded(st *memstore.Store, namespace string, log *logrus.Entry) Stores {
 	return Stores{
-		Name: embeddedName, Instead: "use BACKEND_TYPE=dynamodb",
+		Name: embeddedName, Instead: "use BACKEND_TYPE=dynamodb or redis",
 		Buckets: embedded{st: st, namespace: namespace, log: log},
 	}
 }

@@ -69,7 +69,7 @@ func TestEmbeddedGoesToTheLocalAPI(t *testing.T) {
 func TestUnsupportedListsWhatRuns(t *testing.T) {
 	a := newEmbeddedAPI(t)
 	code, body := a.call(t, "GET", "/admin/usage/list?entity=acme", nil)
-	want := "usage list: the embedded store (BACKEND_TYPE=memory) does not keep usage history (it runs bucket show, bucket reset and bucket topup); use BACKEND_TYPE=dynamodb"
+	want := "usage list: the embedded store (BACKEND_TYPE=memory) does not keep usage history (it runs bucket show, bucket reset and bucket topup); use BACKEND_TYPE=dynamodb or redis"
 	if code != http.StatusNotImplemented || !strings.Contains(body, want) {
 		t.Errorf("GET usage/list = %d %q, want 501 %q", code, body, want)
 	}
