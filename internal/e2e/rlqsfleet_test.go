@@ -1,3 +1,5 @@
+//go:build rlqsfleet
+
 package e2e
 
 import (
@@ -17,6 +19,8 @@ import (
 	"github.com/dynalimit/dynalimit/internal/testutil"
 )
 
+func init() { scenarios++ }
+
 // TestRLQSFleet: three Envoys on examples/envoy/envoy-rlqs.yaml, two
 // service replicas on one DynamoDB Local table (the first Envoy on one,
 // the others on the other), one tenant of 100/s, demand 3:1:0 then
@@ -27,7 +31,9 @@ import (
 // moment: one interval of a stream holds two of another's reports, or
 // none, and the share it reads swings by that one's demand; a window saw
 // 0.287 and the next 0.414 of the admitted where 0.333 is right. See
-// docs/rlqs.md.)
+// docs/rlqs.md.) It is not part of make test: runs differ (a 1:1:1 phase
+// has admitted 78 and 88% of the limit after a 3:1:0 one), and it runs
+// with the build tag rlqsfleet: make test-rlqs-fleet.
 func TestRLQSFleet(t *testing.T) {
 	envoytest.Scenario(t, "15 RLQS fleet: three Envoys, two replicas on DynamoDB Local, demand 3:1:0 then 1:1:1")
 	env := append(envoytest.DynamoDBTable(t, dynamotest.Shared(t)), "BACKEND_TIMEOUT=400ms")
