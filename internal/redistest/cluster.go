@@ -208,8 +208,9 @@ func servingID(nodes []NodeInfo, slot int64) string {
 }
 
 // WaitOK waits until every running node says cluster_state:ok with all
-// 16,384 slots ok, knows every node, and every running replica's link to
-// its master is up; or fails the test after 30 s with what was amiss.
+// 16,384 slots ok, knows every node, and names the same masters for the
+// same slots, and every running replica's link to its master is up; or
+// fails the test after 30 s with what was amiss.
 func (c *Cluster) WaitOK() {
 	c.t.Helper()
 	var amiss string
@@ -227,6 +228,9 @@ func (c *Cluster) WaitOK() {
 
 // notOK returns what keeps the cluster from being ok, or "".
 func (c *Cluster) notOK() string {
+	if amiss := c.slotsDisagree(); amiss != "" {
+		return amiss
+	}
 	for _, s := range c.Nodes {
 		if !s.Running() {
 			continue
@@ -254,6 +258,38 @@ func (c *Cluster) notOK() string {
 	return ""
 }
 
+// slotsDisagree returns "" when every running node names the same
+// masters for the same slot ranges, or where two nodes differ: after a
+// failover, gossip reaches the nodes one by one, and a node still
+// naming the old master would redirect a client there.
+func (c *Cluster) slotsDisagree() string {
+	var first *Server
+	var want string
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		nodes, err := c.Topology(s)
+		if err != nil {
+			return fmt.Sprintf("%s: CLUSTER NODES: %v", s.Addr(), err)
+		}
+		var owners []string
+		for _, n := range nodes {
+			if n.Master() && len(n.Slots) > 0 {
+				owners = append(owners, n.ID+" "+strings.Join(n.Slots, " "))
+			}
+		}
+		slices.Sort(owners)
+		got := strings.Join(owners, "; ")
+		if first == nil {
+			first, want = s, got
+		} else if got != want {
+			return fmt.Sprintf("%s and %s name different masters for the slots", first.Addr(), s.Addr())
+		}
+	}
+	return ""
+}
+
 // Failover makes a replica of master take its place with CLUSTER
 // FAILOVER (a manual failover: the master hands over without losing
 // writes), waits until the cluster is ok again and returns the new
@@ -265,11 +301,54 @@ func (c *Cluster) Failover(master *Server) *Server {
 		c.t.Fatalf("redistest: %s has no running replica to fail over to", master.Addr())
 	}
 	r := replicas[0]
-	r.MustDo("CLUSTER", "FAILOVER")
-	c.waitRole(r, "master")
+	// The master ignores a replica's request to take over until gossip
+	// has told it the replica is its own; the request then times out
+	// after 5 s on the replica. So wait for the master's view first, and
+	// ask again if a request timed out all the same.
+	c.waitKnownReplica(master, r)
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		r.MustDo("CLUSTER", "FAILOVER")
+		asked := time.Now()
+		for roleOf(r) != "master" && time.Since(asked) < manualFailoverTimeout {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if roleOf(r) == "master" {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: %s's role is not master within %v", r.Addr(), clusterTimeout)
+		}
+	}
 	c.waitRole(master, "slave")
 	c.WaitOK()
 	return r
+}
+
+// manualFailoverTimeout is how long a replica waits for its master to
+// hand over after CLUSTER FAILOVER (Redis's CLUSTER_MF_TIMEOUT, 5 s),
+// with a second's margin.
+const manualFailoverTimeout = 6 * time.Second
+
+// waitKnownReplica waits until master's CLUSTER NODES names r as its
+// replica, or fails the test after 30 s.
+func (c *Cluster) waitKnownReplica(master, r *Server) {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		nodes, err := c.Topology(master)
+		if err == nil {
+			for _, n := range nodes {
+				if n.ID == c.ids[r] && n.MasterID == c.ids[master] {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: %s does not know %s as its replica within %v", master.Addr(), r.Addr(), clusterTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // KillMaster kills master (SIGKILL), waits until the cluster has promoted
