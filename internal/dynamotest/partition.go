@@ -61,11 +61,21 @@ type layout struct {
 	splits int
 }
 
-// hashKey is a partition key's place in the hash space.
+// hashKey is a partition key's place in the hash space: FNV-64a, mixed by
+// MurmurHash3's finalizer so that keys that differ only in their last
+// bytes (a shard suffix, "…#0" to "…#7") land far apart, as DynamoDB's
+// hash spreads suffixed keys over its partitions. FNV-64a alone moves such
+// keys by a small multiple of its prime: one partition for all of them.
 func hashKey(pk string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(pk))
-	return h.Sum64()
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // newLayout lays out a new table of n partitions, each an equal hash range.

@@ -168,3 +168,18 @@ func TestConsumedUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestSuffixedKeysSpread: partition keys that differ only in a suffix, as
+// a bucket's shards do ("…#0" to "…#7"), land on different partitions of a
+// new on-demand table, as DynamoDB's write sharding relies on: not all on
+// one (FNV-64a alone puts them within a few of its primes of each other).
+func TestSuffixedKeysSpread(t *testing.T) {
+	l := newLayout(4)
+	used := map[*hashRange]bool{}
+	for sh := range 8 {
+		used[l.find(hashKey(fmt.Sprintf("ndefault/BUCKET#t0#api#%d", sh)))] = true
+	}
+	if len(used) < 3 {
+		t.Fatalf("8 shards of one bucket on %d of 4 partitions, want at least 3", len(used))
+	}
+}

@@ -34,7 +34,6 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 	b := batch[0].b
 	img := cacher(s).cachedImage(pk)
 	read := false // img came from DynamoDB during this batch
-	doubled := false
 	// busy is why an earlier write of this batch did not land, when it is
 	// contention: ContendedRaced (a race lost to another writer) or
 	// ContendedThrottled (DynamoDB throttled the item; not contention
@@ -106,14 +105,12 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 			}
 		case errors.Is(err, ErrThrottled):
 			// The item is past what one partition writes: retry within the
-			// budget, with twice the shards once per batch.
+			// budget, with twice the shards when this replica is not
+			// doubling the bucket already (throttledWrite).
 			if !s.cfg.ThrottleFails {
 				busy = ContendedThrottled
 			}
-			if !doubled && img.Exists && img.ShardCount < MaxShards {
-				if derr := s.double(ctx, b, img.ShardCount, s.cfg.Timeout); derr == nil {
-					doubled = true
-				}
+			if img.Exists && sharder(s).throttledWrite(ctx, b, img.ShardCount, now) {
 				img = nil
 			}
 			if !Sleep(ctx, Backoff(attempt)) {

@@ -217,8 +217,11 @@
 //
 // When DynamoDB throttles an item's writes, the batch retries within its
 // budget and one transaction doubles the item's shard count (shard 0..N−1
-// get shard_count 2N, shards N..2N−1 are created empty), at most once per
-// batch and up to MaxShards. The same transaction doubles a bucket whose
+// get shard_count 2N, shards N..2N−1 are created empty), up to MaxShards:
+// one doubling at a time per bucket and replica, and none within a second
+// of the last (the transaction covers the throttled shards too, and
+// DynamoDB cancels it when one of their writes lands while it prepares).
+// The same transaction doubles a bucket whose
 // writes from this replica reach Config.ShardWriteRate per shard within a
 // second (resize.go), in the background, before DynamoDB throttles it; it
 // is conditional on the old count, so replicas doubling at once double

@@ -29,6 +29,7 @@ type writeRate struct {
 	writes  int   // this replica's writes to the bucket in the window
 	calmMs  int64 // since when every window was below the merge rate (0: not calm)
 	busy    bool  // a doubling or merge is under way
+	endedMs int64 // when the last doubling on throttling ended (0: none)
 }
 
 // count counts a write to the bucket base, whose shard count is n, at nowMs,
@@ -71,13 +72,48 @@ func (l *writeRates) count(base string, n int, nowMs int64, c Config) int {
 	return to
 }
 
-// done ends a move that count returned: the bucket is measured afresh.
+// done ends a move that count or claim returned: the bucket is measured
+// afresh.
 func (l *writeRates) done(base string, nowMs int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ld, ok := l.m.peek(base); ok {
-		*ld = writeRate{startMs: nowMs}
+		*ld = writeRate{startMs: nowMs, endedMs: nowMs}
 	}
+}
+
+// claim reports whether a write of base that DynamoDB throttled at nowMs
+// may start a doubling: none is under way and none ended within
+// loadWindow. A doubling claimed is under way until done.
+func (l *writeRates) claim(base string, nowMs int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld, ok := l.m.get(base)
+	if !ok {
+		ld = &writeRate{startMs: nowMs}
+		l.m.add(base, ld)
+	}
+	if ld.busy || ld.endedMs != 0 && nowMs-ld.endedMs < loadWindow.Milliseconds() {
+		return false
+	}
+	ld.busy = true
+	return true
+}
+
+// throttledWrite feeds a write of b (n shards) that DynamoDB throttled back
+// into its shard count: it doubles b within ctx unless this replica is
+// doubling or merging b already or ended a doubling within loadWindow,
+// and reports whether it tried. A doubling is one transaction over every
+// shard, the throttled ones too, which DynamoDB cancels when a write lands
+// on one of them while it prepares: one per throttled batch would only
+// throttle and cancel more.
+func (s sharder) throttledWrite(ctx context.Context, b bucket, n int, nowMs int64) bool {
+	if n >= MaxShards || !s.rates.claim(b.base, nowMs) {
+		return false
+	}
+	_ = s.double(ctx, b, n, s.cfg.Timeout) // failed: tried again on a throttle loadWindow on
+	s.rates.done(b.base, s.nowMs())
+	return true
 }
 
 // wrote counts a write of this replica to b, whose shard count is n, and

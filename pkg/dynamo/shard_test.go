@@ -216,3 +216,52 @@ func TestDoublingFromTwoShards(t *testing.T) {
 		t.Errorf("logged doublings reach %d shards, want %d", count, want)
 	}
 }
+
+// TestThrottledDoublingOnePerWindow: DynamoDB throttles every write of a
+// bucket of four shards and cancels every doubling (a write landed on a
+// hot shard while the transaction prepared, as DynamoDB does on a hot
+// item). A replica tries one doubling, not one per throttled batch: each
+// try is a transaction over every shard, the throttled ones too, and a
+// try per batch only throttled and cancelled more (a fleet's hot bucket
+// stayed at 8 shards under throttling in the simulation). It tries again
+// once a second has passed.
+func TestThrottledDoublingOnePerWindow(t *testing.T) {
+	f := dynamotest.NewFake()
+	if err := admin.CreateTable(context.Background(), f, "t"); err != nil {
+		t.Fatalf("CreateTable() = %v", err)
+	}
+	c := newClock()
+	s := newStoreCfg(t, f, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1}, c)
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	lim := mustLimit(t, 1000, time.Second, 0)
+	if err := admin.New(s).SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		t.Fatalf("SetShards(4) = %v", err)
+	}
+	var tx atomic.Int64
+	f.SetFail(func(_ context.Context, op string) error {
+		switch op {
+		case "UpdateItem":
+			return throttled()
+		case "TransactWriteItems":
+			tx.Add(1)
+			return transactionCanceled("None", "TransactionConflict", "None", "None", "None", "None", "None", "None")
+		}
+		return nil
+	})
+	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	for i := range 20 {
+		if _, err := s.Acquire(context.Background(), p); err != nil {
+			t.Fatalf("Acquire() #%d = %v", i, err)
+		}
+	}
+	if n := tx.Load(); n != 1 {
+		t.Errorf("doubling transactions over 20 throttled decisions within a second = %d, want 1", n)
+	}
+	c.Advance(time.Second)
+	if _, err := s.Acquire(context.Background(), p); err != nil {
+		t.Fatalf("Acquire() a second later = %v", err)
+	}
+	if n := tx.Load(); n != 2 {
+		t.Errorf("doubling transactions after a second more = %d, want 2", n)
+	}
+}
