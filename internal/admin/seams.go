@@ -94,6 +94,10 @@ type Usage interface {
 	// resource when empty) in window w since the window holding since,
 	// oldest first.
 	Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error)
+	// WindowUsage returns the snapshots of every entity of ns that used
+	// resource in the window w holding at (usage top), read within the
+	// store's bound: complete is false when it stopped at that bound.
+	WindowUsage(ctx context.Context, ns, resource string, w Window, at time.Time) (snaps []UsageSnapshot, complete bool, err error)
 }
 
 // Local is where the serving replica decides a bucket now: on the shared
