@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -59,11 +63,84 @@ func dom(t *testing.T, url string) string {
 // returns its path.
 func screenshot(t *testing.T, url, dir, name, size string) string {
 	t.Helper()
-	path := dir + "/" + name + ".png"
+	path := filepath.Join(dir, name+".png")
 	browse(t, url, "--screenshot="+path, "--window-size="+size, "--hide-scrollbars")
-	st, err := os.Stat(path)
-	if err != nil || st.Size() < 1000 {
-		t.Fatalf("screenshot %s at %s: %v (%v)", url, size, err, st)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("screenshot %s at %s: %v", url, size, err)
 	}
 	return path
+}
+
+// screens are the widths the page is pictured at: a laptop's and a
+// phone's.
+var screens = []struct {
+	name          string
+	width, height int
+}{{"desktop", 1280, 800}, {"phone", 390, 844}}
+
+// screenshots pictures the page at url at each of screens into the test's
+// artifact directory (kept by go test -artifacts), checks each picture
+// (checkShot), and logs each path; when the test fails, it copies them to
+// a directory that outlives the run and logs that.
+func screenshots(t *testing.T, url string) {
+	t.Helper()
+	dir := t.ArtifactDir()
+	var paths []string
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		keep, err := os.MkdirTemp("", "dynalimit-page-shots-")
+		if err != nil {
+			t.Logf("screenshots not kept: %v", err)
+			return
+		}
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				_ = os.WriteFile(filepath.Join(keep, filepath.Base(p)), b, 0o644)
+			}
+		}
+		t.Logf("the test failed: its screenshots are kept in %s", keep)
+	})
+	for _, s := range screens {
+		path := screenshot(t, url, dir, s.name, fmt.Sprintf("%d,%d", s.width, s.height))
+		paths = append(paths, path)
+		t.Logf("screenshot %s (%d×%d): %s", s.name, s.width, s.height, path)
+		checkShot(t, path, s.width, s.height)
+	}
+}
+
+// checkShot fails t unless the PNG at path is width×height and shows a
+// page, not a blank: a background covering most of it, and dark ink
+// (text) on at least 0.2% of it, in more than a handful of colours.
+func checkShot(t *testing.T, path string, width, height int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot %s: not a PNG: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != width || b.Dy() != height {
+		t.Errorf("screenshot %s is %d×%d, want %d×%d", path, b.Dx(), b.Dy(), width, height)
+	}
+	colours := map[color.RGBA]int{}
+	dark := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			colours[c]++
+			if int(c.R)+int(c.G)+int(c.B) < 3*100 {
+				dark++
+			}
+		}
+	}
+	total := b.Dx() * b.Dy()
+	if total == 0 || len(colours) < 8 || dark*1000 < 2*total {
+		t.Errorf("screenshot %s looks blank: %d colours, %d of %d pixels dark (want 8 colours or more, and 0.2%% dark)", path, len(colours), dark, total)
+	}
 }
