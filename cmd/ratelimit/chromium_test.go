@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"image/color"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,36 +113,81 @@ func screenshots(t *testing.T, url string) {
 }
 
 // checkShot fails t unless the PNG at path is width×height and shows a
-// page, not a blank: a background covering most of it, and dark ink
-// (text) on at least 0.2% of it, in more than a handful of colours.
+// page (shotProblem).
 func checkShot(t *testing.T, path string, width, height int) {
 	t.Helper()
+	if err := shotProblem(path, width, height); err != nil {
+		t.Errorf("screenshot %s: %v", path, err)
+	}
+}
+
+// shotProblem says what is wrong with the PNG at path: not width×height,
+// or blank rather than a page (a page has dark ink, its text, on at least
+// 0.2% of it, in more than a handful of colours); nil when nothing is.
+func shotProblem(path string, width, height int) error {
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatalf("screenshot %s: not a PNG: %v", path, err)
+		return fmt.Errorf("not a PNG: %w", err)
 	}
-	if b := img.Bounds(); b.Dx() != width || b.Dy() != height {
-		t.Errorf("screenshot %s is %d×%d, want %d×%d", path, b.Dx(), b.Dy(), width, height)
-	}
-	colours := map[color.RGBA]int{}
-	dark := 0
 	b := img.Bounds()
+	if b.Dx() != width || b.Dy() != height {
+		return fmt.Errorf("%d×%d, want %d×%d", b.Dx(), b.Dy(), width, height)
+	}
+	colours := map[color.RGBA]bool{}
+	dark := 0
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
 			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
-			colours[c]++
+			colours[c] = true
 			if int(c.R)+int(c.G)+int(c.B) < 3*100 {
 				dark++
 			}
 		}
 	}
-	total := b.Dx() * b.Dy()
-	if total == 0 || len(colours) < 8 || dark*1000 < 2*total {
-		t.Errorf("screenshot %s looks blank: %d colours, %d of %d pixels dark (want 8 colours or more, and 0.2%% dark)", path, len(colours), dark, total)
+	if total := b.Dx() * b.Dy(); len(colours) < 8 || dark*1000 < 2*total {
+		return fmt.Errorf("looks blank: %d colours, %d of %d pixels dark (want 8 colours or more, and 0.2%% dark)", len(colours), dark, total)
+	}
+	return nil
+}
+
+// TestShotProblem: the screenshots' check refuses a blank picture and one
+// of another size, and takes one with text on it.
+func TestShotProblem(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, w, h int, ink bool) string {
+		img := image.NewRGBA(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				c := color.RGBA{255, 255, 255, 255}
+				if ink && y%10 < 2 && x%7 < 4 {
+					c = color.RGBA{uint8(x % 16), uint8(y % 16), 20, 255} // dark text, in several colours
+				}
+				img.SetRGBA(x, y, c)
+			}
+		}
+		path := filepath.Join(dir, name+".png")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := png.Encode(f, img); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if err := shotProblem(write("blank", 390, 844, false), 390, 844); err == nil || !strings.Contains(err.Error(), "blank") {
+		t.Errorf("a blank picture: %v, want it refused as blank", err)
+	}
+	if err := shotProblem(write("small", 300, 844, true), 390, 844); err == nil || !strings.Contains(err.Error(), "300×844") {
+		t.Errorf("a picture 300 wide: %v, want it refused for its size", err)
+	}
+	if err := shotProblem(write("page", 390, 844, true), 390, 844); err != nil {
+		t.Errorf("a picture with text: %v, want it taken", err)
 	}
 }
