@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/dynalimit/dynalimit/internal/admin"
 	"github.com/dynalimit/dynalimit/internal/config"
 	"github.com/dynalimit/dynalimit/internal/degrade"
 	"github.com/dynalimit/dynalimit/internal/lateness"
@@ -38,6 +39,7 @@ type degradedBackend struct {
 	sharedBackend
 	local *degrade.Store
 	fleet *degrade.Fleet
+	ns    string // the store's own namespace (NAMESPACE)
 	// log names the replica and the fleet size.
 	log *logrus.Entry
 }
@@ -58,12 +60,21 @@ func degraded(b sharedBackend, s config.Settings, reg prometheus.Registerer, lat
 			Late: func() bool { return late.Late(s.BackendTimeout) },
 		}),
 		fleet: fleet,
+		ns:    s.Namespace,
 		log:   log,
 	}
 }
 
 // Store decides on the shared store, or locally what it cannot.
 func (b *degradedBackend) Store() service.Store { return b.local }
+
+// Operator is the wrapped backend's operator stores, with bucket show
+// told which items this replica decides locally now.
+func (b *degradedBackend) Operator() admin.Stores {
+	st := b.sharedBackend.Operator()
+	st.Local = admin.LocalIn(b.local, b.ns)
+	return st
+}
 
 // Run does the store's own work, repays what was decided locally, and
 // beats the fleet's heartbeat, until ctx ends.

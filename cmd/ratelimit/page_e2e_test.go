@@ -156,10 +156,7 @@ func TestPageInChromiumEmbedded(t *testing.T) {
 		t.Errorf("the hostile value is not shown escaped (with U+FFFD for the invalid byte):\n%s", hd)
 	}
 
-	shots := t.TempDir()
-	for name, size := range map[string]string{"desktop": "1280,800", "phone": "390,844"} {
-		t.Logf("screenshot %s", screenshot(t, budgetURL, shots, name, size))
-	}
+	screenshots(t, budgetURL)
 
 	off := startBinary(t, dir)
 	resp, err := http.Get("http://" + off.DebugAddr() + "/admin/page/")
@@ -173,21 +170,43 @@ func TestPageInChromiumEmbedded(t *testing.T) {
 }
 
 // TestPageInChromiumDynamoDB drives headless Chromium against a replica
-// on DynamoDB Local with the aggregator beside it: 7 decisions on an
-// entity are 7 in the usage chart's data and in the top consumers, as
-// usage summary says over the admin API; a bucket drained by 3 calls shows
-// 0 remaining.
+// on DynamoDB Local with the aggregator beside it (pageOnSharedStore).
 func TestPageInChromiumDynamoDB(t *testing.T) {
 	chromium(t)
-	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s", "ON_UNAVAILABLE=block")
+	env := dynamoEnv(t, "BACKEND_TIMEOUT=2s") // ON_UNAVAILABLE=local, the default
 	dir := t.TempDir()
 	writeConfig(t, dir, "page.yaml", pageConfig)
 	p := startBinary(t, dir, append(env, "ADMIN_API=true")...)
 	startAggregator(t, env)
+	pageOnSharedStore(t, p, "on the table")
+}
+
+// TestPageInChromiumRedis drives headless Chromium against a replica on a
+// redis-server (pageOnSharedStore): the decisions count the usage
+// themselves.
+func TestPageInChromiumRedis(t *testing.T) {
+	chromium(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "page.yaml", pageConfig)
+	p := startBinary(t, dir, "BACKEND_TYPE=redis", "REDIS_URL="+redisServerAddr(t), "ADMIN_API=true")
+	pageOnSharedStore(t, p, "on Redis")
+}
+
+// pageOnSharedStore drives the page of p, a replica on a shared store:
+// 7 decisions on an entity are 7 in the usage chart's data and first in
+// the top consumers, which rank every entity the store's usage holds (no
+// top=), as usage summary and usage top say over the admin API; a bucket
+// drained by 3 calls shows 0 remaining, decided where (where) and not
+// locally now, as bucket show's decided_locally says; screenshots at both
+// widths.
+func pageOnSharedStore(t *testing.T, p *proc, where string) {
+	t.Helper()
 	base := "http://" + p.DebugAddr()
-	for range 7 {
-		if code := post(t, p.HTTPAddr(), `{"domain":"page","descriptors":[{"entries":[{"key":"user","value":"u7"}]}]}`); code != 200 {
-			t.Fatalf("decision = %d, want 200", code)
+	for entity, n := range map[string]int{"u7": 7, "u2": 2} {
+		for range n {
+			if code := post(t, p.HTTPAddr(), `{"domain":"page","descriptors":[{"entries":[{"key":"user","value":"`+entity+`"}]}]}`); code != 200 {
+				t.Fatalf("decision = %d, want 200", code)
+			}
 		}
 	}
 	for range 3 {
@@ -203,21 +222,50 @@ func TestPageInChromiumDynamoDB(t *testing.T) {
 		apiJSON(t, base+"/admin/usage/summary?entity=user=u7&resource=page", &summary)
 		return len(summary) == 1 && summary[0].Millitokens == 7000
 	}) {
-		t.Fatalf("usage summary of u7 = %+v, want 7 tokens once the aggregator read the stream", summary)
+		t.Fatalf("usage summary of u7 = %+v, want 7 tokens once the store counted them", summary)
 	}
-	d := dom(t, base+"/admin/page/?"+url.Values{"entity": {"user=u7"}, "resource": {"page"}, "top": {"user=u7,user=nobody"}, "domain": {"page"}, "descriptor": {"generic_key=drain"}}.Encode())
+	var top struct {
+		Complete  bool `json:"complete"`
+		Consumers []struct {
+			Entity string `json:"entity"`
+			Tokens string `json:"tokens"`
+		} `json:"consumers"`
+	}
+	if !testutil.Eventually(60*time.Second, func() bool {
+		apiJSON(t, base+"/admin/usage/top?resource=page&window=hourly", &top)
+		return len(top.Consumers) == 3 // u7, u2 and generic_key=drain
+	}) {
+		t.Fatalf("usage top of page = %+v, want u7, u2 and drain", top)
+	}
+	if !top.Complete || top.Consumers[0].Entity != "user=u7" || top.Consumers[0].Tokens != "7" {
+		t.Errorf("usage top of page = %+v, want user=u7 first with 7, complete", top)
+	}
+	pageURL := base + "/admin/page/?" + url.Values{"entity": {"user=u7"}, "resource": {"page"}, "domain": {"page"}, "descriptor": {"generic_key=drain"}}.Encode()
+	d := dom(t, pageURL)
 	if bars := regexp.MustCompile(`data-tokens="([^"]*)"`).FindAllStringSubmatch(d, -1); len(bars) != 1 || bars[0][1] != "7" {
 		t.Errorf("usage chart's bars = %q, want one of 7 (usage summary: %d millitokens)", bars, summary[0].Millitokens)
 	}
-	top := regexp.MustCompile(`(?s)<table id="top-consumers">.*?<tbody>\s*<tr><td>(.*?)</td><td class="n">(.*?)</td></tr>`).FindStringSubmatch(d)
-	if top == nil || top[1] != "user=u7" || top[2] != "7" {
-		t.Errorf("top consumers' first row = %q, want user=u7 with 7", top)
+	rows := regexp.MustCompile(`<tr><td>([^<]*)</td><td class="n">([^<]*)</td></tr>`).FindAllStringSubmatch(regexp.MustCompile(`(?s)<table id="top-consumers">.*?</table>`).FindString(d), -1)
+	if len(rows) != len(top.Consumers) {
+		t.Fatalf("top consumers' rows = %q, want usage top's %+v", rows, top.Consumers)
+	}
+	for i, c := range top.Consumers {
+		if rows[i][1] != c.Entity || rows[i][2] != c.Tokens {
+			t.Errorf("top consumers' row %d = %q, want usage top's %s %s", i, rows[i][1:], c.Entity, c.Tokens)
+		}
 	}
 	if got := cell(t, d, 0, "default", 4); got != "0" {
 		t.Errorf("remaining of a bucket drained by 3 calls = %q, want 0", got)
 	}
-	shots := t.TempDir()
-	for name, size := range map[string]string{"desktop": "1280,800", "phone": "390,844"} {
-		t.Logf("screenshot %s", screenshot(t, base+"/admin/page/?entity=user%3Du7&resource=page", shots, name, size))
+	var shown []struct {
+		DecidedLocally *bool `json:"decided_locally"`
 	}
+	apiJSON(t, base+"/admin/bucket/show?domain=page&descriptor=generic_key=drain", &shown)
+	if len(shown) != 1 || shown[0].DecidedLocally == nil || *shown[0].DecidedLocally {
+		t.Errorf("bucket show's decided_locally = %+v, want false (the store answers)", shown)
+	}
+	if want := `data-decided-locally="false">Decided ` + where + `: this replica does not decide it locally now`; !strings.Contains(d, want) {
+		t.Errorf("the page lacks %q:\n%s", want, d)
+	}
+	screenshots(t, pageURL)
 }

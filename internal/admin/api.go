@@ -23,6 +23,7 @@ var apiVerbs = map[string]string{
 	"bucket topup":       http.MethodPost,
 	"usage list":         http.MethodGet,
 	"usage summary":      http.MethodGet,
+	"usage top":          http.MethodGet,
 	"audit list":         http.MethodGet,
 	"limits set":         http.MethodPost,
 	"limits get":         http.MethodGet,

@@ -387,15 +387,29 @@ func runBucketShow(ctx context.Context, e *cmdEnv, _ []string) error {
 		}
 		states = append(states, b)
 	}
+	local := decidedLocally(e.st.Local, states)
 	if e.opts.output == "json" {
-		return writeBucketsJSON(e.out, states)
+		return writeBucketsJSON(e.out, states, local)
 	}
 	money := make([]map[string]bool, len(levels))
 	for i, lv := range levels {
 		money[i] = lv.money
 	}
-	writeBucketsTable(e.out, states, money)
+	writeBucketsTable(e.out, states, money, local)
 	return nil
+}
+
+// decidedLocally is, per level, whether the serving replica decides it
+// locally now; nil when l is (the process does not know).
+func decidedLocally(l Local, states []BucketState) []bool {
+	if l == nil {
+		return nil
+	}
+	out := make([]bool, len(states))
+	for i, b := range states {
+		out[i] = l.DecidedLocally(b.Key)
+	}
+	return out
 }
 
 func runBucketReset(ctx context.Context, e *cmdEnv, _ []string) error {
@@ -480,30 +494,44 @@ func plural(n int, word string) string {
 // then one per shard when the bucket has several.
 //
 // A limit in dollars (money[i] names those of level i) is written in
-// dollars; a calendar budget's name is followed by its period.
-func writeBucketsTable(w io.Writer, states []BucketState, money []map[string]bool) {
+// dollars; a calendar budget's name is followed by its period. With local
+// (through a serving replica's admin API), a last column DECIDED says
+// where the replica decides each level now: "shared" (the store) or
+// "local" (its own buckets, ON_UNAVAILABLE=local).
+func writeBucketsTable(w io.Writer, states []BucketState, money []map[string]bool, local []bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEVEL\tENTITY\tRESOURCE\tSHARD\tLIMIT\tTOKENS\tCAPACITY\tFULL IN\tCONSUMED")
+	header := "LEVEL\tENTITY\tRESOURCE\tSHARD\tLIMIT\tTOKENS\tCAPACITY\tFULL IN\tCONSUMED"
+	if local != nil {
+		header += "\tDECIDED"
+	}
+	fmt.Fprintln(tw, header)
 	for i, b := range states {
 		head := fmt.Sprintf("%d\t%s\t%s", i, b.Key.Entity, b.Key.Resource)
+		tail := ""
+		if local != nil {
+			tail = "\tshared"
+			if local[i] {
+				tail = "\tlocal"
+			}
+		}
 		var usd map[string]bool
 		if i < len(money) {
 			usd = money[i]
 		}
 		total := sortedTotal(b)
 		if len(total) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\tfull (no item)\t-\t-\t-\n", head)
+			fmt.Fprintf(tw, "%s\t-\t-\tfull (no item)\t-\t-\t-%s\n", head, tail)
 			continue
 		}
 		for _, l := range total {
-			fmt.Fprintf(tw, "%s\tall\t%s\n", head, limitRow(l, usd[l.Name]))
+			fmt.Fprintf(tw, "%s\tall\t%s%s\n", head, limitRow(l, usd[l.Name]), tail)
 		}
 		if b.ShardCount < 2 {
 			continue
 		}
 		for _, sh := range b.Shards {
 			for _, l := range sh.Limits {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", head, sh.Shard, limitRow(l, usd[l.Name]))
+				fmt.Fprintf(tw, "%s\t%d\t%s%s\n", head, sh.Shard, limitRow(l, usd[l.Name]), tail)
 			}
 		}
 	}
@@ -562,6 +590,11 @@ type jsonBucket struct {
 	At         time.Time   `json:"at"`
 	Limits     []jsonLimit `json:"limits"`
 	Shards     []jsonShard `json:"shards"`
+	// DecidedLocally says whether the serving replica decides the level
+	// on its own buckets now (ON_UNAVAILABLE=local, the store failing
+	// it); absent when the process does not know (the command line on
+	// DynamoDB, the embedded store).
+	DecidedLocally *bool `json:"decided_locally,omitempty"`
 }
 
 func toJSONLimit(l LimitState) jsonLimit {
@@ -572,10 +605,14 @@ func toJSONLimit(l LimitState) jsonLimit {
 	}
 }
 
-func writeBucketsJSON(w io.Writer, states []BucketState) error {
+func writeBucketsJSON(w io.Writer, states []BucketState, local []bool) error {
 	out := make([]jsonBucket, 0, len(states))
 	for i, b := range states {
-		out = append(out, toJSONBucket(i, b))
+		jb := toJSONBucket(i, b)
+		if local != nil {
+			jb.DecidedLocally = &local[i]
+		}
+		out = append(out, jb)
 	}
 	return writeJSON(w, out)
 }

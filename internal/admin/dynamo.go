@@ -269,6 +269,18 @@ func (d *Dynamo) Usage(ctx context.Context, ns, entity, resource string, w Windo
 	})
 }
 
+// WindowUsage implements Usage: a bounded Scan of the table
+// (usage.Store.WindowUsage).
+func (d *Dynamo) WindowUsage(ctx context.Context, ns, resource string, w Window, at time.Time) ([]UsageSnapshot, bool, error) {
+	var complete bool
+	snaps, err := read(ctx, d, func(st *dynamo.Store) ([]UsageSnapshot, error) {
+		snaps, ok, err := usage.Of(st).WindowUsage(ctx, ns, resource, usage.Window(w), at, 0)
+		complete = ok
+		return each(snaps, usageOf), err
+	})
+	return snaps, complete, err
+}
+
 var (
 	_ Buckets    = (*Dynamo)(nil)
 	_ Entities   = (*Dynamo)(nil)

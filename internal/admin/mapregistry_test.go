@@ -167,6 +167,22 @@ func (m *mapStore) addUsage(_ context.Context, ns, entity, resource, limit strin
 	return nil
 }
 
+// WindowUsage ranks from every snapshot of the window: the map holds
+// them all.
+func (m *mapStore) WindowUsage(_ context.Context, ns, resource string, w admin.Window, at time.Time) ([]admin.UsageSnapshot, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start := windowStart(w, at)
+	var out []admin.UsageSnapshot
+	for _, sn := range m.snaps {
+		if sn.Namespace == m.nsOr(ns) && sn.Resource == resource && sn.Window == w && sn.Start.Equal(start) {
+			sn.Limits = maps.Clone(sn.Limits)
+			out = append(out, sn)
+		}
+	}
+	return out, true, nil
+}
+
 func (m *mapStore) Usage(_ context.Context, ns, entity, resource string, w admin.Window, since time.Time) ([]admin.UsageSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

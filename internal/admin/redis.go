@@ -20,6 +20,7 @@ type RedisStore interface {
 	Reset(ctx context.Context, key cascade.Key, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	TopUp(ctx context.Context, key cascade.Key, name string, amount tokenbucket.Millitokens, limits map[string]tokenbucket.Limit) (redisstore.Levels, bool, error)
 	Usage(ctx context.Context, ns, entity, resource string, w byte, since time.Time) ([]redisstore.Snapshot, error)
+	WindowUsage(ctx context.Context, ns, resource string, w byte, at time.Time) ([]redisstore.Snapshot, bool, error)
 	// Namespaces is the registry and the lifecycle of the namespaces.
 	Namespaces() *redisstore.Namespaces
 	RedisRecords
@@ -139,6 +140,22 @@ func (r redisOps) Usage(ctx context.Context, ns, entity, resource string, w Wind
 	return each(snaps, func(s redisstore.Snapshot) UsageSnapshot {
 		return UsageSnapshot{Namespace: s.Namespace, Entity: s.Entity, Resource: s.Resource, Window: w, Start: s.Start, Limits: s.Limits}
 	}), nil
+}
+
+// WindowUsage implements Usage: a bounded SCAN of every master
+// (redisstore.Store.WindowUsage).
+func (r redisOps) WindowUsage(ctx context.Context, ns, resource string, w Window, at time.Time) ([]UsageSnapshot, bool, error) {
+	kind, ok := redisWindows[w]
+	if !ok {
+		return nil, false, fmt.Errorf("usage: no %q window (hourly, daily, monthly)", w)
+	}
+	snaps, complete, err := r.st.WindowUsage(ctx, ns, resource, kind, at)
+	if err != nil {
+		return nil, false, err
+	}
+	return each(snaps, func(s redisstore.Snapshot) UsageSnapshot {
+		return UsageSnapshot{Namespace: s.Namespace, Entity: s.Entity, Resource: s.Resource, Window: w, Start: s.Start, Limits: s.Limits}
+	}), complete, nil
 }
 
 // redisWindows are the usage windows as the Redis store names them.

@@ -94,6 +94,41 @@ type Usage interface {
 	// resource when empty) in window w since the window holding since,
 	// oldest first.
 	Usage(ctx context.Context, ns, entity, resource string, w Window, since time.Time) ([]UsageSnapshot, error)
+	// WindowUsage returns the snapshots of every entity of ns that used
+	// resource in the window w holding at (usage top), read within the
+	// store's bound: complete is false when it stopped at that bound.
+	WindowUsage(ctx context.Context, ns, resource string, w Window, at time.Time) (snaps []UsageSnapshot, complete bool, err error)
+}
+
+// Local is where the serving replica decides a bucket now: on the shared
+// store, or on its own buckets while the shared store fails the item
+// (internal/degrade.Store under ON_UNAVAILABLE=local). Only the serving
+// process knows it: bucket show reports it through the admin API.
+type Local interface {
+	// DecidedLocally reports whether the plans that debit key are
+	// decided on this replica now.
+	DecidedLocally(key cascade.Key) bool
+}
+
+// LocalIn is l over the keys the operator's commands name on a store whose
+// own namespace is ns: the service's plans name that namespace "" (the
+// store's default), bucket show names it ns.
+func LocalIn(l Local, ns string) Local { return localIn{l, ns} }
+
+type localIn struct {
+	l  Local
+	ns string
+}
+
+func (l localIn) DecidedLocally(key cascade.Key) bool {
+	if l.l.DecidedLocally(key) {
+		return true
+	}
+	if key.Namespace != l.ns {
+		return false
+	}
+	key.Namespace = ""
+	return l.l.DecidedLocally(key)
 }
 
 // Job is one of the operator's jobs a store may keep.
@@ -144,6 +179,10 @@ type Stores struct {
 	Audit      Audit
 	Namespaces Namespaces
 	Usage      Usage
+	// Local tells bucket show where each level is decided now; nil when
+	// the process does not decide on this store (the command line) or
+	// never decides locally.
+	Local Local
 }
 
 // Has reports whether the store keeps job j.

@@ -17,6 +17,8 @@ import (
 // usageOpts are the flags of usage list and usage summary.
 type usageOpts struct {
 	window, since string
+	at            string // usage top: the window holding it
+	n             int    // usage top: the entities ranked
 }
 
 var usageFlags = []flagSpec{
@@ -48,7 +50,7 @@ var usageGroup = &group{name: "usage", summary: "DynamoDB, Redis: what an entity
 	check:    checkUsage,
 	examples: []string{"ratelimit usage summary -entity acme -window monthly -since 2026-01-01", "ratelimit usage summary -entity acme -o chart"},
 	run:      runUsageSummary,
-}}}
+}, usageTopVerb}}
 
 func checkUsage(o *opts, _ []string) error {
 	if o.entity == "" {

@@ -78,7 +78,8 @@ func TestUsageUsageErrors(t *testing.T) {
 		{[]string{"usage", "summary", "-entity", "e", "-window", "weekly"}, `-window "weekly": want hourly, daily or monthly`},
 		{[]string{"usage", "list", "-entity", "e", "-o", "yaml"}, `-o "yaml": want table, json or chart`},
 		{[]string{"usage", "list", "-entity", "e", "-since", "yesterday"}, `-since "yesterday": want a time`},
-		{[]string{"usage", "top"}, `unknown command "usage top"`},
+		{[]string{"usage", "top"}, `missing -resource R`},
+		{[]string{"usage", "tops"}, `unknown command "usage tops"`},
 	}
 	for _, tt := range tests {
 		_, err := run(t, nil, tt.args...)

@@ -28,6 +28,7 @@ type levelView struct {
 	Namespace        string
 	Entity, Resource string
 	Decided          string
+	Local            string // "true" or "false": whether the replica decides it locally now; "" unknown
 	Limits           []limitView
 	ShardCount       int
 }
@@ -51,7 +52,10 @@ type shownBucket struct {
 	Resource   string    `json:"resource"`
 	ShardCount int       `json:"shard_count"`
 	At         time.Time `json:"at"`
-	Limits     []struct {
+	// DecidedLocally is whether the replica decides the level on its own
+	// buckets now (nil: the store does not say).
+	DecidedLocally *bool `json:"decided_locally"`
+	Limits         []struct {
 		Name     string  `json:"name"`
 		Tokens   float64 `json:"tokens"`
 		Capacity float64 `json:"capacity"`
@@ -79,7 +83,10 @@ func (p *Page) bucket(r *http.Request, domain, desc, ns string, now time.Time) b
 	}
 	limits := p.configured(domain, desc)
 	for _, b := range shown {
-		lv := levelView{Level: b.Level, Namespace: b.Namespace, Entity: b.Entity, Resource: b.Resource, ShardCount: b.ShardCount, Decided: p.decided()}
+		lv := levelView{Level: b.Level, Namespace: b.Namespace, Entity: b.Entity, Resource: b.Resource, ShardCount: b.ShardCount, Decided: p.decided(b.DecidedLocally)}
+		if b.DecidedLocally != nil {
+			lv.Local = fmt.Sprint(*b.DecidedLocally)
+		}
 		for _, l := range b.Limits {
 			lv.Limits = append(lv.Limits, limitOf(l.Name, l.Tokens, l.Capacity, l.Refill, l.FullInMs, limits[l.Name], b.At))
 		}
@@ -160,18 +167,27 @@ func (p *Page) configured(domain, desc string) map[string]descriptors.Limit {
 	return out
 }
 
-// decided says where a bucket's decisions are made, by the store.
-func (p *Page) decided() string {
+// decided says where a bucket's level is decided: by the store, and on a
+// shared store whether this replica decides it locally now (local, from
+// bucket show; nil when the store does not say).
+func (p *Page) decided(local *bool) string {
+	shared := "on the table"
 	switch p.o.Store {
 	case "memory":
 		return "locally: the embedded store decides in this process"
 	case "redis":
-		return "on Redis"
+		shared = "on Redis"
 	}
-	if n := p.gauge("ratelimit_degraded_items"); n > 0 {
-		return fmt.Sprintf("on the table; %d items are decided locally on this replica now", int64(n))
+	switch {
+	case local == nil:
+		if n := p.gauge("ratelimit_degraded_items"); n > 0 {
+			return fmt.Sprintf("%s; %d items are decided locally on this replica now", shared, int64(n))
+		}
+		return shared
+	case *local:
+		return "locally on this replica now: the store failed this item (ON_UNAVAILABLE=local); it goes back " + shared + " once what it admitted meanwhile is repaid"
 	}
-	return "on the table: no item is decided locally on this replica now"
+	return shared + ": this replica does not decide it locally now"
 }
 
 func num(f float64) string {

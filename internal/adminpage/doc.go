@@ -2,7 +2,7 @@
 // the admin API on the debug listener (ADMIN_API=true), at Prefix.
 //
 // The page is rendered by the server with html/template from the same calls
-// the admin API answers (bucket show, usage list and summary, each made on
+// the admin API answers (bucket show, usage list, top and summary, each made on
 // the API's handler in process and read from its JSON), the configuration
 // as loaded (/rlconfig) and the service's own metrics (fleet size, degraded
 // items, settle-ups). Its stylesheet is embedded in the binary: the page

@@ -14,6 +14,7 @@ type usageView struct {
 	Entity, Resource, Limit, Window, Since string
 	Top                                    string // the entities ranked, comma-separated
 	Asked                                  bool
+	Ranking                                bool // the top consumers are shown
 	Err                                    string
 	Bars                                   []bar
 	Chart                                  chart
@@ -65,9 +66,13 @@ func (p *Page) usage(q url.Values, now time.Time) usageView {
 		v.Since = "24h"
 	}
 	if v.Entity == "" {
+		if v.Resource != "" || v.Top != "" {
+			v.Ranking = true
+			v.Ranked, v.RankErr, v.Period = p.top(v, now)
+		}
 		return v
 	}
-	v.Asked = true
+	v.Asked, v.Ranking = true, true
 	call := url.Values{"entity": {v.Entity}, "window": {v.Window}, "since": {v.Since}}
 	if v.Resource != "" {
 		call.Set("resource", v.Resource)
@@ -118,8 +123,9 @@ func bars(windows []string, values map[string]float64) (chart, []bar) {
 	return c, out
 }
 
-// top ranks the entities of v.Top (else v.Entity) by what they consumed
-// of the resource and limit in the current window (its hour, or day).
+// top ranks the entities of v.Top by what they consumed of the resource
+// and limit in the current window (its hour, or day); without v.Top, every
+// entity the store's usage history holds for it (usage top).
 func (p *Page) top(v usageView, now time.Time) ([]consumer, string, string) {
 	start := now.UTC().Truncate(time.Hour)
 	if v.Window == "daily" {
@@ -127,10 +133,10 @@ func (p *Page) top(v usageView, now time.Time) ([]consumer, string, string) {
 		start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 	}
 	period := "since " + start.Format(time.RFC3339)
-	entities := strings.Split(v.Top, ",")
 	if v.Top == "" {
-		entities = []string{v.Entity}
+		return p.topOfStore(v, start, period)
 	}
+	entities := strings.Split(v.Top, ",")
 	var out []consumer
 	for _, e := range entities {
 		e = strings.TrimSpace(e)
@@ -168,3 +174,44 @@ func (p *Page) top(v usageView, now time.Time) ([]consumer, string, string) {
 
 // String is a bar's tooltip.
 func (b bar) String() string { return fmt.Sprintf("%s: %s", b.Window, b.Tokens) }
+
+// topAnswer is usage top's JSON.
+type topAnswer struct {
+	Complete  bool `json:"complete"`
+	Entities  int  `json:"entities"`
+	Consumers []struct {
+		Entity      string `json:"entity"`
+		Millitokens int64  `json:"millitokens"`
+	} `json:"consumers"`
+}
+
+// topOfStore ranks the first Consumers entities that consumed most of the
+// resource (and limit) in the window starting at start, from usage top:
+// every entity the store's history holds, not only those named.
+func (p *Page) topOfStore(v usageView, start time.Time, period string) ([]consumer, string, string) {
+	if v.Resource == "" {
+		return nil, "name a resource to rank every entity that used it (or name entities in top=)", period
+	}
+	q := url.Values{"resource": {v.Resource}, "window": {v.Window}, "at": {start.Format(time.RFC3339)}, "n": {fmt.Sprint(Consumers)}}
+	if v.Limit != "" {
+		q.Set("limit", v.Limit)
+	}
+	var ans topAnswer
+	if err := p.call("/admin/usage/top", q, &ans); err != nil {
+		return nil, err.Error(), period
+	}
+	out := make([]consumer, 0, len(ans.Consumers))
+	for _, c := range ans.Consumers {
+		f := float64(c.Millitokens) / 1000
+		out = append(out, consumer{Entity: c.Entity, Tokens: num(f), value: f})
+	}
+	period += fmt.Sprintf(", of %d entities with usage", ans.Entities)
+	if !ans.Complete {
+		period += " (the store's scan stopped at its bound: of those it read)"
+	}
+	return out, "", period
+}
+
+// Consumers is how many entities the top consumers rank when top= names
+// none.
+const Consumers = 10

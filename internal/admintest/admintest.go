@@ -51,18 +51,24 @@ var namespaces atomic.Int64
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	scenarios := []struct {
-		job admin.Job
-		run func(t *testing.T, r *runner)
+		job  admin.Job
+		name string // the subtest's; the job's when empty
+		run  func(t *testing.T, r *runner)
 	}{
-		{admin.JobBuckets, testBuckets},
-		{admin.JobEntities, testEntities},
-		{admin.JobAudit, testAudit},
-		{admin.JobNamespaces, testNamespaces},
-		{admin.JobUsage, testUsage},
+		{admin.JobBuckets, "", testBuckets},
+		{admin.JobEntities, "", testEntities},
+		{admin.JobAudit, "", testAudit},
+		{admin.JobNamespaces, "", testNamespaces},
+		{admin.JobUsage, "", testUsage},
+		{admin.JobUsage, "usage_top", testUsageTop},
 	}
 	t.Run("declared", func(t *testing.T) { testDeclared(t, f) })
 	for _, sc := range scenarios {
-		t.Run(jobName(sc.job), func(t *testing.T) {
+		name := sc.name
+		if name == "" {
+			name = jobName(sc.job)
+		}
+		t.Run(name, func(t *testing.T) {
 			r := newRunner(t, f)
 			if !slices.Contains(r.st.Implements, sc.job) {
 				testUnsupported(t, r, sc.job)
@@ -181,7 +187,7 @@ var verbsOf = map[admin.Job][][]string{
 		{"namespace", "delete", "n"}, {"namespace", "recover", "n"}, {"namespace", "orphans"},
 		{"namespace", "purge", "n", "-yes"},
 	},
-	admin.JobUsage: {{"usage", "list", "-entity", "e"}, {"usage", "summary", "-entity", "e"}},
+	admin.JobUsage: {{"usage", "list", "-entity", "e"}, {"usage", "summary", "-entity", "e"}, {"usage", "top", "-resource", "r"}},
 }
 
 // testUnsupported checks that every verb of job j answers the one error

@@ -222,6 +222,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	run("namespace", "delete", nsA)
 	run("namespace", "recover", nsA)
 	run("namespace", "orphans")
+	run("usage", "top", "-resource", "r") // a Scan of the whole table
 	run("namespace", "delete", nsA)
 	run("namespace", "purge", nsA, "-yes")
 	rc.admin = append(rc.admin, rec.Take()...)

@@ -193,12 +193,18 @@ func testOutageLocalShareThenRepay(t *testing.T) {
 	if local != 60 {
 		t.Errorf("during the outage %d of 60 decided locally, want all", local)
 	}
+	if !r.store.DecidedLocally(key("a")) || r.store.DecidedLocally(key("b")) {
+		t.Errorf("during the outage DecidedLocally(a, b) = %t, %t; want true, false", r.store.DecidedLocally(key("a")), r.store.DecidedLocally(key("b")))
+	}
 	// It last saw 90 tokens: a third of that is this replica's.
 	if ok != 30 {
 		t.Errorf("during the outage %d admitted, want 30 (90 seen / 3 replicas)", ok)
 	}
 	r.fake.SetFail(nil)
 	r.repaid(t)
+	if r.store.DecidedLocally(key("a")) {
+		t.Errorf("after repaying DecidedLocally(a) = true, want false: back on the shared store")
+	}
 	// The first decision of the outage went to DynamoDB, unanswered: it
 	// may have landed, so it is counted there or nowhere, never twice.
 	want := tokenbucket.Millitokens(90-ok) * token

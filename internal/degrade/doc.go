@@ -17,6 +17,8 @@
 // 500 ms. While this process runs late (Config.Late: its own CPU is
 // saturated, so a call that ran out most likely waited here, not in the
 // shared store) an item that degrades is tried again at once.
+// Store.DecidedLocally tells whether an item is degraded now (the admin
+// API's bucket show reports it per level).
 //
 // The share. A replica's share of an item's limit follows its demand,
 // with no word between replicas: the shared store tells what part of the

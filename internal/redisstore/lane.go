@@ -147,7 +147,7 @@ func (s *Store) acquireSlot() error {
 		return ErrClosed
 	default:
 	}
-	t := s.timer()
+	t := time.NewTimer(s.cfg.Timeout)
 	defer t.Stop()
 	select {
 	case s.slots <- struct{}{}:

@@ -160,7 +160,7 @@ func (s *Store) conn() (rueidis.Client, error) {
 	if c := s.client.Load(); c != nil {
 		return *c, nil
 	}
-	t := s.timer()
+	t := time.NewTimer(s.cfg.Timeout)
 	defer t.Stop()
 	select {
 	case <-s.ready:
@@ -365,9 +365,6 @@ func (s *Store) observeClock(redisMs int64) {
 		s.skewMs.Store(redisMs - time.Now().UnixMilli())
 	}
 }
-
-// timer is a timer of the store's budget.
-func (s *Store) timer() *time.Timer { return time.NewTimer(s.cfg.Timeout) }
 
 // ErrUnavailable marks a call Redis did not answer in time, or an error
 // of the connection: the plan was not decided (the service applies
