@@ -33,7 +33,7 @@ func TestMemoryPerBucket(t *testing.T) {
 // fixedCharger answers every report with one 100/s limit, holding nothing.
 type fixedCharger struct{}
 
-func (fixedCharger) ChargeQuota(context.Context, string, []descriptors.Entry, uint64, uint64) (service.Quota, error) {
+func (fixedCharger) ChargeQuota(context.Context, string, []descriptors.Entry, service.QuotaCharge) (service.Quota, error) {
 	return service.Quota{Matched: true, Limits: []service.QuotaLimit{{Bucket: tokenbucket.Limit{Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Second}}}}, nil
 }
 
@@ -68,7 +68,7 @@ func measure(t *testing.T, srv *Server, what string, bound float64) {
 		t.Errorf("%.0f bytes a bucket (%s), want under %.0f", per, what, bound)
 	}
 	for _, st := range held {
-		st.close()
+		st.close(context.Background())
 	}
 	runtime.KeepAlive(held)
 }

@@ -93,8 +93,6 @@ func (e *envoy) step(t *testing.T, domain string, demandRate float64) float64 {
 	return admitted
 }
 
-func (s *Server) newStream() *streamState { return &streamState{s: s, watches: map[string]*watch{}} }
-
 // TestFairShareAcrossReplicas: three Envoys on two replicas sharing one
 // store and one bucket of 100/s, demand 3:1:0 then 1:1:1. After two
 // report intervals each Envoy's rate is within 10% of its share of the
@@ -118,6 +116,7 @@ func TestFairShareAcrossReplicas(t *testing.T) {
 					total += e.step(t, "edge", demands[i])
 					time.Sleep(interval / time.Duration(len(envoys)))
 				}
+				t.Logf("round %d: %.1f %.1f %.1f admitted %.0f", round, envoys[0].rate, envoys[1].rate, envoys[2].rate, total)
 				if round >= 3 { // after the first two report intervals
 					admitted += total
 				}
@@ -145,13 +144,16 @@ func TestFairShareAcrossReplicas(t *testing.T) {
 		// Replica 1 restarts: its Envoy's stream moves to a new replica
 		// (a new Server on the same store), which knows nothing of it.
 		r3 := New(Options{Config: r1.srv.o.Config, Charger: r1.svc})
-		envoys[0].st.close()
+		envoys[0].st.close(context.Background())
 		envoys[0] = &envoy{st: r3.newStream(), bucket: bucket, rate: envoys[0].rate, started: true}
 		rates, fleet = run([]float64{200, 100, 100}, 7)
 		t.Logf("after the move, 2:1:1 → %.1f %.1f %.1f /s, admitted %.1f/s", rates[0], rates[1], rates[2], fleet)
 		within(t, "moved", rates[0], 50, 0.1)
 		within(t, "stayed", rates[1], 25, 0.1)
 		within(t, "moved fleet", fleet, 100, 0.05)
+		for _, e := range envoys {
+			e.st.close(context.Background())
+		}
 	})
 }
 
@@ -196,6 +198,7 @@ func TestTTLAndAbandon(t *testing.T) {
 		if a = send(1, 0); a.GetQuotaAssignmentAction() == nil {
 			t.Errorf("resubscription answered %v", a)
 		}
+		st.close(context.Background())
 	})
 }
 
@@ -231,6 +234,7 @@ func TestSharesLeaveRoomForRLS(t *testing.T) {
 		secs := 6 * interval.Seconds()
 		t.Logf("quota %.1f/s, RLS %.1f/s, together %.1f/s; last share %.1f/s", quota/secs, rls/secs, (quota+rls)/secs, e.rate)
 		within(t, "together", (quota+rls)/secs, 100, 0.05)
+		e.st.close(context.Background())
 	})
 }
 
@@ -245,10 +249,13 @@ func (s *countingStore) Acquire(ctx context.Context, p *cascade.Plan) (cascade.D
 	return s.Store.Acquire(ctx, p)
 }
 
-// TestStoreCallsPerReport: the store sees one call per bucket per report,
-// whatever the request rate: 3 Envoys, 2 buckets, 6 reports each, at 10
-// and at 10,000 requests a second.
-func TestStoreCallsPerReport(t *testing.T) {
+// TestStoreCallsPerSlot: a replica charges each bucket once a report
+// slot, however many of its streams report it and whatever the request
+// rate: 3 Envoys on one replica, 2 buckets, 6 reports each, at 10 and at
+// 10,000 requests a second: a first charge per bucket to learn its
+// limits, one per bucket per slot, and one per bucket when the last
+// stream leaves.
+func TestStoreCallsPerSlot(t *testing.T) {
 	for _, rate := range []float64{10, 10_000} {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t, testYAML, Options{})
@@ -256,18 +263,25 @@ func TestStoreCallsPerReport(t *testing.T) {
 			svc := service.New(st, func() *descriptors.Config { return r.cfg })
 			srv := New(Options{Config: func() *descriptors.Config { return r.cfg }, Charger: svc})
 			var envoys []*envoy
+			var streams []*streamState
 			for range 3 {
 				s := srv.newStream()
+				streams = append(streams, s)
 				envoys = append(envoys, &envoy{st: s, bucket: tenant("a", "/x")}, &envoy{st: s, bucket: tenant("b", "/y")})
 			}
+			start := time.Now()
 			for range 6 {
 				for _, e := range envoys {
 					e.step(t, "edge", rate)
 				}
 				time.Sleep(interval)
 			}
-			if got := st.calls.Load(); got != 3*2*6 {
-				t.Errorf("%v requests/s: %d store calls, want %d (streams × buckets × reports)", rate, got, 3*2*6)
+			slots := slotOf(time.Now()) - slotOf(start)
+			for _, s := range streams {
+				s.close(context.Background())
+			}
+			if got, want := st.calls.Load(), 2+2*slots+2; got != want {
+				t.Errorf("%v requests/s: %d store calls, want %d (2 buckets: a first charge, %d slots, the last stream's leaving)", rate, got, want, slots)
 			}
 		})
 	}

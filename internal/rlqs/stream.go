@@ -46,13 +46,13 @@ type (
 // malformed message ends the stream with InvalidArgument (or
 // ResourceExhausted past a bound) naming what is wrong.
 func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, response]) error {
-	st := &streamState{s: s, watches: map[string]*watch{}}
+	st := s.newStream()
+	ctx := stream.Context()
 	s.o.Observer.Streams(1)
 	defer func() {
-		st.close()
+		st.close(ctx)
 		s.o.Observer.Streams(-1)
 	}()
-	ctx := stream.Context()
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -74,6 +74,9 @@ func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, 
 	}
 }
 
+// newStream is the state of a new stream.
+func (s *Server) newStream() *streamState { return &streamState{s: s, watches: map[string]*watch{}} }
+
 // streamState is what one stream holds: its domain and the buckets it
 // watches, by key.
 type streamState struct {
@@ -91,13 +94,10 @@ type watch struct {
 	// last is the bucket's last report, active its last report with
 	// demand (or its subscription).
 	last, active time.Time
-	// meter and allowed are the store's demand and allowed meters, and
-	// remaining what each limit of the bucket held, after the stream's last
-	// charge at meterAt, when metered.
-	meter, allowed int64
-	remaining      []int64
-	meterAt        time.Time
-	metered        bool
+	// entry is the bucket as this replica pools it; rate is the stream's
+	// demand rate in it (negative: unknown yet), guarded by entry.mu.
+	entry *entry
+	rate  float64
 	// grant is the last token bucket assigned (see steady).
 	grant grant
 }
@@ -182,26 +182,26 @@ func (st *streamState) watchOf(i int, u *usage, now time.Time) (*watch, bool, er
 	if st.bytes+size > o.MaxStreamBytes {
 		return nil, false, st.fail(codes.ResourceExhausted, reasonStreamBytes, at+"the stream's bucket ids would hold "+strconv.Itoa(st.bytes+size)+" bytes; at most "+strconv.Itoa(o.MaxStreamBytes))
 	}
-	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now}
+	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now, rate: -1}
 	st.watches[key] = w
 	st.bytes += size
-	st.s.shared.join(st.domain+"\x00"+key, w)
+	w.entry = st.s.pool.join(st.domain+"\x00"+key, st.domain, w)
 	o.Observer.Buckets(1)
 	return w, true, nil
 }
 
 // drop ends the stream's watch of w.
-func (st *streamState) drop(w *watch) {
+func (st *streamState) drop(ctx context.Context, w *watch) {
 	delete(st.watches, w.key)
 	st.bytes -= w.bytes
-	st.s.shared.leave(st.domain+"\x00"+w.key, w)
+	st.s.pool.leave(ctx, st.domain+"\x00"+w.key, w)
 	st.s.o.Observer.Buckets(-1)
 }
 
 // close drops every watch.
-func (st *streamState) close() {
+func (st *streamState) close(ctx context.Context) {
 	for _, w := range st.watches {
-		st.drop(w)
+		st.drop(ctx, w)
 	}
 }
 
