@@ -71,7 +71,9 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	frac := fraction(v.demand)
 	o.Observer.Share(frac)
 	g, r := shareOf(q, frac, v.known, v.charged, v.external, o.TTL)
+	w.entry.mu.Lock()
 	g = w.steady(g)
+	w.entry.mu.Unlock()
 	if o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		o.Logger.WithFields(logrus.Fields{
 			"bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
@@ -105,20 +107,24 @@ func (st *streamState) take(ctx context.Context, w *watch, entries []descriptors
 	}
 	e.entries = entries
 	e.pending = satAdd(e.pending, allowed)
-	now := st.s.now()
-	charge := e.state.calls == 0 || e.stale(now)
+	call := e.callFor(st.s.now())
 	e.mu.Unlock()
-	if charge {
-		if err := st.s.pool.charge(ctx, e, chargeSlot); err != nil {
+	if call >= 0 {
+		if err := st.s.pool.charge(ctx, e, call); err != nil {
 			return view{}, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
 		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := &e.state
-	if s.err != nil {
-		return view{}, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(s.err).Message())
+	if err := e.state.err; err != nil {
+		return view{}, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
 	}
+	return e.viewOf(w), nil
+}
+
+// viewOf is what w's answer is computed from now. e.mu held.
+func (e *entry) viewOf(w *watch) view {
+	s := &e.state
 	v := view{q: s.q, calls: s.calls, known: s.known, charged: s.charged, external: s.external}
 	v.own, v.local, v.streams, v.others = w.rate, e.localRate(), len(e.members), s.others
 	if rest := s.fleet - s.mine; s.q.Metered && rest > 1e-3 {
@@ -127,7 +133,7 @@ func (st *streamState) take(ctx context.Context, w *watch, entries []descriptors
 		// but others use the bucket, the fleet is unknown: see fraction.)
 		v.fleet = rest + v.local
 	}
-	return v, nil
+	return v
 }
 
 // externalRate is the rate, in tokens per second, at which limit l was

@@ -17,8 +17,9 @@ import (
 
 // A replica pools its streams' reports of a bucket and charges them to
 // the store once a report slot (wall-clock time in reportInterval slots;
-// the replica's charges at an offset into each slot under half a slot,
-// drawn at start so that replicas spread their calls). So the store sees
+// the replica's charges at an offset into each slot, from half to nine
+// tenths of a slot, drawn at start so that replicas spread their calls,
+// late in the slot so that the slot's reports are in). So the store sees
 // one write per bucket per replica per slot, however many Envoys report
 // the bucket here.
 //
@@ -66,7 +67,7 @@ type pool struct {
 func newPool(s *Server) *pool {
 	return &pool{
 		s:       s,
-		offset:  time.Duration(rand.Int64N(int64(reportInterval / 2))),
+		offset:  reportInterval/2 + time.Duration(rand.Int64N(int64(reportInterval*2/5))),
 		entries: map[string]*entry{},
 		wake:    make(chan struct{}, 1),
 	}
@@ -113,7 +114,8 @@ type quotaState struct {
 	// fleet is the fleet's demand rate the last answer read, mine this
 	// replica's part of it, and others whether anyone else uses the
 	// bucket: the rest is someone's rate, or the allowed meter fell by
-	// more than ours, the allowed requests this entry charged.
+	// half a request more than ours, the allowed requests this entry
+	// charged (the meter refills a token a minute).
 	fleet, mine float64
 	ours        float64
 	others      bool
@@ -126,6 +128,20 @@ func slotOf(t time.Time) int64 { return t.UnixNano() / int64(reportInterval) }
 // keeps in the meters before a report charges the slot at once rather
 // than at the replica's offset.
 const changedRate = 0.1
+
+// callFor is the call a report at now makes before it is answered: the
+// bucket's first (a slot's charge, to learn its limits), the slot's
+// charge when the rate kept is stale, a read when the last reading is
+// older than freshWithin; or none (-1). e.mu held.
+func (e *entry) callFor(now time.Time) int {
+	switch {
+	case e.state.calls == 0 || e.stale(now):
+		return chargeSlot
+	case now.Sub(e.state.at) >= freshWithin:
+		return chargeRead
+	}
+	return -1
+}
 
 // stale reports whether the rate e keeps in the meters is off its local
 // rate by more than changedRate and the slot of now has had no charge:
@@ -248,7 +264,15 @@ const (
 	chargeSlot = iota
 	// chargeLast: the last stream left; the rate is taken back.
 	chargeLast
+	// chargeRead charges nothing and reads what the bucket holds: a
+	// report answered from a reading older than freshWithin reads anew
+	// (on DynamoDB a read, not a write).
+	chargeRead
 )
+
+// freshWithin is how old a bucket's last reading may be and still answer
+// a report: the reports of a replica's Envoys within it share one read.
+const freshWithin = reportInterval / 5
 
 // charge makes one store call for e: the allowed requests pending and,
 // for kind, the demand meters' adjustments; a slot's charge when the slot
@@ -264,13 +288,15 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		e.mu.Unlock()
 		return nil
 	}
-	c := service.QuotaCharge{Allowed: e.pending}
-	e.pending = 0
+	var c service.QuotaCharge
 	keep := int64(0)
-	if kind == chargeSlot {
-		keep = int64(math.Round(e.localRate() * float64(demandScale)))
+	if kind != chargeRead {
+		c.Allowed, e.pending = e.pending, 0
+		if kind == chargeSlot {
+			keep = int64(math.Round(e.localRate() * float64(demandScale)))
+		}
+		c.Demand = e.state.adjust(slot, keep)
 	}
-	c.Demand = e.state.adjust(slot, keep)
 	entries, domain := e.entries, e.domain
 	e.mu.Unlock()
 
@@ -288,7 +314,7 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		// Envoy admitted them: charge them at the next slot. The meters'
 		// adjustment is unknown: the next slot's starts over.
 		e.pending = satAdd(e.pending, c.Allowed)
-		st.keptOK = false
+		st.keptOK = st.keptOK && kind == chargeRead
 		p.s.o.Observer.ChargeFailed()
 		st.known = false
 		if q.Limits != nil || q.Unlimited || !st.q.Matched {
@@ -297,12 +323,17 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		return nil
 	}
 	st.err = nil
-	st.kept, st.keptSlot, st.keptOK = keep, slot, true
+	if kind != chargeRead {
+		st.kept, st.keptSlot, st.keptOK = keep, slot, true
+	}
 	p.s.o.Observer.OverAdmitted(overAdmitted(&q, c.Allowed))
 	st.update(q, float64(c.Allowed), now)
 	if q.Metered {
 		st.ours += float64(c.Allowed)
 		st.read(q, slot)
+	}
+	if kind == chargeSlot {
+		e.pushAll(p.s)
 	}
 	return nil
 }
@@ -338,7 +369,7 @@ func (st *quotaState) read(q service.Quota, slot int64) {
 		st.mine = float64(st.kept) / float64(demandScale)
 	}
 	fell := float64(tokenbucket.MaxMillitokens-q.Allowed) / float64(tokenbucket.PerToken)
-	st.others = st.fleet-st.mine > 1e-3 || fell >= st.ours+1
+	st.others = st.fleet-st.mine > 1e-3 || fell >= st.ours+0.5
 }
 
 // localRate is the sum of the members' known demand rates. e.mu held.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -49,7 +50,12 @@ func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, 
 	st := s.newStream()
 	ctx := stream.Context()
 	s.o.Observer.Streams(1)
+	done := make(chan struct{})
+	var pusher sync.WaitGroup
+	pusher.Go(func() { st.outbox.pushLoop(ctx, done, stream.Send) })
 	defer func() {
+		close(done)
+		pusher.Wait()
 		st.close(ctx)
 		s.o.Observer.Streams(-1)
 	}()
@@ -68,14 +74,16 @@ func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, 
 		if len(resp.GetBucketAction()) == 0 {
 			continue
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := st.outbox.send(stream.Send, resp); err != nil {
 			return err
 		}
 	}
 }
 
 // newStream is the state of a new stream.
-func (s *Server) newStream() *streamState { return &streamState{s: s, watches: map[string]*watch{}} }
+func (s *Server) newStream() *streamState {
+	return &streamState{s: s, watches: map[string]*watch{}, outbox: newOutbox()}
+}
 
 // streamState is what one stream holds: its domain and the buckets it
 // watches, by key.
@@ -84,6 +92,7 @@ type streamState struct {
 	domain  string
 	watches map[string]*watch
 	bytes   int // of the watched buckets' ids
+	outbox  *outbox
 }
 
 // watch is one bucket a stream watches.
@@ -94,12 +103,14 @@ type watch struct {
 	// last is the bucket's last report, active its last report with
 	// demand (or its subscription).
 	last, active time.Time
-	// entry is the bucket as this replica pools it; rate is the stream's
-	// demand rate in it (negative: unknown yet), guarded by entry.mu.
-	entry *entry
-	rate  float64
-	// grant is the last token bucket assigned (see steady).
-	grant grant
+	// stream is the watching stream; entry the bucket as this replica
+	// pools it; rate the stream's demand rate in it (negative: unknown
+	// yet). rate and grant, the last token bucket assigned (see steady),
+	// are guarded by entry.mu.
+	stream *streamState
+	entry  *entry
+	rate   float64
+	grant  grant
 }
 
 // handle answers one message.
@@ -182,7 +193,7 @@ func (st *streamState) watchOf(i int, u *usage, now time.Time) (*watch, bool, er
 	if st.bytes+size > o.MaxStreamBytes {
 		return nil, false, st.fail(codes.ResourceExhausted, reasonStreamBytes, at+"the stream's bucket ids would hold "+strconv.Itoa(st.bytes+size)+" bytes; at most "+strconv.Itoa(o.MaxStreamBytes))
 	}
-	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now, rate: -1}
+	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now, rate: -1, stream: st}
 	st.watches[key] = w
 	st.bytes += size
 	w.entry = st.s.pool.join(st.domain+"\x00"+key, st.domain, w)
@@ -195,6 +206,7 @@ func (st *streamState) drop(ctx context.Context, w *watch) {
 	delete(st.watches, w.key)
 	st.bytes -= w.bytes
 	st.s.pool.leave(ctx, st.domain+"\x00"+w.key, w)
+	st.outbox.forget(w)
 	st.s.o.Observer.Buckets(-1)
 }
 
