@@ -24,10 +24,10 @@ func TestMemoryPerBucket(t *testing.T) {
 		t.Skip("allocates 100,000 buckets")
 	}
 	r := newRig(t, testYAML, Options{})
-	measure(t, r.srv, "watch, registry entry and the embedded store's item", 4096)
+	measure(t, r.srv, "watch, pool entry and the embedded store's item", 4096)
 	// The service's own part: a charger that holds nothing.
 	r.srv.o.Charger = fixedCharger{}
-	measure(t, r.srv, "watch and registry entry", 1536)
+	measure(t, r.srv, "watch and pool entry", 1536)
 }
 
 // fixedCharger answers every report with one 100/s limit, holding nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,7 +83,7 @@ type entry struct {
 	mu    sync.Mutex
 	// members are the watches of this replica's streams on the bucket;
 	// each holds its stream's demand rate.
-	members map[*watch]struct{}
+	members []*watch
 	// entries are the bucket's descriptor entries (nil: not known yet).
 	entries []descriptors.Entry
 	// pending is the allowed requests reported and not charged yet.
@@ -162,11 +163,11 @@ func (p *pool) join(key, domain string, w *watch) *entry {
 	defer p.mu.Unlock()
 	e := p.entries[key]
 	if e == nil {
-		e = &entry{domain: domain, members: map[*watch]struct{}{}}
+		e = &entry{domain: domain}
 		p.entries[key] = e
 	}
 	e.mu.Lock()
-	e.members[w] = struct{}{}
+	e.members = append(e.members, w)
 	e.mu.Unlock()
 	if !p.running {
 		p.running = true
@@ -183,7 +184,7 @@ func (p *pool) leave(ctx context.Context, key string, w *watch) {
 	last := false
 	if e != nil {
 		e.mu.Lock()
-		delete(e.members, w)
+		e.members = slices.DeleteFunc(e.members, func(m *watch) bool { return m == w })
 		last = len(e.members) == 0
 		e.mu.Unlock()
 		if last {
@@ -375,7 +376,7 @@ func (st *quotaState) read(q service.Quota, slot int64) {
 // localRate is the sum of the members' known demand rates. e.mu held.
 func (e *entry) localRate() float64 {
 	sum := 0.0
-	for w := range e.members {
+	for _, w := range e.members {
 		sum += max(w.rate, 0)
 	}
 	return sum

@@ -93,7 +93,7 @@ func (e *entry) pushAll(s *Server) {
 	if !st.known || !q.Matched || q.Unlimited || q.Shadow || q.Deny || len(q.Limits) == 0 {
 		return
 	}
-	for w := range e.members {
+	for _, w := range e.members {
 		if w.rate < 0 || w.stream == nil {
 			continue // a provisional share stands until the stream reports
 		}
