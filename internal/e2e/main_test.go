@@ -10,9 +10,8 @@ import (
 	"github.com/dynalimit/dynalimit/internal/envoytest"
 )
 
-// scenarios is how many scenarios a full run (no -run filter) must pass
-// (one more with the build tag rlqsfleet: TestRLQSFleet).
-var scenarios = 14
+// scenarios is how many scenarios a full run (no -run filter) must pass.
+const scenarios = 15
 
 func TestMain(m *testing.M) {
 	flag.Parse()

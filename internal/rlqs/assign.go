@@ -11,17 +11,23 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// assign charges one report of w's bucket and returns the bucket's action:
+// assign takes one report of w's bucket into the bucket's pooled charge
+// and returns the bucket's action:
 //   - abandon, once the bucket has reported no demand for AbandonAfter;
 //   - ALLOW_ALL when no rule limits it (no rule matches, an unlimited or
 //     replaced rule, shadow mode), as ShouldRateLimit would answer OK;
 //   - DENY_ALL for a limit of requests_per_unit 0;
-//   - otherwise a token bucket: the stream's share of the tightest limit;
+//   - otherwise a token bucket: the stream's share of the tightest limit,
+//     as the bucket's last charge left it;
 //   - nothing (nil) when the store failed before it knew the bucket's
 //     limits: Envoy keeps its assignment until its TTL runs out.
+//
+// The bucket's first report on this replica is charged at once, to learn
+// its limits; the others wait for the replica's next slot (see pool).
 func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first bool, now time.Time) (*action, error) {
 	o := &st.s.o
 	allowed, dem := u.GetNumRequestsAllowed(), demandOf(u)
@@ -31,16 +37,12 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 		// time since the stream's last report of the bucket is exact.
 		elapsed = now.Sub(w.last)
 	}
-	rate := -1.0 // unknown
-	if elapsed > 0 {
-		rate = float64(dem) / elapsed.Seconds()
-	}
 	w.last = now
 	if dem > 0 {
 		w.active = now
 	}
 	if !first && dem == 0 && now.Sub(w.active) >= o.AbandonAfter {
-		st.drop(w)
+		st.drop(ctx, w)
 		return st.pushed(abandon(w.id), kindAbandon), nil
 	}
 	cfg := o.Config()
@@ -51,78 +53,87 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	if !ok {
 		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_ALLOW_ALL, o.TTL), kindAllowAll), nil
 	}
-	q, err := o.Charger.ChargeQuota(ctx, st.domain, entries, allowed, dem)
-	known := err == nil
+	v, err := st.take(ctx, w, entries, allowed, dem, elapsed)
 	if err != nil {
-		if status.Code(err) == codes.InvalidArgument {
-			return nil, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
-		}
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-		o.Observer.ChargeFailed()
-		if q.Limits == nil && !q.Unlimited {
-			// Nothing known of the bucket's limits: no action, so that
-			// Envoy keeps its assignment until its TTL runs out.
-			return nil, nil
-		}
+		return nil, err
 	}
+	q := &v.q
 	switch {
+	case v.calls == 0 || (!v.known && q.Limits == nil && !q.Unlimited):
+		// Nothing known of the bucket's limits: no action, so that Envoy
+		// keeps its assignment until its TTL runs out.
+		return nil, nil
 	case !q.Matched || q.Unlimited || q.Shadow:
 		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_ALLOW_ALL, o.TTL), kindAllowAll), nil
 	case q.Deny:
 		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_DENY_ALL, o.TTL), kindDenyAll), nil
 	}
-	if known {
-		o.Observer.OverAdmitted(overAdmitted(&q, allowed))
-	}
-	fleet, external := st.fleet(w, &q, now)
-	d := demand{own: rate, fleet: fleet, others: othersUsed(&q, dem)}
-	d.local, d.streams = st.s.shared.report(st.domain+"\x00"+w.key, w, rate)
-	frac := fraction(d)
+	frac := fraction(v.demand)
 	o.Observer.Share(frac)
-	g, r := shareOf(&q, frac, known, float64(allowed), external, o.TTL)
+	g, r := shareOf(q, frac, v.known, v.charged, v.external, o.TTL)
+	w.entry.mu.Lock()
 	g = w.steady(g)
+	w.entry.mu.Unlock()
 	if o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		o.Logger.WithFields(logrus.Fields{
-			"bucket": w.key, "allowed": allowed, "demand": dem, "own": d.own, "local": d.local, "fleet": d.fleet,
-			"others": d.others, "external": external, "fraction": frac, "rate": r,
+			"bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
+			"others": v.others, "external": v.external, "fraction": frac, "rate": r,
 			"tokens_per_fill": g.tokensPerFill, "fill_interval": g.fillInterval, "max_tokens": g.maxTokens,
 		}).Debug("rlqs assignment")
 	}
 	return st.pushed(tokenBucket(w.id, g, o.TTL), kindTokenBucket), nil
 }
 
-// fleet reads the store's meters since this stream's last report of the
-// bucket: the fleet's demand rate (what every replica charged to the
-// demand meter, over the time in between), and for each limit the rate
-// at which something other than quota reports consumed it (its fall, less
-// what the allowed meter says the reports charged): ShouldRateLimit
-// decisions, or other buckets on a shared parent level. Both are unknown
-// (0, nil) until the stream has read the meters twice; a limit that may
-// have been full in between tells nothing (0).
-func (st *streamState) fleet(w *watch, q *service.Quota, now time.Time) (float64, []float64) {
-	if !q.Metered {
-		return 0, nil
+// view is what a report's answer is computed from: the bucket's last
+// charge, and the demand as this replica knows it now.
+type view struct {
+	demand
+	q        service.Quota
+	calls    int
+	known    bool
+	charged  float64
+	external []float64
+}
+
+// take adds a report of w's bucket (allowed of dem requests over elapsed)
+// to its entry, charging the entry at once when it has never been, and
+// returns what the answer is computed from; or the stream error the store
+// refused the bucket with.
+func (st *streamState) take(ctx context.Context, w *watch, entries []descriptors.Entry, allowed, dem uint64, elapsed time.Duration) (view, error) {
+	e := w.entry
+	e.mu.Lock()
+	if elapsed > 0 {
+		w.rate = float64(dem) / elapsed.Seconds()
 	}
-	var rate float64
-	var external []float64
-	if elapsed := now.Sub(w.meterAt); w.metered && elapsed > 0 {
-		rate = service.DemandRate(tokenbucket.Millitokens(w.meter), q.Demand, elapsed)
-		reported := service.DemandRate(tokenbucket.Millitokens(w.allowed), q.Allowed, elapsed)
-		if len(w.remaining) == len(q.Limits) {
-			external = make([]float64, len(q.Limits))
-			for i, l := range q.Limits {
-				external[i] = externalRate(l, w.remaining[i], elapsed, reported)
-			}
+	e.entries = entries
+	e.pending = satAdd(e.pending, allowed)
+	call := e.callFor(st.s.now())
+	e.mu.Unlock()
+	if call >= 0 {
+		if err := st.s.pool.charge(ctx, e, call); err != nil {
+			return view{}, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
 		}
 	}
-	w.meter, w.allowed, w.meterAt, w.metered = int64(q.Demand), int64(q.Allowed), now, true
-	w.remaining = w.remaining[:0]
-	for _, l := range q.Limits {
-		w.remaining = append(w.remaining, int64(l.Remaining))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.state.err; err != nil {
+		return view{}, st.fail(codes.InvalidArgument, reasonInvalidBucket, status.Convert(err).Message())
 	}
-	return rate, external
+	return e.viewOf(w), nil
+}
+
+// viewOf is what w's answer is computed from now. e.mu held.
+func (e *entry) viewOf(w *watch) view {
+	s := &e.state
+	v := view{q: s.q, calls: s.calls, known: s.known, charged: s.charged, external: s.external}
+	v.own, v.local, v.streams, v.others = w.rate, e.localRate(), len(e.members), s.others
+	if rest := s.fleet - s.mine; s.q.Metered && rest > 1e-3 {
+		// The fleet's demand as the last call read it, with this
+		// replica's part as it is now. (When the rest is nobody's rate
+		// but others use the bucket, the fleet is unknown: see fraction.)
+		v.fleet = rest + v.local
+	}
+	return v
 }
 
 // externalRate is the rate, in tokens per second, at which limit l was
@@ -164,16 +175,6 @@ func (w *watch) steady(g grant) grant {
 	}
 	w.grant = g
 	return g
-}
-
-// othersUsed reports whether the bucket's demand meter held demand
-// before this report charged dem to it.
-func othersUsed(q *service.Quota, dem uint64) bool {
-	if !q.Metered {
-		return false
-	}
-	before := float64(q.Demand) + float64(min(dem, service.MaxHits))*float64(tokenbucket.PerToken)
-	return before < float64(tokenbucket.MaxMillitokens)
 }
 
 // overAdmitted is how many of a report's allowed requests the limits

@@ -24,16 +24,16 @@ func TestMemoryPerBucket(t *testing.T) {
 		t.Skip("allocates 100,000 buckets")
 	}
 	r := newRig(t, testYAML, Options{})
-	measure(t, r.srv, "watch, registry entry and the embedded store's item", 4096)
+	measure(t, r.srv, "watch, pool entry and the embedded store's item", 4096)
 	// The service's own part: a charger that holds nothing.
 	r.srv.o.Charger = fixedCharger{}
-	measure(t, r.srv, "watch and registry entry", 1536)
+	measure(t, r.srv, "watch and pool entry", 1536)
 }
 
 // fixedCharger answers every report with one 100/s limit, holding nothing.
 type fixedCharger struct{}
 
-func (fixedCharger) ChargeQuota(context.Context, string, []descriptors.Entry, uint64, uint64) (service.Quota, error) {
+func (fixedCharger) ChargeQuota(context.Context, string, []descriptors.Entry, service.QuotaCharge) (service.Quota, error) {
 	return service.Quota{Matched: true, Limits: []service.QuotaLimit{{Bucket: tokenbucket.Limit{Capacity: 100_000, RefillAmount: 100_000, RefillPeriod: time.Second}}}}, nil
 }
 
@@ -68,7 +68,7 @@ func measure(t *testing.T, srv *Server, what string, bound float64) {
 		t.Errorf("%.0f bytes a bucket (%s), want under %.0f", per, what, bound)
 	}
 	for _, st := range held {
-		st.close()
+		st.close(context.Background())
 	}
 	runtime.KeepAlive(held)
 }

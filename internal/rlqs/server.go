@@ -2,7 +2,6 @@ package rlqs
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -31,7 +30,7 @@ const (
 
 // Charger charges a quota report to the store: *service.Service.
 type Charger interface {
-	ChargeQuota(ctx context.Context, domain string, entries []descriptors.Entry, allowed, demand uint64) (service.Quota, error)
+	ChargeQuota(ctx context.Context, domain string, entries []descriptors.Entry, c service.QuotaCharge) (service.Quota, error)
 }
 
 // Observer records what the server does; metrics.RLQS implements it. Its
@@ -82,9 +81,9 @@ type Options struct {
 // it with New; it is safe for concurrent use.
 type Server struct {
 	rlqspb.UnimplementedRateLimitQuotaServiceServer
-	o      Options
-	now    func() time.Time
-	shared registry
+	o    Options
+	now  func() time.Time
+	pool *pool
 }
 
 // New returns a Server with o's settings.
@@ -111,66 +110,14 @@ func New(o Options) *Server {
 		o.Logger = logrus.NewEntry(logrus.StandardLogger())
 	}
 	o.Logger = o.Logger.WithField("component", "rlqs")
-	return &Server{o: o, now: time.Now, shared: registry{buckets: map[string]*sharedBucket{}}}
+	s := &Server{o: o, now: time.Now}
+	s.pool = newPool(s)
+	return s
 }
 
 // Register registers s on gs (either gRPC transport).
 func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	rlqspb.RegisterRateLimitQuotaServiceServer(gs, s)
-}
-
-// registry is what the streams of this replica watch, bucket by bucket:
-// their demand, for provisional and local shares.
-type registry struct {
-	mu      sync.Mutex
-	buckets map[string]*sharedBucket
-}
-
-// sharedBucket is one bucket (domain and id) as this replica's streams
-// watch it: each watcher's last demand rate (negative: unknown yet).
-type sharedBucket struct {
-	watchers map[*watch]float64
-}
-
-// join adds w to the bucket key's watchers.
-func (r *registry) join(key string, w *watch) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.buckets[key]
-	if b == nil {
-		b = &sharedBucket{watchers: map[*watch]float64{}}
-		r.buckets[key] = b
-	}
-	b.watchers[w] = -1
-}
-
-// leave removes w from the bucket key's watchers.
-func (r *registry) leave(key string, w *watch) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if b := r.buckets[key]; b != nil {
-		delete(b.watchers, w)
-		if len(b.watchers) == 0 {
-			delete(r.buckets, key)
-		}
-	}
-}
-
-// report records w's demand rate (negative: unknown) and returns the sum
-// of the known rates of the bucket's watchers and how many they are.
-func (r *registry) report(key string, w *watch, rate float64) (float64, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.buckets[key]
-	if b == nil {
-		return max(rate, 0), 1
-	}
-	b.watchers[w] = rate
-	sum := 0.0
-	for _, d := range b.watchers {
-		sum += max(d, 0)
-	}
-	return sum, len(b.watchers)
 }
 
 type nopObserver struct{}

@@ -39,28 +39,30 @@ type demand struct {
 //   - 0 when it demands nothing while others do: it gives its share back
 //     (the assignment keeps a trickle, see tokenRate).
 func fraction(d demand) float64 {
-	n := max(d.streams, 1)
 	if d.own < 0 {
-		if n == 1 && d.others {
-			n = 2 // someone else uses it: provisionally half
-		}
-		if n == 1 || d.local <= 0 {
+		// A newcomer: provisionally as much as the average of this
+		// replica's other streams, or 1/n of the n streams known to use
+		// the bucket (anyone elsewhere counting as one).
+		if others := d.streams - 1; others > 0 && d.local > 0 {
+			d.own = d.local / float64(others)
+			d.local += d.own
+			d.fleet += d.own
+		} else {
+			n := max(d.streams, 1)
+			if d.others {
+				n++
+			}
 			return 1 / float64(n)
 		}
-		// A newcomer among streams whose demand is known: provisionally
-		// as much as their average.
-		d.own = d.local / float64(n-1)
-		d.local += d.own
-		d.fleet += d.own
 	}
 	if d.fleet <= 0 && d.others {
-		// The store has not told the fleet's demand yet, but others use
-		// the bucket: provisionally as much as this replica's.
+		// The store has not told the fleet's demand, but others use the
+		// bucket: provisionally as much as this replica's.
 		d.fleet = 2 * max(d.local, d.own)
 	}
 	total := max(d.fleet, d.local, d.own)
 	if total <= 0 {
-		return 1 / float64(n)
+		return 1 / float64(max(d.streams, 1))
 	}
 	return min(d.own/total, 1)
 }

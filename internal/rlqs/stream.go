@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -46,13 +47,18 @@ type (
 // malformed message ends the stream with InvalidArgument (or
 // ResourceExhausted past a bound) naming what is wrong.
 func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, response]) error {
-	st := &streamState{s: s, watches: map[string]*watch{}}
+	st := s.newStream()
+	ctx := stream.Context()
 	s.o.Observer.Streams(1)
+	done := make(chan struct{})
+	var pusher sync.WaitGroup
+	pusher.Go(func() { st.outbox.pushLoop(ctx, done, stream.Send) })
 	defer func() {
-		st.close()
+		close(done)
+		pusher.Wait()
+		st.close(ctx)
 		s.o.Observer.Streams(-1)
 	}()
-	ctx := stream.Context()
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -68,10 +74,15 @@ func (s *Server) StreamRateLimitQuotas(stream grpc.BidiStreamingServer[reports, 
 		if len(resp.GetBucketAction()) == 0 {
 			continue
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := st.outbox.send(stream.Send, resp); err != nil {
 			return err
 		}
 	}
+}
+
+// newStream is the state of a new stream.
+func (s *Server) newStream() *streamState {
+	return &streamState{s: s, watches: map[string]*watch{}, outbox: newOutbox()}
 }
 
 // streamState is what one stream holds: its domain and the buckets it
@@ -81,6 +92,7 @@ type streamState struct {
 	domain  string
 	watches map[string]*watch
 	bytes   int // of the watched buckets' ids
+	outbox  *outbox
 }
 
 // watch is one bucket a stream watches.
@@ -91,15 +103,14 @@ type watch struct {
 	// last is the bucket's last report, active its last report with
 	// demand (or its subscription).
 	last, active time.Time
-	// meter and allowed are the store's demand and allowed meters, and
-	// remaining what each limit of the bucket held, after the stream's last
-	// charge at meterAt, when metered.
-	meter, allowed int64
-	remaining      []int64
-	meterAt        time.Time
-	metered        bool
-	// grant is the last token bucket assigned (see steady).
-	grant grant
+	// stream is the watching stream; entry the bucket as this replica
+	// pools it; rate the stream's demand rate in it (negative: unknown
+	// yet). rate and grant, the last token bucket assigned (see steady),
+	// are guarded by entry.mu.
+	stream *streamState
+	entry  *entry
+	rate   float64
+	grant  grant
 }
 
 // handle answers one message.
@@ -182,26 +193,27 @@ func (st *streamState) watchOf(i int, u *usage, now time.Time) (*watch, bool, er
 	if st.bytes+size > o.MaxStreamBytes {
 		return nil, false, st.fail(codes.ResourceExhausted, reasonStreamBytes, at+"the stream's bucket ids would hold "+strconv.Itoa(st.bytes+size)+" bytes; at most "+strconv.Itoa(o.MaxStreamBytes))
 	}
-	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now}
+	w := &watch{key: key, id: u.GetBucketId(), bytes: size, last: now, active: now, rate: -1, stream: st}
 	st.watches[key] = w
 	st.bytes += size
-	st.s.shared.join(st.domain+"\x00"+key, w)
+	w.entry = st.s.pool.join(st.domain+"\x00"+key, st.domain, w)
 	o.Observer.Buckets(1)
 	return w, true, nil
 }
 
 // drop ends the stream's watch of w.
-func (st *streamState) drop(w *watch) {
+func (st *streamState) drop(ctx context.Context, w *watch) {
 	delete(st.watches, w.key)
 	st.bytes -= w.bytes
-	st.s.shared.leave(st.domain+"\x00"+w.key, w)
+	st.s.pool.leave(ctx, st.domain+"\x00"+w.key, w)
+	st.outbox.forget(w)
 	st.s.o.Observer.Buckets(-1)
 }
 
 // close drops every watch.
-func (st *streamState) close() {
+func (st *streamState) close(ctx context.Context) {
 	for _, w := range st.watches {
-		st.drop(w)
+		st.drop(ctx, w)
 	}
 }
 

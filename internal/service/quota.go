@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -17,18 +18,23 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
-// DemandLimit is the name of the demand meter that ChargeQuota keeps in a
-// descriptor's own bucket item beside its limits: a bucket of
-// tokenbucket.MaxMillitokens that refills one token a minute, charged the
-// requests (allowed and denied) that quota reports said the bucket was
-// asked. Its level falls by the fleet's demand and rises by one token a
-// minute, so that two readings tell the demand in between (DemandRate),
-// and a reading below full tells that the bucket had demand in the last
-// minutes.
-// Its name cannot be a configured limit's: those never start with '~'.
-const DemandLimit = "~rlqs.demand"
+// DemandLimits are the names of the three demand meters that ChargeQuota
+// keeps in a descriptor's own bucket item beside its limits: buckets of
+// tokenbucket.MaxMillitokens that refill one token a minute. They hold
+// levels, not flows: each replica keeps its demand rate charged to the
+// meter of the current epoch (and refunds it from the last epoch's when
+// it moves on), and resets the next epoch's meter to full, so that the
+// deficits of the current and the last meters add up to the fleet's
+// demand rate, a replica that stopped counting until the epoch after its
+// last write has passed (see internal/rlqs).
+// Their names cannot be a configured limit's: those never start with '~'.
+var DemandLimits = [3]string{"~rlqs.demand.0", "~rlqs.demand.1", "~rlqs.demand.2"}
 
-// AllowedLimit is the name of the allowed meter, DemandLimit's twin charged
+// MeterReset, as a QuotaCharge's demand adjustment, refunds a meter to
+// full.
+const MeterReset = math.MinInt64
+
+// AllowedLimit is the name of the allowed meter, the demand meters' twin charged
 // the requests quota reports said were allowed: with it a reader tells the
 // consumption of a limit by quota reports from the rest (ShouldRateLimit
 // decisions, and other buckets on a parent level).
@@ -64,10 +70,23 @@ type Quota struct {
 	// Limits are the bucket's limits: every limit of the matched rule and
 	// of every level of its hierarchy, in tier order.
 	Limits []QuotaLimit
-	// Demand and Allowed are the levels of the demand and allowed meters
-	// after the charge (see DemandLimit, AllowedLimit), when Metered.
-	Demand, Allowed tokenbucket.Millitokens
-	Metered         bool
+	// Demand are the levels of the demand meters, and Allowed the allowed
+	// meter's, after the charge (see DemandLimits, AllowedLimit), when
+	// Metered.
+	Demand  [3]tokenbucket.Millitokens
+	Allowed tokenbucket.Millitokens
+	Metered bool
+}
+
+// QuotaCharge is what one ChargeQuota call charges a quota bucket.
+type QuotaCharge struct {
+	// Allowed is the requests Envoy admitted, charged to the bucket's
+	// limits and to the allowed meter.
+	Allowed uint64
+	// Demand adjusts each demand meter, in millitokens: charged when
+	// positive, refunded when negative, refunded to full for MeterReset,
+	// read for 0.
+	Demand [3]int64
 }
 
 // QuotaLimit is one limit a quota bucket is charged to.
@@ -84,20 +103,20 @@ type QuotaLimit struct {
 	Depth int
 }
 
-// ChargeQuota charges one quota report of a bucket whose entries are
-// entries in domain: allowed requests are charged (debited even past zero:
+// ChargeQuota charges quota reports of a bucket whose entries are entries
+// in domain: c.Allowed requests are charged (debited even past zero:
 // Envoy already admitted them) to every limit that a ShouldRateLimit
 // request with those entries would debit, the same bucket items, tiers,
-// stored ancestors and namespaces, and demand (allowed and denied) to the
-// bucket's demand meter, all in one plan: one store call. A report with
-// nothing allowed checks the limits without debiting them.
+// stored ancestors and namespaces, and c.Demand adjusts the bucket's
+// demand meters, all in one plan: one store call. A charge with nothing
+// allowed checks the limits without debiting them.
 //
 // It returns the bucket's limits with what remains of each. A store
 // failure returns the limits (without what remains) and the error.
 // InvalidArgument errors name a malformed bucket (an entry past the
 // request limits, an empty entity) or a priced domain, which quota reports
 // cannot cost.
-func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []descriptors.Entry, allowed, demand uint64) (Quota, error) {
+func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []descriptors.Entry, c QuotaCharge) (Quota, error) {
 	cfg := s.config()
 	if cfg == nil {
 		return Quota{}, status.Error(codes.Unavailable, "service: no rate limit configuration loaded")
@@ -105,7 +124,7 @@ func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []desc
 	if cfg.Prices(domain) != nil {
 		return Quota{}, status.Error(codes.InvalidArgument, "service: domain "+domain+" has prices; quota reports carry no token counts")
 	}
-	req := quotaRequest(domain, entries, allowed)
+	req := quotaRequest(domain, entries, c.Allowed)
 	items, err := s.parse(req)
 	if err != nil {
 		return Quota{}, s.refuse(err)
@@ -137,11 +156,14 @@ func (s *Service) ChargeQuota(ctx context.Context, domain string, entries []desc
 		return q, nil
 	}
 	key := it.rule.tiers[0].key
-	plan.Debits = append(plan.Debits, meterDebit(key, DemandLimit, demand), meterDebit(key, AllowedLimit, allowed))
+	for i, name := range DemandLimits {
+		plan.Debits = append(plan.Debits, levelDebit(key, name, c.Demand[i]))
+	}
+	plan.Debits = append(plan.Debits, meterDebit(key, AllowedLimit, c.Allowed))
 	return s.acquireQuota(ctx, &plan, q)
 }
 
-// acquireQuota has the store decide plan, whose last two debits are the
+// acquireQuota has the store decide plan, whose last four debits are the
 // demand and allowed meters', and reads what remains into q.
 func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota) (Quota, error) {
 	dec, err := s.store.Acquire(ctx, plan)
@@ -162,12 +184,15 @@ func (s *Service) acquireQuota(ctx context.Context, plan *cascade.Plan, q Quota)
 		}
 	}
 	n := len(dec.Statuses)
-	q.Demand, q.Allowed, q.Metered = dec.Statuses[n-2].Remaining, dec.Statuses[n-1].Remaining, true
-	s.resetMeters(ctx, plan.Debits[n-2:], q.Demand, q.Allowed)
+	for i := range q.Demand {
+		q.Demand[i] = dec.Statuses[n-4+i].Remaining
+	}
+	q.Allowed, q.Metered = dec.Statuses[n-1].Remaining, true
+	s.resetMeters(ctx, plan.Debits[n-1:], q.Allowed)
 	return q, nil
 }
 
-// resetMeters credits the meters of debits (demand, allowed) found below
+// resetMeters credits the meters of debits (the allowed meter) found below
 // meterFloor, in one store call.
 func (s *Service) resetMeters(ctx context.Context, debits []cascade.Debit, levels ...tokenbucket.Millitokens) {
 	var p cascade.Plan
@@ -224,6 +249,21 @@ func meterDebit(key cascade.Key, name string, n uint64) cascade.Debit {
 	d := cascade.Debit{Key: key, Limit: name, Bucket: DemandMeter, Op: cascade.Check, Role: cascade.Advisory}
 	if n > 0 {
 		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(n, MaxHits))*tokenbucket.PerToken
+	}
+	return d
+}
+
+// levelDebit adjusts the demand meter name of the bucket item key by adj
+// millitokens (see QuotaCharge.Demand).
+func levelDebit(key cascade.Key, name string, adj int64) cascade.Debit {
+	d := cascade.Debit{Key: key, Limit: name, Bucket: DemandMeter, Op: cascade.Check, Role: cascade.Advisory}
+	switch {
+	case adj == MeterReset:
+		d.Op, d.Amount = cascade.Refund, tokenbucket.MaxMillitokens
+	case adj > 0:
+		d.Op, d.Amount = cascade.Charge, tokenbucket.Millitokens(min(adj, int64(tokenbucket.MaxMillitokens)))
+	case adj < 0:
+		d.Op, d.Amount = cascade.Refund, tokenbucket.Millitokens(min(-adj, int64(tokenbucket.MaxMillitokens)))
 	}
 	return d
 }

@@ -47,7 +47,7 @@ func TestChargeQuotaEveryLevel(t *testing.T) {
 	svc := quotaService(t)
 	ctx := context.Background()
 	entries := []descriptors.Entry{{Key: "tenant", Value: "acme"}, {Key: "api_key", Value: "k1"}}
-	q, err := svc.ChargeQuota(ctx, "llm", entries, 40, 45)
+	q, err := svc.ChargeQuota(ctx, "llm", entries, service.QuotaCharge{Allowed: 40, Demand: [3]int64{0, 45_000, 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,16 +63,38 @@ func TestChargeQuotaEveryLevel(t *testing.T) {
 	if got := q.Limits[1].Remaining; got != 10*tokenbucket.PerToken {
 		t.Errorf("tenant: %d left, want 10", got)
 	}
-	if got := tokenbucket.MaxMillitokens - q.Demand; got != 45*tokenbucket.PerToken {
-		t.Errorf("meter fell by %d, want 45 tokens", got)
+	if got := tokenbucket.MaxMillitokens - q.Demand[1]; got != 45*tokenbucket.PerToken {
+		t.Errorf("meter 1 fell by %d, want 45 tokens", got)
+	}
+	if q.Demand[0] != tokenbucket.MaxMillitokens || q.Demand[2] != tokenbucket.MaxMillitokens {
+		t.Errorf("the other meters %d %d, want full", q.Demand[0], q.Demand[2])
 	}
 	// A second key of the tenant charges the same tenant bucket.
-	q, err = svc.ChargeQuota(ctx, "llm", []descriptors.Entry{{Key: "tenant", Value: "acme"}, {Key: "api_key", Value: "k2"}}, 5, 5)
+	q, err = svc.ChargeQuota(ctx, "llm", []descriptors.Entry{{Key: "tenant", Value: "acme"}, {Key: "api_key", Value: "k2"}}, service.QuotaCharge{Allowed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := q.Limits[1].Remaining; got != 5*tokenbucket.PerToken {
 		t.Errorf("tenant after the second key: %d, want 5", got)
+	}
+	// The meters are k1's item's: move 5 tokens from meter 1 to meter 0,
+	// then reset meter 1.
+	q, err = svc.ChargeQuota(ctx, "llm", entries, service.QuotaCharge{Demand: [3]int64{5_000, -5_000, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tokenbucket.MaxMillitokens - q.Demand[0]; got != 5*tokenbucket.PerToken {
+		t.Errorf("meter 0 fell by %d, want 5 tokens", got)
+	}
+	if got := tokenbucket.MaxMillitokens - q.Demand[1]; got != 40*tokenbucket.PerToken {
+		t.Errorf("meter 1 refunded 5 tokens: below full by %d, want 40 tokens", got)
+	}
+	q, err = svc.ChargeQuota(ctx, "llm", entries, service.QuotaCharge{Demand: [3]int64{0, service.MeterReset, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Demand[1] != tokenbucket.MaxMillitokens {
+		t.Errorf("meter 1 after a reset: %d, want full", q.Demand[1])
 	}
 }
 
@@ -81,7 +103,7 @@ func TestChargeQuotaEveryLevel(t *testing.T) {
 func TestChargeQuotaSharesTheLimitWithRLS(t *testing.T) {
 	svc := quotaService(t)
 	ctx := context.Background()
-	q, err := svc.ChargeQuota(ctx, "llm", []descriptors.Entry{{Key: "api", Value: "x"}}, 8, 8)
+	q, err := svc.ChargeQuota(ctx, "llm", []descriptors.Entry{{Key: "api", Value: "x"}}, service.QuotaCharge{Allowed: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +129,7 @@ func TestChargeQuotaSharesTheLimitWithRLS(t *testing.T) {
 // TestChargeQuotaUnlimitedAndUnknown: nothing to charge.
 func TestChargeQuotaUnlimitedAndUnknown(t *testing.T) {
 	svc := quotaService(t)
-	q, err := svc.ChargeQuota(context.Background(), "llm", []descriptors.Entry{{Key: "nothing", Value: "x"}}, 1, 1)
+	q, err := svc.ChargeQuota(context.Background(), "llm", []descriptors.Entry{{Key: "nothing", Value: "x"}}, service.QuotaCharge{Allowed: 1})
 	if err != nil || q.Matched || !q.Unlimited {
 		t.Errorf("%+v %v", q, err)
 	}

@@ -27,7 +27,7 @@ func testQuotaReport(t *testing.T, f Factory) {
 		t.Helper()
 		p := &cascade.Plan{Debits: plan(
 			advisory(charge("q", lim, allowed)),
-			advisory(named(charge("q", demandMeter, demand), "~rlqs.demand")),
+			advisory(named(charge("q", demandMeter, demand), "~rlqs.demand.0")),
 		)}
 		dec, err := s.Acquire(context.Background(), p)
 		if err != nil {

@@ -196,13 +196,20 @@ func (s *Server) waitReady(p *Process) error {
 
 // Stop stops the binary (SIGTERM, then SIGKILL after StopGrace) and waits
 // for it. Stopping a stopped server does nothing.
-func (s *Server) Stop() error {
+func (s *Server) Stop() error { return s.stop(s.o.StopGrace) }
+
+// Kill kills the binary (SIGKILL: it gets no shutdown of its own) and
+// waits for it. Killing a stopped server does nothing.
+func (s *Server) Kill() error { return s.stop(0) }
+
+// stop sends SIGTERM, then SIGKILL after grace (at once for 0), and waits.
+func (s *Server) stop(grace time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return nil
 	}
-	err := s.proc.Stop(syscall.SIGTERM, s.o.StopGrace)
+	err := s.proc.Stop(syscall.SIGTERM, grace)
 	s.logs.WriteString(s.proc.Output())
 	s.proc = nil
 	return err

@@ -1,0 +1,411 @@
+package rlqs
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dynalimit/dynalimit/internal/service"
+	"github.com/dynalimit/dynalimit/pkg/descriptors"
+	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
+)
+
+// A replica pools its streams' reports of a bucket and charges them to
+// the store once a report slot (wall-clock time in reportInterval slots;
+// the replica's charges at an offset into each slot, from half to nine
+// tenths of a slot, drawn at start so that replicas spread their calls,
+// late in the slot so that the slot's reports are in). So the store sees
+// one write per bucket per replica per slot, however many Envoys report
+// the bucket here.
+//
+// The same write keeps the replica's demand rate (the sum of its streams'
+// last reported rates) in the bucket's demand meters
+// (service.DemandLimits), as a level: charged to the meter of the current
+// slot (its epoch), with what it charged to the last slot's meter refunded
+// from that one, and the next slot's meter reset to full. The deficits of
+// the current and the last meters are then every replica's last rate, each
+// counted once, read by any call at any moment: the fleet's demand. A
+// replica that stops writing (killed, or cut off) still counts until the
+// slot after its last write has passed, while its Envoys keep their
+// assignments; a replica whose last stream of a bucket leaves refunds its
+// rate.
+//
+// Reports are answered at once from what the bucket's last call told,
+// with no store call in between, except a bucket's first report on this
+// replica, which is charged at once to learn its limits and the fleet's
+// demand.
+
+// demandScale is the millitokens a demand meter holds per request a
+// second of demand rate: 10 tokens, so that a rate is kept to 1e-4
+// requests a second, the meters' refill of a token a minute costs a
+// level 0.002 requests a second over its two slots, and a rate of 10^8
+// requests a second stays within a meter.
+const demandScale = 10 * tokenbucket.PerToken
+
+// flushTimeout bounds one pooled charge: a charge that has not landed by
+// then is tried again at the next slot.
+const flushTimeout = 2 * time.Second
+
+// flushWorkers is how many buckets a replica charges at once.
+const flushWorkers = 16
+
+// pool is this replica's buckets, by domain and bucket key.
+type pool struct {
+	s       *Server
+	offset  time.Duration
+	mu      sync.Mutex
+	entries map[string]*entry
+	running bool
+	wake    chan struct{}
+}
+
+func newPool(s *Server) *pool {
+	return &pool{
+		s:       s,
+		offset:  reportInterval/2 + time.Duration(rand.Int64N(int64(reportInterval*2/5))),
+		entries: map[string]*entry{},
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// entry is one bucket as this replica pools it.
+type entry struct {
+	domain string
+	// flush serializes the entry's store calls, so that their answers
+	// apply in order; mu guards the rest.
+	flush sync.Mutex
+	mu    sync.Mutex
+	// members are the watches of this replica's streams on the bucket;
+	// each holds its stream's demand rate.
+	members []*watch
+	// entries are the bucket's descriptor entries (nil: not known yet).
+	entries []descriptors.Entry
+	// pending is the allowed requests reported and not charged yet.
+	pending uint64
+	state   quotaState
+}
+
+// quotaState is what the entry's store calls told.
+type quotaState struct {
+	// calls counts the answered calls, ok or not; q is the last answer
+	// and known whether the store answered it; charged is what it
+	// charged; err an InvalidArgument it was refused with.
+	calls   int
+	q       service.Quota
+	known   bool
+	charged float64
+	err     error
+	// remaining, allowed and at are the limits' and the allowed meter's
+	// levels after the last answered call, for the external rates.
+	remaining []int64
+	allowed   int64
+	at        time.Time
+	external  []float64
+	// kept is the rate this replica keeps in the demand meter of slot
+	// keptSlot (none when keptOK is false).
+	kept     int64
+	keptSlot int64
+	keptOK   bool
+	// fleet is the fleet's demand rate the last answer read, mine this
+	// replica's part of it, and others whether anyone else uses the
+	// bucket: the rest is someone's rate, or the allowed meter fell by
+	// half a request more than ours, the allowed requests this entry
+	// charged (the meter refills a token a minute).
+	fleet, mine float64
+	ours        float64
+	others      bool
+}
+
+// slotOf is the report slot of t.
+func slotOf(t time.Time) int64 { return t.UnixNano() / int64(reportInterval) }
+
+// changedRate is how far a replica's demand rate may move from what it
+// keeps in the meters before a report charges the slot at once rather
+// than at the replica's offset.
+const changedRate = 0.1
+
+// callFor is the call a report at now makes before it is answered: the
+// bucket's first (a slot's charge, to learn its limits), the slot's
+// charge when the rate kept is stale, a read when the last reading is
+// older than freshWithin; or none (-1). e.mu held.
+func (e *entry) callFor(now time.Time) int {
+	switch {
+	case e.state.calls == 0 || e.stale(now):
+		return chargeSlot
+	case now.Sub(e.state.at) >= freshWithin:
+		return chargeRead
+	}
+	return -1
+}
+
+// stale reports whether the rate e keeps in the meters is off its local
+// rate by more than changedRate and the slot of now has had no charge:
+// the report that changed it charges the slot. e.mu held.
+func (e *entry) stale(now time.Time) bool {
+	st := &e.state
+	if !st.keptOK || st.keptSlot >= slotOf(now) {
+		return false
+	}
+	kept := float64(st.kept) / float64(demandScale)
+	return math.Abs(e.localRate()-kept) > changedRate*kept
+}
+
+// join adds w to its bucket's entry, starting the pool's charges when it
+// was idle, and returns the entry.
+func (p *pool) join(key, domain string, w *watch) *entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[key]
+	if e == nil {
+		e = &entry{domain: domain}
+		p.entries[key] = e
+	}
+	e.mu.Lock()
+	e.members = append(e.members, w)
+	e.mu.Unlock()
+	if !p.running {
+		p.running = true
+		go p.run()
+	}
+	return e
+}
+
+// leave removes w from its entry; the last member out charges what the
+// entry still holds and drops it.
+func (p *pool) leave(ctx context.Context, key string, w *watch) {
+	p.mu.Lock()
+	e := p.entries[key]
+	last := false
+	if e != nil {
+		e.mu.Lock()
+		e.members = slices.DeleteFunc(e.members, func(m *watch) bool { return m == w })
+		last = len(e.members) == 0
+		e.mu.Unlock()
+		if last {
+			delete(p.entries, key)
+			if len(p.entries) == 0 {
+				select {
+				case p.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	p.mu.Unlock()
+	if last {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+		defer cancel()
+		_ = p.charge(cctx, e, chargeLast)
+	}
+}
+
+// run charges every entry once a slot, until the pool is empty.
+func (p *pool) run() {
+	for {
+		now := p.s.now()
+		next := time.Unix(0, (slotOf(now.Add(-p.offset))+1)*int64(reportInterval)).Add(p.offset)
+		timer := time.NewTimer(next.Sub(now))
+		woken := false
+		select {
+		case <-timer.C:
+		case <-p.wake:
+			timer.Stop()
+			woken = true
+		}
+		p.mu.Lock()
+		if len(p.entries) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		list := make([]*entry, 0, len(p.entries))
+		for _, e := range p.entries {
+			list = append(list, e)
+		}
+		p.mu.Unlock()
+		if !woken {
+			p.chargeAll(list)
+		}
+	}
+}
+
+// chargeAll charges the entries of list for the current slot,
+// flushWorkers at a time.
+func (p *pool) chargeAll(list []*entry) {
+	var wg sync.WaitGroup
+	next := make(chan *entry)
+	for range min(flushWorkers, len(list)) {
+		wg.Go(func() {
+			for e := range next {
+				ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+				_ = p.charge(ctx, e, chargeSlot)
+				cancel()
+			}
+		})
+	}
+	for _, e := range list {
+		next <- e
+	}
+	close(next)
+	wg.Wait()
+}
+
+// Kinds of a pooled charge.
+const (
+	// chargeSlot is the slot's charge, which keeps the replica's demand
+	// rate in the meters: at the replica's offset into the slot, or
+	// earlier when a report changed the rate, or at a bucket's first
+	// report here (to learn its limits); one a slot.
+	chargeSlot = iota
+	// chargeLast: the last stream left; the rate is taken back.
+	chargeLast
+	// chargeRead charges nothing and reads what the bucket holds: a
+	// report answered from a reading older than freshWithin reads anew
+	// (on DynamoDB a read, not a write).
+	chargeRead
+)
+
+// freshWithin is how old a bucket's last reading may be and still answer
+// a report: the reports of a replica's Envoys within it share one read.
+const freshWithin = reportInterval / 5
+
+// charge makes one store call for e: the allowed requests pending and,
+// for kind, the demand meters' adjustments; a slot's charge when the slot
+// has had one already makes none. It returns an InvalidArgument the store
+// refused the bucket with.
+func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
+	e.flush.Lock()
+	defer e.flush.Unlock()
+	now := p.s.now()
+	slot := slotOf(now)
+	e.mu.Lock()
+	if e.entries == nil || (kind == chargeSlot && e.state.calls > 0 && e.state.keptOK && e.state.keptSlot == slot) {
+		e.mu.Unlock()
+		return nil
+	}
+	var c service.QuotaCharge
+	keep := int64(0)
+	if kind != chargeRead {
+		c.Allowed, e.pending = e.pending, 0
+		if kind == chargeSlot {
+			keep = int64(math.Round(e.localRate() * float64(demandScale)))
+		}
+		c.Demand = e.state.adjust(slot, keep)
+	}
+	entries, domain := e.entries, e.domain
+	e.mu.Unlock()
+
+	q, err := p.s.o.Charger.ChargeQuota(ctx, domain, entries, c)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := &e.state
+	st.calls++
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			st.err = err
+			return err
+		}
+		// Envoy admitted them: charge them at the next slot. The meters'
+		// adjustment is unknown: the next slot's starts over.
+		e.pending = satAdd(e.pending, c.Allowed)
+		st.keptOK = st.keptOK && kind == chargeRead
+		p.s.o.Observer.ChargeFailed()
+		st.known = false
+		if q.Limits != nil || q.Unlimited || !st.q.Matched {
+			st.q = q
+		}
+		return nil
+	}
+	st.err = nil
+	if kind != chargeRead {
+		st.kept, st.keptSlot, st.keptOK = keep, slot, true
+	}
+	p.s.o.Observer.OverAdmitted(overAdmitted(&q, c.Allowed))
+	st.update(q, float64(c.Allowed), now)
+	if q.Metered {
+		st.ours += float64(c.Allowed)
+		st.read(q, slot)
+	}
+	if kind == chargeSlot {
+		e.pushAll(p.s)
+	}
+	return nil
+}
+
+// adjust is the demand meters' adjustment that keeps rate keep (in
+// demandScale units) in slot's meter: the change from what this replica
+// keeps there already, or all of it with what it kept in the last slot's
+// meter refunded from that one; and the next slot's meter reset.
+func (st *quotaState) adjust(slot, keep int64) [3]int64 {
+	var adj [3]int64
+	cur, last := slot%3, (slot+2)%3
+	switch {
+	case st.keptOK && st.keptSlot == slot:
+		adj[cur] = keep - st.kept
+	case st.keptOK && st.keptSlot == slot-1:
+		adj[cur], adj[last] = keep, -st.kept
+	default:
+		adj[cur] = keep
+	}
+	adj[(slot+1)%3] = service.MeterReset
+	return adj
+}
+
+// read takes the fleet's demand from an answer's meters at slot: the
+// deficits of the current and the last slots' meters.
+func (st *quotaState) read(q service.Quota, slot int64) {
+	deficit := func(i int64) float64 {
+		return float64(tokenbucket.MaxMillitokens - q.Demand[i])
+	}
+	st.fleet = (deficit(slot%3) + deficit((slot+2)%3)) / float64(demandScale)
+	st.mine = 0
+	if st.keptOK && (st.keptSlot == slot || st.keptSlot == slot-1) {
+		st.mine = float64(st.kept) / float64(demandScale)
+	}
+	fell := float64(tokenbucket.MaxMillitokens-q.Allowed) / float64(tokenbucket.PerToken)
+	st.others = st.fleet-st.mine > 1e-3 || fell >= st.ours+0.5
+}
+
+// localRate is the sum of the members' known demand rates. e.mu held.
+func (e *entry) localRate() float64 {
+	sum := 0.0
+	for _, w := range e.members {
+		sum += max(w.rate, 0)
+	}
+	return sum
+}
+
+// update takes an answered call's quota q, which charged charged at now,
+// and the rates at which others than quota reports consumed each limit
+// since the last answered call.
+func (st *quotaState) update(q service.Quota, charged float64, now time.Time) {
+	st.external = nil
+	if elapsed := now.Sub(st.at); q.Metered && st.q.Metered && st.known && elapsed > 0 && len(st.remaining) == len(q.Limits) {
+		reported := service.DemandRate(tokenbucket.Millitokens(st.allowed), q.Allowed, elapsed)
+		st.external = make([]float64, len(q.Limits))
+		for i, l := range q.Limits {
+			st.external[i] = externalRate(l, st.remaining[i], elapsed, reported)
+		}
+	}
+	st.q, st.known, st.charged, st.at = q, true, charged, now
+	st.allowed = int64(q.Allowed)
+	st.remaining = st.remaining[:0]
+	for _, l := range q.Limits {
+		st.remaining = append(st.remaining, int64(l.Remaining))
+	}
+}
+
+// satAdd adds saturating.
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
