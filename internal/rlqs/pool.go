@@ -18,9 +18,10 @@ import (
 
 // A replica pools its streams' reports of a bucket and charges them to
 // the store once a report slot (wall-clock time in reportInterval slots;
-// the replica's charges at an offset into each slot, from half to nine
+// the replica's charges at an offset into each slot, from six to nine
 // tenths of a slot, drawn at start so that replicas spread their calls,
-// late in the slot so that the slot's reports are in). So the store sees
+// late in the slot so that a report that changes the replica's demand
+// finds the slot not charged yet, and charges it at once). So the store sees
 // one write per bucket per replica per slot, however many Envoys report
 // the bucket here.
 //
@@ -68,7 +69,7 @@ type pool struct {
 func newPool(s *Server) *pool {
 	return &pool{
 		s:       s,
-		offset:  reportInterval/2 + time.Duration(rand.Int64N(int64(reportInterval*2/5))),
+		offset:  reportInterval*3/5 + time.Duration(rand.Int64N(int64(reportInterval*3/10))),
 		entries: map[string]*entry{},
 		wake:    make(chan struct{}, 1),
 	}
@@ -333,7 +334,7 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		st.ours += float64(c.Allowed)
 		st.read(q, slot)
 	}
-	if kind == chargeSlot {
+	if kind != chargeLast {
 		e.pushAll(p.s)
 	}
 	return nil

@@ -5,8 +5,9 @@ import (
 	"sync"
 )
 
-// Between its reports, a stream is sent the new assignments that a
-// bucket's slot charge brought (the fleet's demand read anew): pushes. The
+// Between its reports, a stream is sent the new assignments that a call
+// for a bucket brought (the fleet's demand read anew: a slot's charge, or
+// a read for another stream's report): pushes. The
 // charge computes them under the bucket's lock and leaves them in the
 // stream's outbox, one per watch (a later one replaces an earlier), and
 // the stream's pusher sends them, so that a slow stream holds up no
@@ -84,7 +85,7 @@ func (o *outbox) pushLoop(ctx context.Context, done <-chan struct{}, send func(*
 	}
 }
 
-// pushAll computes, after a slot charge of e, each member's assignment
+// pushAll computes, after a call for e, each member's assignment
 // from what the charge read, and leaves the ones that changed in their
 // streams' outboxes. e.mu held.
 func (e *entry) pushAll(s *Server) {
