@@ -19,11 +19,14 @@
 //     so that one configuration serves ShouldRateLimit and RLQS; every
 //     limit of the matched rule and of every level of its hierarchy is
 //     in force.
-//   - Each report charges the allowed requests to the same bucket items
-//     as ShouldRateLimit decisions, and the demand to a meter beside them,
-//     in one store call per bucket (service.ChargeQuota). Streams read the
-//     fleet's demand off that meter, so that replicas serving different
-//     Envoys divide the limit alike.
+//   - A replica pools its streams' reports of a bucket and writes the
+//     bucket once per 5 s report slot (service.ChargeQuota): the allowed
+//     requests, charged to the same bucket items as ShouldRateLimit
+//     decisions, and the replica's demand rate, kept as a level in the
+//     demand meters beside them, so that any call reads the fleet's demand
+//     (see pool.go). Reports are answered at once from the last call, read
+//     anew when it is over a second old; grants a call changes are pushed
+//     between reports (push.go).
 //   - Assignments are token buckets with a TTL (default 15 s: three of
 //     Envoy 1.40's 5 s reports); a bucket that reports no demand for
 //     AbandonAfter is abandoned.

@@ -21,26 +21,26 @@ import (
 // the replica's charges at an offset into each slot, from six to nine
 // tenths of a slot, drawn at start so that replicas spread their calls,
 // late in the slot so that a report that changes the replica's demand
-// finds the slot not charged yet, and charges it at once). So the store sees
-// one write per bucket per replica per slot, however many Envoys report
-// the bucket here.
+// finds the slot not charged yet, and charges it at once). So the store
+// sees one write per bucket per replica per slot, however many Envoys
+// report the bucket here.
 //
 // The same write keeps the replica's demand rate (the sum of its streams'
 // last reported rates) in the bucket's demand meters
 // (service.DemandLimits), as a level: charged to the meter of the current
-// slot (its epoch), with what it charged to the last slot's meter refunded
-// from that one, and the next slot's meter reset to full. The deficits of
-// the current and the last meters are then every replica's last rate, each
-// counted once, read by any call at any moment: the fleet's demand. A
-// replica that stops writing (killed, or cut off) still counts until the
-// slot after its last write has passed, while its Envoys keep their
-// assignments; a replica whose last stream of a bucket leaves refunds its
-// rate.
+// epoch (two slots), with what it kept in the last epoch's meter refunded
+// from that one, and the next epoch's meter reset to full. The deficits of
+// the current and the last meters are then every replica's last rate,
+// each counted once, read by any call at any moment: the fleet's demand.
+// A replica that stops writing (killed, or cut off) still counts until the
+// epoch after its last write has passed, 10 to 20 s, while its Envoys keep
+// their assignments; a replica whose last stream of a bucket leaves
+// refunds its rate.
 //
 // Reports are answered at once from what the bucket's last call told,
-// with no store call in between, except a bucket's first report on this
-// replica, which is charged at once to learn its limits and the fleet's
-// demand.
+// read anew when that is over freshWithin old (a read, not a write); a
+// bucket's first report on this replica is charged at once, to learn its
+// limits and the fleet's demand.
 
 // demandScale is the millitokens a demand meter holds per request a
 // second of demand rate: 10 tokens, so that a rate is kept to 1e-4
@@ -102,17 +102,16 @@ type quotaState struct {
 	known   bool
 	charged float64
 	err     error
-	// remaining, allowed and at are the limits' and the allowed meter's
-	// levels after the last answered call, for the external rates.
-	remaining []int64
-	allowed   int64
-	at        time.Time
-	external  []float64
-	// kept is the rate this replica keeps in the demand meter of slot
-	// keptSlot (none when keptOK is false).
-	kept     int64
-	keptSlot int64
-	keptOK   bool
+	// at is when the last answered call read the levels; ref the
+	// reference reading of the external rates.
+	at       time.Time
+	ref      levels
+	external []float64
+	// kept is the rate this replica keeps in the demand meter of epoch
+	// keptEpoch, written in slot keptSlot (none when keptOK is false).
+	kept                int64
+	keptSlot, keptEpoch int64
+	keptOK              bool
 	// fleet is the fleet's demand rate the last answer read, mine this
 	// replica's part of it, and others whether anyone else uses the
 	// bucket: the rest is someone's rate, or the allowed meter fell by
@@ -123,8 +122,25 @@ type quotaState struct {
 	others      bool
 }
 
+// levels are the limits' and the allowed meter's levels read at at.
+type levels struct {
+	remaining []int64
+	allowed   int64
+	at        time.Time
+	ok        bool
+}
+
 // slotOf is the report slot of t.
 func slotOf(t time.Time) int64 { return t.UnixNano() / int64(reportInterval) }
+
+// epochLength is how long a demand meter is current: a replica that
+// stops writing still counts in the fleet's demand for one to two epochs
+// after its last write, 10 to 20 s, while its Envoys keep the assignments
+// it sent (RLQS_ASSIGNMENT_TTL, 15 s by default).
+const epochLength = 2 * reportInterval
+
+// epochOf is the demand meters' epoch of t.
+func epochOf(t time.Time) int64 { return t.UnixNano() / int64(epochLength) }
 
 // changedRate is how far a replica's demand rate may move from what it
 // keeps in the meters before a report charges the slot at once rather
@@ -297,7 +313,7 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		if kind == chargeSlot {
 			keep = int64(math.Round(e.localRate() * float64(demandScale)))
 		}
-		c.Demand = e.state.adjust(slot, keep)
+		c.Demand = e.state.adjust(epochOf(now), keep)
 	}
 	entries, domain := e.entries, e.domain
 	e.mu.Unlock()
@@ -326,13 +342,13 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 	}
 	st.err = nil
 	if kind != chargeRead {
-		st.kept, st.keptSlot, st.keptOK = keep, slot, true
+		st.kept, st.keptSlot, st.keptEpoch, st.keptOK = keep, slot, epochOf(now), true
 	}
 	p.s.o.Observer.OverAdmitted(overAdmitted(&q, c.Allowed))
-	st.update(q, float64(c.Allowed), now)
+	st.update(q, float64(c.Allowed), now.Add(p.s.now().Sub(now)/2))
 	if q.Metered {
 		st.ours += float64(c.Allowed)
-		st.read(q, slot)
+		st.read(q, epochOf(now))
 	}
 	if kind != chargeLast {
 		e.pushAll(p.s)
@@ -341,33 +357,33 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 }
 
 // adjust is the demand meters' adjustment that keeps rate keep (in
-// demandScale units) in slot's meter: the change from what this replica
-// keeps there already, or all of it with what it kept in the last slot's
-// meter refunded from that one; and the next slot's meter reset.
-func (st *quotaState) adjust(slot, keep int64) [3]int64 {
+// demandScale units) in epoch's meter: the change from what this replica
+// keeps there already, or all of it with what it kept in the last epoch's
+// meter refunded from that one; and the next epoch's meter reset.
+func (st *quotaState) adjust(epoch, keep int64) [3]int64 {
 	var adj [3]int64
-	cur, last := slot%3, (slot+2)%3
+	cur, last := epoch%3, (epoch+2)%3
 	switch {
-	case st.keptOK && st.keptSlot == slot:
+	case st.keptOK && st.keptEpoch == epoch:
 		adj[cur] = keep - st.kept
-	case st.keptOK && st.keptSlot == slot-1:
+	case st.keptOK && st.keptEpoch == epoch-1:
 		adj[cur], adj[last] = keep, -st.kept
 	default:
 		adj[cur] = keep
 	}
-	adj[(slot+1)%3] = service.MeterReset
+	adj[(epoch+1)%3] = service.MeterReset
 	return adj
 }
 
-// read takes the fleet's demand from an answer's meters at slot: the
-// deficits of the current and the last slots' meters.
-func (st *quotaState) read(q service.Quota, slot int64) {
+// read takes the fleet's demand from an answer's meters in epoch: the
+// deficits of the current and the last epochs' meters.
+func (st *quotaState) read(q service.Quota, epoch int64) {
 	deficit := func(i int64) float64 {
 		return float64(tokenbucket.MaxMillitokens - q.Demand[i])
 	}
-	st.fleet = (deficit(slot%3) + deficit((slot+2)%3)) / float64(demandScale)
+	st.fleet = (deficit(epoch%3) + deficit((epoch+2)%3)) / float64(demandScale)
 	st.mine = 0
-	if st.keptOK && (st.keptSlot == slot || st.keptSlot == slot-1) {
+	if st.keptOK && (st.keptEpoch == epoch || st.keptEpoch == epoch-1) {
 		st.mine = float64(st.kept) / float64(demandScale)
 	}
 	fell := float64(tokenbucket.MaxMillitokens-q.Allowed) / float64(tokenbucket.PerToken)
@@ -383,24 +399,31 @@ func (e *entry) localRate() float64 {
 	return sum
 }
 
-// update takes an answered call's quota q, which charged charged at now,
-// and the rates at which others than quota reports consumed each limit
-// since the last answered call.
-func (st *quotaState) update(q service.Quota, charged float64, now time.Time) {
-	st.external = nil
-	if elapsed := now.Sub(st.at); q.Metered && st.q.Metered && st.known && elapsed > 0 && len(st.remaining) == len(q.Limits) {
-		reported := service.DemandRate(tokenbucket.Millitokens(st.allowed), q.Allowed, elapsed)
+// update takes an answered call's quota q, which charged charged and
+// whose levels the store took at about at (the middle of the call), and
+// the rates at which others than quota reports consumed each limit over
+// at least a report interval before it (see externalRate): a reading of
+// the levels and the allowed meter is the reference of the next until an
+// interval has passed, so that the call's latency, unknown within the
+// call, errs by a small part of the interval.
+func (st *quotaState) update(q service.Quota, charged float64, at time.Time) {
+	valid := q.Metered && st.ref.ok && len(st.ref.remaining) == len(q.Limits)
+	if elapsed := at.Sub(st.ref.at); valid && elapsed >= reportInterval {
+		reported := service.DemandRate(tokenbucket.Millitokens(st.ref.allowed), q.Allowed, elapsed)
 		st.external = make([]float64, len(q.Limits))
 		for i, l := range q.Limits {
-			st.external[i] = externalRate(l, st.remaining[i], elapsed, reported)
+			st.external[i] = externalRate(l, st.ref.remaining[i], elapsed, reported)
+		}
+		valid = false // a new reference
+	}
+	if !valid {
+		st.ref.ok, st.ref.at, st.ref.allowed = q.Metered, at, int64(q.Allowed)
+		st.ref.remaining = st.ref.remaining[:0]
+		for _, l := range q.Limits {
+			st.ref.remaining = append(st.ref.remaining, int64(l.Remaining))
 		}
 	}
-	st.q, st.known, st.charged, st.at = q, true, charged, now
-	st.allowed = int64(q.Allowed)
-	st.remaining = st.remaining[:0]
-	for _, l := range q.Limits {
-		st.remaining = append(st.remaining, int64(l.Remaining))
-	}
+	st.q, st.known, st.charged, st.at = q, true, charged, at
 }
 
 // satAdd adds saturating.

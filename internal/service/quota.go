@@ -30,7 +30,7 @@ import (
 // Their names cannot be a configured limit's: those never start with '~'.
 var DemandLimits = [3]string{"~rlqs.demand.0", "~rlqs.demand.1", "~rlqs.demand.2"}
 
-// MeterReset, as a QuotaCharge's demand adjustment, refunds a meter to
+// MeterReset is the QuotaCharge demand adjustment that refunds a meter to
 // full.
 const MeterReset = math.MinInt64
 
