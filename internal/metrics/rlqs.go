@@ -31,7 +31,7 @@ func NewRLQS(reg prometheus.Registerer) *RLQS {
 		})),
 		pushed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_rlqs_assignments_total",
-			Help: "Bucket actions sent on RLQS streams, by kind: token_bucket, allow_all, deny_all, abandon.",
+			Help: "Bucket actions sent on RLQS streams, answered or pushed, by kind: token_bucket, allow_all, deny_all, abandon.",
 		}, []string{"kind"})),
 		share: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratelimit_rlqs_share",
@@ -48,7 +48,7 @@ func NewRLQS(reg prometheus.Registerer) *RLQS {
 		}, []string{"reason"})),
 		chargeFailed: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelimit_rlqs_charge_failures_total",
-			Help: "Bucket reports the store could not charge; their shares came from this replica's demand alone.",
+			Help: "RLQS store calls for a bucket (a slot's write, or a read) that failed; a write's allowed requests are charged with the next.",
 		})),
 	}
 }
@@ -75,5 +75,5 @@ func (m *RLQS) OverAdmitted(requests float64) {
 // StreamError counts a stream ended for reason.
 func (m *RLQS) StreamError(reason string) { m.errors.WithLabelValues(reason).Inc() }
 
-// ChargeFailed counts a report the store could not charge.
+// ChargeFailed counts a store call for a bucket that failed.
 func (m *RLQS) ChargeFailed() { m.chargeFailed.Inc() }

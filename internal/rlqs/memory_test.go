@@ -16,7 +16,7 @@ import (
 )
 
 // TestMemoryPerBucket measures what a watched bucket holds (its stream's
-// watch, the replica's registry entry, the store's bucket item): 100
+// watch, the replica's pool entry, the store's bucket item): 100
 // streams of 1,000 buckets each, ids of two short keys. docs/rlqs.md
 // quotes the figure; the bound is twice it.
 func TestMemoryPerBucket(t *testing.T) {

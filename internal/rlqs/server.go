@@ -50,7 +50,7 @@ type Observer interface {
 	OverAdmitted(requests float64)
 	// StreamError counts a stream ended for a malformed report, by reason.
 	StreamError(reason string)
-	// ChargeFailed counts a report the store could not charge.
+	// ChargeFailed counts a store call for a bucket that failed.
 	ChargeFailed()
 }
 
