@@ -70,10 +70,11 @@ type parsed struct {
 
 var subVar = regexp.MustCompile(`\$\{([^}!][^}]*)\}`)
 
-// parse parses src with goformation. The overrides keep each reference
-// (noted in refs) and resolve it to a fixed value: a parameter to its
-// default, the table to its name, Table.Arn to an ARN in fakeRegion and
-// fakeAccount, a policy to its ARN, Fn::If to its first branch.
+// parse parses src with goformation, all but the Table's WarmThroughput
+// (withoutWarmThroughput). The overrides keep each reference (noted in
+// refs) and resolve it to a fixed value: a parameter to its default, the
+// table to its name, Table.Arn to an ARN in fakeRegion and fakeAccount, a
+// policy to its ARN, Fn::If to its first branch.
 func parse(t testing.TB, src []byte) *parsed {
 	t.Helper()
 	p := &parsed{}
@@ -150,7 +151,7 @@ func parse(t testing.TB, src []byte) *parsed {
 			return v[1]
 		},
 	}}
-	tmpl, err := goformation.ParseYAMLWithOptions(src, opts)
+	tmpl, err := goformation.ParseYAMLWithOptions(withoutWarmThroughput(t, src), opts)
 	if err != nil {
 		t.Fatalf("goformation: %v", err)
 	}

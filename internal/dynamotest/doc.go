@@ -40,7 +40,8 @@
 // partition is one partition key" by DynamoDB's layout: partition keys
 // hashed to partitions that share the throughput above, a new table as
 // many partitions as its warm throughput needs (4,000 write units a
-// second: four), a partition split after sustained load, a hot item
+// second: four; more when CreateTable's WarmThroughput pre-warms it), a
+// partition split after sustained load, a hot item
 // isolated on a partition of its own (adaptive capacity) and still capped
 // there, and partitions that never merge. ThrottlePartition throttles one
 // partition for a while. Consumed reports the read and write units billed,

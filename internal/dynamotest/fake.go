@@ -221,6 +221,12 @@ func (f *Fake) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _
 			IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection, IndexStatus: types.IndexStatusActive,
 		})
 	}
+	if w := in.WarmThroughput; w != nil {
+		desc.WarmThroughput = &types.TableWarmThroughputDescription{
+			ReadUnitsPerSecond: w.ReadUnitsPerSecond, WriteUnitsPerSecond: w.WriteUnitsPerSecond,
+			Status: types.TableStatusActive,
+		}
+	}
 	if f.descs == nil {
 		f.descs = map[string]*types.TableDescription{}
 	}

@@ -2,21 +2,26 @@ package dynamotest
 
 import (
 	"hash/fnv"
+	"math"
 	"sort"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // Partitioning is how a Fake with Options.Partitions lays a table's items
 // out, as an on-demand DynamoDB table does: each partition key hashed to
 // one of the table's partitions, each partition taking Options.Throughput
 // (DynamoDB's 1,000 write and 3,000 read units a second), a new table as
-// many partitions as its warm throughput needs, and partitions that split
-// under sustained load and never merge.
+// many partitions as its warm throughput needs (the larger of WarmWrites
+// and WarmReads here and the WarmThroughput its CreateTable asked for), and
+// partitions that split under sustained load and never merge.
 type Partitioning struct {
 	// WarmWrites and WarmReads are a new table's warm throughput, in units
 	// a second: it starts with as many partitions as the larger of the two
 	// needs at Options.Throughput (DynamoDB's on-demand tables: 4,000 and
-	// 12,000, four partitions).
+	// 12,000, four partitions). A CreateTable with a larger WarmThroughput
+	// (a table pre-warmed at creation) starts with as many as that needs.
 	WarmWrites, WarmReads float64
 	// SplitShare and SplitAfter: a partition asked for at least SplitShare
 	// of its write or read units in each of SplitAfter consecutive seconds
@@ -108,18 +113,33 @@ func (f *Fake) layoutOf(table string) *layout {
 	}
 	l := f.layouts[table]
 	if l == nil {
-		p, t := f.model.Partitions, f.model.Throughput
+		writes, reads := f.warmThroughput(table)
+		t := f.model.Throughput
 		n := 1
 		if t.WriteUnits > 0 {
-			n = max(n, int((p.WarmWrites+t.WriteUnits-1)/t.WriteUnits))
+			n = max(n, int(math.Ceil(writes/t.WriteUnits)))
 		}
 		if t.ReadUnits > 0 {
-			n = max(n, int((p.WarmReads+t.ReadUnits-1)/t.ReadUnits))
+			n = max(n, int(math.Ceil(reads/t.ReadUnits)))
 		}
 		l = newLayout(n)
 		f.layouts[table] = l
 	}
 	return l
+}
+
+// warmThroughput is table's warm throughput, in write and read units a
+// second: the larger of Partitioning's (a new on-demand table's) and what
+// CreateTable's WarmThroughput asked for (a table pre-warmed at creation).
+// DynamoDB only raises a table's warm throughput, never lowers it.
+func (f *Fake) warmThroughput(table string) (writes, reads float64) {
+	p := f.model.Partitions
+	writes, reads = p.WarmWrites, p.WarmReads
+	if d := f.descs[table]; d != nil && d.WarmThroughput != nil {
+		writes = max(writes, float64(aws.ToInt64(d.WarmThroughput.WriteUnitsPerSecond)))
+		reads = max(reads, float64(aws.ToInt64(d.WarmThroughput.ReadUnitsPerSecond)))
+	}
+	return writes, reads
 }
 
 // roll closes the seconds of p up to now: a second at SplitShare or more of

@@ -17,6 +17,8 @@ func main() {
 	seconds := flag.Int("seconds", 0, "simulated seconds (0: the scenario's)")
 	settle := flag.Duration("settle", 0, "when the bounds start to apply (0: the scenario's)")
 	window := flag.Duration("window", 0, "each row's window, whole seconds (0: the scenario's)")
+	warmWCU := flag.Float64("warm_wcu", 0, "pre-warm the table to this many write units a second, after -scale (0: the scenario's)")
+	warmRCU := flag.Float64("warm_rcu", 0, "pre-warm the table to this many read units a second, after -scale (0: the scenario's)")
 	testing.Init()
 	flag.Parse()
 	names := []string{*name}
@@ -39,6 +41,12 @@ func main() {
 		}
 		if *window >= time.Second {
 			sc.Window = window.Truncate(time.Second)
+		}
+		if *warmWCU > 0 {
+			sc.WarmWrites = *warmWCU
+		}
+		if *warmRCU > 0 {
+			sc.WarmReads = *warmRCU
 		}
 		tests = append(tests, testing.InternalTest{Name: n, F: func(t *testing.T) { runAndReport(t, sc) }})
 	}

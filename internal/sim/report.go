@@ -66,8 +66,13 @@ func (r *run) allowed(from, to time.Duration) float64 {
 func (r *run) report(w io.Writer, wall time.Duration) {
 	sc := r.sc
 	fmt.Fprintf(w, "scenario %s: %s\n", sc.Name, sc.About)
-	fmt.Fprintf(w, "%d simulated seconds in %v of wall time; prices of %s (%s): $%.3f per million write units, $%.3f per million read units\n\n",
+	fmt.Fprintf(w, "%d simulated seconds in %v of wall time; prices of %s (%s): $%.3f per million write units, $%.3f per million read units\n",
 		int(sc.Duration/time.Second), wall.Round(time.Millisecond), Prices.Date, Prices.Region, Prices.WriteUnit, Prices.ReadUnit)
+	if sc.WarmWrites > 0 || sc.WarmReads > 0 {
+		fmt.Fprintf(w, "table pre-warmed (CreateTable's WarmThroughput) to %.0f write and %.0f read units a second (zero: a new table's 4,000 and 12,000)\n\n", sc.WarmWrites, sc.WarmReads)
+	} else {
+		fmt.Fprintf(w, "a new on-demand table: warm throughput of 4,000 write and 12,000 read units a second\n\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "window\tasked/s\tadmitted/s\tallowed/s\tadmitted÷allowed\tlocal/s\terrors\twrites/decision\tWCU/decision\tRCU/decision\tthrottles\tshards\tpartitions\t$/M decisions\t")
 	var asked int64

@@ -61,7 +61,7 @@ func newRun(ctx context.Context, sc Scenario) (*run, error) {
 		sc.Window = 10 * time.Second
 	}
 	r := &run{sc: sc, fake: fakeFor(sc), st: newStats(sc)}
-	if err := admin.CreateTable(ctx, r.fake, table); err != nil {
+	if err := admin.CreateTable(ctx, warmAPI{r.fake, sc.WarmWrites, sc.WarmReads}, table); err != nil {
 		return nil, err
 	}
 	lim, err := tokenbucket.NewLimit(tokenbucket.Millitokens(sc.Burst*float64(tokenbucket.PerToken)),

@@ -41,6 +41,10 @@ type Scenario struct {
 	Degrade bool
 	// Latency of DynamoDB's calls (zero: LikeDynamoDB's 5 ms / 20 ms).
 	Latency dynamotest.Latency
+	// WarmWrites and WarmReads pre-warm the table: CreateTable's
+	// WarmThroughput, in write and read units a second (zero: a new
+	// on-demand table's 4,000 and 12,000).
+	WarmWrites, WarmReads float64
 	// Changes add and remove replicas during the run.
 	Changes []Change
 	// Bursts multiply the demand for a while.
@@ -73,7 +77,7 @@ func (w *Window) in(t time.Duration) bool {
 	return w != nil && t >= w.At && t < w.At+w.For
 }
 
-// scaled returns sc with its demand, limits and callers times f, and its
+// scaled returns sc with its demand, limits and warm throughput times f, and its
 // replicas times f when replicas is set (at least one each).
 func (sc Scenario) scaled(f float64, replicas bool) Scenario {
 	if f == 1 {
@@ -82,6 +86,8 @@ func (sc Scenario) scaled(f float64, replicas bool) Scenario {
 	sc.Demand *= f
 	sc.Limit *= f
 	sc.Burst *= f
+	sc.WarmWrites *= f
+	sc.WarmReads *= f
 	if replicas {
 		sc.Replicas = max(1, int(float64(sc.Replicas)*f+0.5))
 		for i, c := range sc.Changes {
