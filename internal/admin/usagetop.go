@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
 )
 
 // DefaultTop is how many entities usage top ranks unless -n says.
@@ -97,7 +99,7 @@ func runUsageTop(ctx context.Context, e *cmdEnv, _ []string) error {
 	}
 	ans := rankConsumers(snaps, e.opts.limit, e.opts.usage.n)
 	ans.Resource, ans.Limit, ans.Window, ans.Complete = e.opts.resource, e.opts.limit, w, complete
-	ans.Start = windowStart(w, at).Format(time.RFC3339)
+	ans.Start = usage.Window(w).Start(at).Format(time.RFC3339) // the same windows on every store
 	if e.opts.output == "json" {
 		return writeJSON(e.out, ans)
 	}
@@ -149,14 +151,3 @@ func rankConsumers(snaps []UsageSnapshot, limit string, n int) topAnswer {
 	return ans
 }
 
-// windowStart is the start of the window w holding t, in UTC.
-func windowStart(w Window, t time.Time) time.Time {
-	t = t.UTC()
-	switch w {
-	case Hourly:
-		return t.Truncate(time.Hour)
-	case Monthly:
-		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-	}
-	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-}

@@ -19,14 +19,13 @@ import (
 
 // TestRLQSFleet: three Envoys on examples/envoy/envoy-rlqs.yaml, two
 // service replicas on one DynamoDB Local table (the first Envoy on one,
-// the others on the other), one tenant of 100/s, demand 3:1:0, then
-// 1:1:1, then 2:1:1 with the first replica killed (SIGKILL) 10 s into the
-// phase and started again 10 s later. After the first two report
-// intervals of each phase (of the restart, in the last), every 10 s
-// window admits the limit within 5%, and each Envoy's part of what the
-// phase admits from then on is within 10% of its part of the demand; over
-// the last phase, outage included, at most 1.1 times the limit is
-// admitted.
+// the others on the other), one tenant of 100/s, demand 3:1:0 for 20 s,
+// then 1:1:1 for 20 s, then 2:1:1 for 40 s with the first replica killed
+// (SIGKILL) 10 s into the phase and started again 10 s later. From two
+// report intervals after each change (after the restart, in the last
+// phase), every 10 s window admits the limit within 5%, and each Envoy's
+// part of it is within 10% of its part of the demand; over the last
+// phase, outage included, at most 1.1 times the limit is admitted.
 func TestRLQSFleet(t *testing.T) {
 	envoytest.Scenario(t, "15 RLQS fleet: three Envoys, two replicas on DynamoDB Local, demand 3:1:0, 1:1:1, then 2:1:1 through a replica's restart")
 	env := append(envoytest.DynamoDBTable(t, dynamotest.Shared(t)), "BACKEND_TIMEOUT=400ms")
@@ -56,9 +55,9 @@ func TestRLQSFleet(t *testing.T) {
 		length, from time.Duration
 		during       func()
 	}{
-		{"3:1:0", [3]float64{300, 100, 0}, 30 * time.Second, 10 * time.Second, nil},
-		{"1:1:1", [3]float64{100, 100, 100}, 30 * time.Second, 10 * time.Second, nil},
-		{"2:1:1, a replica restarted", [3]float64{200, 100, 100}, 50 * time.Second, 30 * time.Second, restart},
+		{"3:1:0", [3]float64{300, 100, 0}, 20 * time.Second, 10 * time.Second, nil},
+		{"1:1:1", [3]float64{100, 100, 100}, 20 * time.Second, 10 * time.Second, nil},
+		{"2:1:1, a replica restarted", [3]float64{200, 100, 100}, 40 * time.Second, 30 * time.Second, restart},
 	} {
 		var events sync.WaitGroup
 		if p.during != nil {
