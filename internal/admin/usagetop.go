@@ -150,4 +150,3 @@ func rankConsumers(snaps []UsageSnapshot, limit string, n int) topAnswer {
 	}
 	return ans
 }
-
