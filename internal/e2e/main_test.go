@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	code := dynamotest.Main(m)
 	ran, bad := envoytest.Report(os.Stdout, "internal/e2e")
 	// A full run (no -run) must run every scenario, but the fleet's when
-	// -skip names it (make test runs it alone, after the lanes); -short
+	// -skip names it (make test leaves it to make test-rlqs-fleet); -short
 	// skips them all (Envoy).
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && code == 0 && !testing.Short() {
 		want := scenarios
