@@ -68,9 +68,8 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	case q.Deny:
 		return st.pushed(blanket(w.id, typev3.RateLimitStrategy_DENY_ALL, o.TTL), kindDenyAll), nil
 	}
-	frac := fraction(v.demand)
+	g, frac, r := v.share(o.TTL)
 	o.Observer.Share(frac)
-	g, r := shareOf(q, frac, v.known, v.charged, v.external, o.TTL)
 	w.entry.mu.Lock()
 	g = w.steady(g)
 	w.entry.mu.Unlock()
@@ -93,6 +92,14 @@ type view struct {
 	known    bool
 	charged  float64
 	external []float64
+}
+
+// share is the grant v's stream gets for ttl: its fraction of the
+// bucket's limits, and the rate that fraction comes to.
+func (v *view) share(ttl time.Duration) (grant, float64, float64) {
+	frac := fraction(v.demand)
+	g, r := shareOf(&v.q, frac, v.known, v.charged, v.external, ttl)
+	return g, frac, r
 }
 
 // take adds a report of w's bucket (allowed of dem requests over elapsed)

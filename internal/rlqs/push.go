@@ -99,8 +99,7 @@ func (e *entry) pushAll(s *Server) {
 			continue // a provisional share stands until the stream reports
 		}
 		v := e.viewOf(w)
-		frac := fraction(v.demand)
-		g, _ := shareOf(q, frac, v.known, v.charged, v.external, s.o.TTL)
+		g, frac, _ := v.share(s.o.TTL)
 		if last := w.grant; w.steady(g) == last {
 			continue
 		}
