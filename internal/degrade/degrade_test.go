@@ -87,7 +87,9 @@ type rig struct {
 	stop func()
 }
 
-func newRig(t *testing.T, share int) *rig {
+// newRig returns a rig of one replica of a fleet of share, its
+// degrade.Config changed by opts.
+func newRig(t *testing.T, share int, opts ...func(*degrade.Config)) *rig {
 	t.Helper()
 	ctx := context.Background()
 	f := dynamotest.NewFake()
@@ -101,7 +103,11 @@ func newRig(t *testing.T, share int) *rig {
 	reg := prometheus.NewRegistry()
 	obs := &counts{Observer: metrics.DegradeObserver(reg)}
 	logger, hook := logtest.NewNullLogger()
-	d := degrade.New(shared, degrade.Config{ID: "r1", Share: func() int { return share }, Observer: obs, Log: logrus.NewEntry(logger)})
+	cfg := degrade.Config{ID: "r1", Share: func() int { return share }, Observer: obs, Log: logrus.NewEntry(logger)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d := degrade.New(shared, cfg)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = d.Run(runCtx); close(done) }()
@@ -189,6 +195,7 @@ func testOutageLocalShareThenRepay(t *testing.T) {
 		t.Fatalf("before the outage: %d admitted, %d local; want 10 by the store", ok, local)
 	}
 	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
+	outage(t, r.store)
 	ok, local := r.decide(t, one("a"), 60)
 	if local != 60 {
 		t.Errorf("during the outage %d of 60 decided locally, want all", local)
@@ -225,7 +232,8 @@ func testOutageLocalShareThenRepay(t *testing.T) {
 // shared bucket may be giving its burst to the replicas it answers, so
 // only the refill is this replica's. Once the store has failed every call
 // for a second (an outage: nobody is admitting there), a new bucket starts
-// full at its share.
+// full at its share. A bucket seen before starts bare too while the store
+// answers, and is lifted to its share of what was seen in an outage.
 func TestNoImageStartsBare(t *testing.T) { synctest.Test(t, testNoImageStartsBare) }
 
 func testNoImageStartsBare(t *testing.T) {
@@ -247,13 +255,33 @@ func testNoImageStartsBare(t *testing.T) {
 	if ok, local := r.decide(t, one("seen"), 1); ok != 1 || local != 0 {
 		t.Errorf("another bucket meanwhile: %d admitted, %d local; want the store's admission", ok, local)
 	}
+	// A bucket seen holding 98 tokens starts bare as well while the store
+	// answers: what this replica saw may be going to the others now.
+	slow := func(entity string) func(string, string) error {
+		return func(_, pk string) error {
+			if strings.Contains(pk, "#"+entity+"#") || (cold.Load() && strings.Contains(pk, "#cold#")) {
+				return unanswered()
+			}
+			return nil
+		}
+	}
+	r.fake.SetFailItem(slow("seen"))
+	if ok, local := r.decide(t, one("seen"), 5); ok != 1 || local != 5 {
+		t.Errorf("a slow call on a bucket seen with 98 tokens: %d of 5 admitted, %d local; want 1 and 5 local", ok, local)
+	}
 	r.fake.SetFail(func(context.Context, string) error { return unanswered() })
 	outage(t, r.store)
 	if ok, local := r.decide(t, one("new"), 60); ok != 50 || local != 60 {
 		t.Errorf("in an outage, a bucket never seen: %d of 60 admitted, %d local; want 50 (full at half of 100)", ok, local)
 	}
+	// Once it is an outage the bare bucket is lifted to its share of what
+	// was seen: half of 98 (what it holds now, 0 plus a second's refill,
+	// being less).
+	if ok, local := r.decide(t, one("seen"), 60); ok != 49 || local != 60 {
+		t.Errorf("in an outage, the bucket seen with 98: %d of 60 admitted, %d local; want 49 (half of 98)", ok, local)
+	}
 	r.fake.SetFail(nil)
-	cold.Store(false)
+	r.fake.SetFailItem(nil)
 	r.repaid(t)
 }
 
@@ -265,9 +293,9 @@ func TestThrottledItemAlone(t *testing.T) { synctest.Test(t, testThrottledItemAl
 func testThrottledItemAlone(t *testing.T) {
 	r := newRig(t, 1)
 	var throttled atomic.Bool
-	// Decided once by the store first: a local bucket starts from the
-	// image (one with none, while DynamoDB answers other calls, starts
-	// empty: the item may be admitting its burst to other replicas).
+	// Decided once by the store first. While DynamoDB answers other
+	// calls, the local bucket starts bare all the same: the item may be
+	// giving what this replica last saw of it to other replicas.
 	if ok, local := r.decide(t, one("hot"), 1); ok != 1 || local != 0 {
 		t.Fatalf("before the throttling: %d admitted, %d local; want the store's admission", ok, local)
 	}
@@ -278,8 +306,8 @@ func testThrottledItemAlone(t *testing.T) {
 		}
 		return nil
 	})
-	if _, local := r.decide(t, one("hot"), 3); local != 3 {
-		t.Errorf("throttled item: %d of 3 decided locally, want 3", local)
+	if ok, local := r.decide(t, one("hot"), 3); local != 3 || ok != 1 {
+		t.Errorf("throttled item: %d of 3 decided locally, %d admitted; want 3, and 1 (a bare bucket)", local, ok)
 	}
 	if _, local := r.decide(t, one("cold"), 3); local != 0 {
 		t.Errorf("another item: %d of 3 decided locally, want none", local)
@@ -298,10 +326,10 @@ func testThrottledItemAlone(t *testing.T) {
 	}
 	t.Logf("back to DynamoDB %v after the throttling ended", time.Since(end).Round(time.Millisecond))
 	r.repaid(t)
-	// 3 local admissions repaid, 2 by the store. (Throttling doubled
-	// the item's shards, which forfeits tokens: at most 95 remain.)
-	if got := r.tokens(t, "hot"); got > 95*token {
-		t.Errorf("hot holds %d, want at most 95 tokens", got)
+	// 1 local admission repaid, 2 by the store. (Throttling doubled
+	// the item's shards, which forfeits tokens: at most 97 remain.)
+	if got := r.tokens(t, "hot"); got > 97*token {
+		t.Errorf("hot holds %d, want at most 97 tokens", got)
 	}
 }
 

@@ -35,15 +35,17 @@
 // capacity and refill are the share of the limit's; a share that moves by
 // more than an eighth remakes it, its tokens kept in proportion.
 //
-// A local bucket starts from what this replica last saw of the shared one:
-// its share of the tokens of its last image. One with no image starts
-// bare, holding only the request that makes it (its refill being this
-// replica's), while the shared store may be giving the bucket's burst to
-// the replicas it answers; full at its share once the store has failed
-// this replica's calls for a second with none answered meanwhile (nor a
-// heartbeat, Config.Answered): an outage. While the fleet is not counted (Config.Settled)
-// every new local bucket starts bare, so that replicas starting together
-// do not each take a burst that is the shared bucket's to give. A local
+// A local bucket starts bare, holding only the request that makes it (its
+// refill being this replica's), while the shared store may be giving the
+// bucket's tokens to the replicas it answers: what this replica last saw
+// of them may be gone. In an outage (the store has failed this replica's
+// calls for Config.Outage, a second, with none answered meanwhile, nor a
+// heartbeat, Config.Answered) it starts from what this replica last saw of
+// the shared one, its share of the tokens of its last image (full at its
+// share with no image), and a bare one is lifted to that once. While the
+// fleet is not counted (Config.Settled) every new local bucket starts
+// bare, so that replicas starting together do not each take a burst that
+// is the shared bucket's to give. A local
 // bucket refills at its share of the rate and, while the item is tracked
 // here, is brought down, never up, to its share of the shared store's
 // answers.

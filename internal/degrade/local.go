@@ -89,7 +89,7 @@ func (s *Store) localPlan(plan *cascade.Plan, now int64, n int) (*local, int64, 
 		if refuses(d) && sn.refused {
 			refuseUntil = max(refuseUntil, now+refusalWindow.Milliseconds())
 		}
-		l := limitOf(it, d, s.shareOf(d, n), now, sn, s.startsBare(sn, now))
+		l := limitOf(it, d, s.shareOf(d, n), now, sn, s.startsBare(now))
 		j := indexOf(lp.lims, l)
 		if j < 0 {
 			j = len(lp.lims)
@@ -167,27 +167,28 @@ func (s *Store) owe(lp *local, i int, d *cascade.Debit, landed map[cascade.Key]b
 }
 
 // limitOf returns it's local bucket for d's limit, made for share p: a
-// new one starts from sn, what the shared store last showed (its share p
-// of that; full when it showed nothing), and one made for another limit or
-// a share that moved by more than an eighth keeps its tokens in
-// proportion.
+// new one starts bare (holding only d's amount, the refill being this
+// replica's) when bare (startsBare), else from sn, what the shared store
+// last showed (its share p of that; full when it showed nothing). One made
+// bare is lifted once to that start when bare no longer holds (an outage:
+// nobody is given the shared bucket's tokens now), never lowered by it.
+// One made for another limit or a share that moved by more than an eighth
+// keeps its tokens in proportion.
 func limitOf(it *item, d *cascade.Debit, p portion, now int64, sn seen, bare bool) *limit {
 	l := it.limits[d.Limit]
 	if l == nil {
-		l = &limit{bucket: d.Bucket, part: p, local: scale(d.Bucket, p)}
-		switch {
-		case bare:
-			// Only the request that made it: the burst is the shared
-			// bucket's to give (startsBare); the refill is this
-			// replica's.
+		l = &limit{bucket: d.Bucket, part: p, local: scale(d.Bucket, p), bare: bare}
+		if bare {
 			l.state = l.local.Holding(min(max(d.Amount, 0), l.local.Capacity), now)
-		case sn.ok:
-			l.state = l.local.Holding(p.of(sn.tokens), now)
-		default:
-			l.state = l.local.Full(now)
+		} else {
+			l.state = l.local.Holding(startOf(l.local, p, sn), now)
 		}
 		it.limits[d.Limit] = l
 		return l
+	}
+	if l.bare && !bare && l.bucket == d.Bucket {
+		l.bare = false
+		l.state = l.local.Holding(max(l.local.Tokens(l.state, now), startOf(l.local, l.part, sn)), now)
 	}
 	if l.bucket != d.Bucket || l.part.moved(p) {
 		all := l.part.whole(l.local.Tokens(l.state, now))
@@ -195,6 +196,16 @@ func limitOf(it *item, d *cascade.Debit, p portion, now int64, sn seen, bare boo
 		l.state = l.local.Holding(p.of(all), now)
 	}
 	return l
+}
+
+// startOf is what a local bucket (local, share p of its shared one)
+// starts with in an outage: p of what the shared store last showed (sn),
+// all of local's capacity when it showed nothing.
+func startOf(local tokenbucket.Limit, p portion, sn seen) tokenbucket.Millitokens {
+	if sn.ok {
+		return p.of(sn.tokens)
+	}
+	return local.Capacity
 }
 
 // seen is what the shared store last showed of a debit's bucket (Seer),

@@ -50,7 +50,10 @@ const (
 )
 
 func everyLocalTokenChargedOnce(t *testing.T, seed uint64) {
-	r := newRig(t, 2)
+	// Every failure is an outage at once (Config.Outage), so that local
+	// buckets start from the image and admit: a bare one would refuse the
+	// decisions whose writes landed, which the table then counts unadmitted.
+	r := newRig(t, 2, func(c *degrade.Config) { c.Outage = time.Nanosecond })
 	rng := rand.New(rand.NewPCG(seed, 11))
 	var mu sync.Mutex
 	mode := storeAnswers

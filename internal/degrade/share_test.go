@@ -94,6 +94,7 @@ func testShareFollowsDemand(t *testing.T) {
 	left := float64(10000 - 160) // what both last saw, within a round
 	f.SetFail(func(context.Context, string) error { return unanswered() })
 	for i, d := range fleet {
+		outage(t, d)
 		admitted := 0
 		for range 10000 {
 			if dec, _ := d.Acquire(context.Background(), on(cascade.Consume)); dec.Admitted {

@@ -38,12 +38,13 @@ const (
 	// (cascade.Repayment: the shared store keeps a stamp longer); one
 	// still failing then is dropped.
 	repaymentLife = time.Hour
-	// outage is how long the shared store must have failed every call of
-	// this replica before a local bucket with no image starts full at its
-	// share (an outage: nobody is admitting on the shared bucket); until
-	// then it starts bare (startsBare), as the shared bucket may be
-	// admitting its burst to the replicas it answers.
-	outage = time.Second
+	// DefaultOutage is how long the shared store must have failed every
+	// call of this replica, answering none, before a new local bucket
+	// starts at its share of what it last showed (an outage: nobody is
+	// admitting on the shared bucket); until then it starts bare
+	// (startsBare), as the shared bucket may be giving its tokens to the
+	// replicas it answers.
+	DefaultOutage = time.Second
 )
 
 // Shared is the store a fleet shares: it decides plans and applies each
@@ -118,6 +119,10 @@ type Config struct {
 	Workers int
 	// Drain bounds the last repay pass Run makes once its context ends.
 	Drain time.Duration
+	// Outage is how long the shared store must fail every call of this
+	// replica, answering none, before new local buckets start at their
+	// share rather than bare (startsBare).
+	Outage time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Observer hears of local decisions, repayments and losses (none when
@@ -154,6 +159,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Drain <= 0 {
 		c.Drain = DefaultDrain
+	}
+	if c.Outage <= 0 {
+		c.Outage = DefaultOutage
 	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
@@ -226,10 +234,12 @@ type item struct {
 
 // limit is one limit of a tracked item.
 type limit struct {
-	bucket  tokenbucket.Limit // the shared limit
-	part    portion           // the share of bucket local was made for
-	local   tokenbucket.Limit // part of bucket
-	state   tokenbucket.State // local's level
+	bucket tokenbucket.Limit // the shared limit
+	part   portion           // the share of bucket local was made for
+	local  tokenbucket.Limit // part of bucket
+	state  tokenbucket.State // local's level
+	// bare: made bare (startsBare) and not lifted since (limitOf).
+	bare    bool
 	pending tokenbucket.Millitokens
 	// repaying is the part of pending in owed.
 	repaying tokenbucket.Millitokens
@@ -390,18 +400,18 @@ func (s *Store) failing() { s.failingMs.CompareAndSwap(0, s.nowMs()) }
 // startsBare reports whether a new local bucket starts bare at now:
 // holding only the request that makes it, the refill alone being this
 // replica's (a limit of a few a minute still admits that one request on
-// each replica, so a new API key is not refused for a slow call). While the fleet is not counted yet
-// (Config.Settled) no share of the burst is known to be this replica's;
-// and with no image of the bucket (sn), until the shared store has
-// answered none of this replica's calls (nor heartbeats, Config.Answered)
-// for an outage window, it may be giving the burst to the replicas it
-// answers.
-func (s *Store) startsBare(sn seen, now int64) bool {
+// each replica, so a new API key is not refused for a slow call). While
+// the fleet is not counted yet (Config.Settled) no share of the burst is
+// known to be this replica's; and until the shared store has answered
+// none of this replica's calls (nor heartbeats, Config.Answered) for an
+// Config.Outage, it may be giving the bucket's tokens to the replicas it
+// answers, whatever this replica last saw of them: a share of a last
+// image taken then would be admitted twice, here and there. A bucket made
+// bare is lifted to its share of that image (full with none) once the
+// outage is (limitOf).
+func (s *Store) startsBare(now int64) bool {
 	if !s.cfg.Settled() {
 		return true
-	}
-	if sn.ok {
-		return false
 	}
 	since := s.failingMs.Load()
 	if since == 0 {
@@ -410,7 +420,7 @@ func (s *Store) startsBare(sn seen, now int64) bool {
 	if a := s.cfg.Answered(); !a.IsZero() {
 		since = max(since, a.UnixMilli())
 	}
-	return now-since < outage.Milliseconds()
+	return now-since < s.cfg.Outage.Milliseconds()
 }
 
 func (s *Store) share() int { return max(s.cfg.Share(), 1) }
