@@ -2,6 +2,7 @@ package rlqs
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -75,7 +76,7 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	w.entry.mu.Unlock()
 	if o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		o.Logger.WithFields(logrus.Fields{
-			"bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
+			"stream": fmt.Sprintf("%p", st), "elapsed": elapsed, "bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
 			"others": v.others, "external": v.external, "fraction": frac, "rate": r,
 			"tokens_per_fill": g.tokensPerFill, "fill_interval": g.fillInterval, "max_tokens": g.maxTokens,
 		}).Debug("rlqs assignment")

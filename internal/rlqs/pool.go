@@ -345,11 +345,13 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		st.kept, st.keptSlot, st.keptEpoch, st.keptOK = keep, slot, epochOf(now), true
 	}
 	p.s.o.Observer.OverAdmitted(overAdmitted(&q, c.Allowed))
-	st.update(q, float64(c.Allowed), now.Add(p.s.now().Sub(now)/2))
+	took := p.s.now().Sub(now)
+	st.update(q, float64(c.Allowed), now.Add(took/2))
 	if q.Metered {
 		st.ours += float64(c.Allowed)
 		st.read(q, epochOf(now))
 	}
+	p.logCharge(e, kind, c, keep, now, took)
 	if kind != chargeLast {
 		e.pushAll(p.s)
 	}
