@@ -79,8 +79,10 @@ func newPool(s *Server) *pool {
 type entry struct {
 	domain string
 	// flush serializes the entry's store calls, so that their answers
-	// apply in order; mu guards the rest.
-	flush sync.Mutex
+	// apply in order (a semaphore, not a mutex: a call waiting for
+	// another is durably blocked in a synctest bubble); mu guards the
+	// rest.
+	flush chan struct{}
 	mu    sync.Mutex
 	// members are the watches of this replica's streams on the bucket;
 	// each holds its stream's demand rate.
@@ -180,7 +182,7 @@ func (p *pool) join(key, domain string, w *watch) *entry {
 	defer p.mu.Unlock()
 	e := p.entries[key]
 	if e == nil {
-		e = &entry{domain: domain}
+		e = &entry{domain: domain, flush: make(chan struct{}, 1)}
 		p.entries[key] = e
 	}
 	e.mu.Lock()
@@ -297,8 +299,8 @@ const freshWithin = reportInterval / 5
 // has had one already makes none. It returns an InvalidArgument the store
 // refused the bucket with.
 func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
-	e.flush.Lock()
-	defer e.flush.Unlock()
+	e.flush <- struct{}{}
+	defer func() { <-e.flush }()
 	now := p.s.now()
 	slot := slotOf(now)
 	e.mu.Lock()
