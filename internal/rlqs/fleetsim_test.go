@@ -144,9 +144,6 @@ func simFleet(t *testing.T, a, b *Server, start, spacing time.Duration, phases [
 				e.apply(e.st.outbox.take(), now)
 				owed += phases[k].demand[i] * step.Seconds()
 				for ; owed >= 1; owed-- {
-					if e.lastReport.IsZero() {
-						e.report(t, now, true)
-					}
 					if e.admit(now) {
 						e.allowed++
 						mu.Lock()
@@ -154,6 +151,11 @@ func simFleet(t *testing.T, a, b *Server, start, spacing time.Duration, phases [
 						mu.Unlock()
 					} else {
 						e.deny++
+					}
+					if e.lastReport.IsZero() {
+						// Envoy reports a new bucket at its first
+						// request, admitted (no assignment yet).
+						e.report(t, now, true)
 					}
 				}
 				if !e.lastReport.IsZero() && now.Sub(e.lastReport) >= interval {

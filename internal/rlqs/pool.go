@@ -249,8 +249,9 @@ func (p *pool) run() {
 	}
 }
 
-// poolTick is how often the pool looks for entries due.
-const poolTick = 100 * time.Millisecond
+// poolTick is how often the pool looks for entries due: a call comes at
+// most that late.
+const poolTick = 250 * time.Millisecond
 
 // report takes a report at now into e's schedule: the pool calls the
 // store for e its delay after the first report since its last call.
