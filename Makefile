@@ -69,13 +69,8 @@ run: build ## run the service on the embedded store with the example config (Ctr
 # checks at p99 350 ms).
 # The Redis fleet's calls per decision on a hot key are checked without
 # -race too: under it each request costs the replicas several times the
-# CPU, so fewer decisions queue behind each call. The RLQS fleet through
-# three Envoys (TEST_FLEET_ALONE) is left out of test: it holds on the
-# development checkout (8 of 8 runs, under -race and with two cores busy),
-# but two clean clones' runs saw the first settled windows after a change
-# at 110-112 and 88-89/s of 100; make test-rlqs-fleet runs it (docs/rlqs.md).
+# CPU, so fewer decisions queue behind each call.
 comma := ,
-TEST_FLEET_ALONE := ^TestRLQSFleet$$
 TEST_HEAVY := ./cmd/ratelimit ./pkg/dynamo
 TEST_ALONE := ^(TestDegradedHotTenantNewKeys|TestDegradedFreeze|TestFleetColdStartLocal)$$
 # The queue's longest packages, longest first, but the tests through Envoy
@@ -87,7 +82,7 @@ test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy 
 	$(GO) vet ./...
 	GO_TEST_FLAGS='-race -count=1 -timeout 30m' bash internal/testlanes/lanes.sh \
 	  './cmd/ratelimit@-skip,$(TEST_ALONE)' ./pkg/dynamo -- \
-	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v$(comma)-skip$(comma)$(TEST_FLEET_ALONE),$(TEST_LONG)) \
+	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v,$(TEST_LONG)) \
 	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG)) | sed 's|^github.com/dynalimit/dynalimit|.|') \
 	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-run,TestCalibration'
 	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver
@@ -126,9 +121,10 @@ test-envoy: envoy ## run only the end-to-end tests through Envoy (internal/e2e)
 	$(GO) test -race -count=1 -timeout 20m -v ./internal/e2e
 
 .PHONY: test-rlqs-fleet
-# The RLQS fleet's run (three Envoys, two replicas on DynamoDB Local;
-# RLQS_FLEET_REDIS=1 for Redis; docs/rlqs.md). Not part of test.
-test-rlqs-fleet: envoy ## run the RLQS fleet through three Envoys (not part of test: docs/rlqs.md)
+# The RLQS fleet's run alone (three Envoys, two replicas on DynamoDB Local;
+# RLQS_FLEET_REDIS=1 for Redis, RLQS_FLEET_LOGDIR=dir keeps the replicas'
+# debug logs; docs/rlqs.md). test runs it too, in the e2e lane.
+test-rlqs-fleet: envoy ## run the RLQS fleet through three Envoys alone (docs/rlqs.md)
 	$(GO) test -race -count=1 -timeout 10m -run '^TestRLQSFleet$$' -v ./internal/e2e
 
 .PHONY: test-conformance

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"regexp"
 	"testing"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
@@ -20,18 +19,10 @@ func TestMain(m *testing.M) {
 	// started per scenario cost seconds, and answered slowly while cold.
 	code := dynamotest.Main(m)
 	ran, bad := envoytest.Report(os.Stdout, "internal/e2e")
-	// A full run (no -run) must run every scenario, but the fleet's when
-	// -skip names it (make test leaves it to make test-rlqs-fleet); -short
-	// skips them all (Envoy).
+	// A full run must run every scenario; -short skips them all (Envoy).
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && code == 0 && !testing.Short() {
-		want := scenarios
-		if skip := flag.Lookup("test.skip"); skip != nil && skip.Value.String() != "" {
-			if re, err := regexp.Compile(skip.Value.String()); err == nil && re.MatchString("TestRLQSFleet") {
-				want--
-			}
-		}
-		if ran != want || bad != 0 {
-			fmt.Printf("internal/e2e: a full run must pass all %d scenarios; %d ran, %d did not pass\n", want, ran, bad)
+		if ran != scenarios || bad != 0 {
+			fmt.Printf("internal/e2e: a full run must pass all %d scenarios; %d ran, %d did not pass\n", scenarios, ran, bad)
 			code = 1
 		}
 	}

@@ -32,8 +32,24 @@ func TestRLQSFleet(t *testing.T) {
 	if os.Getenv("RLQS_FLEET_REDIS") != "" {
 		env = []string{"BACKEND_TYPE=redis", "REDIS_URL=" + redistest.Start(t, redistest.Options{}).Addr(), "BACKEND_TIMEOUT=100ms"}
 	}
+	logDir := os.Getenv("RLQS_FLEET_LOGDIR")
+	if logDir != "" {
+		env = append(env, "LOG_LEVEL=debug")
+	}
 	dir := filepath.Join(testutil.RepoRoot(t), configDir)
 	replicas := []*envoytest.Service{envoytest.StartService(t, dir, env...), envoytest.StartService(t, dir, env...)}
+	if logDir != "" {
+		t.Cleanup(func() {
+			for i, s := range replicas {
+				f := filepath.Join(logDir, "replica"+strconv.Itoa(i)+".log")
+				if err := os.WriteFile(f, []byte(s.Output()), 0o644); err != nil {
+					t.Error(err)
+				}
+				t.Logf("replica %d's log: %s", i, f)
+			}
+		})
+	}
+	t0 := time.Now()
 	var envoys []*envoytest.Rig
 	for _, s := range []*envoytest.Service{replicas[0], replicas[1], replicas[1]} {
 		envoys = append(envoys, envoytest.Start(t, envoytest.Options{Bootstrap: rlqsBootstrap, ServiceAddr: "127.0.0.1:" + strconv.Itoa(s.GRPCPort)}))
@@ -63,8 +79,15 @@ func TestRLQSFleet(t *testing.T) {
 		if p.during != nil {
 			events.Go(p.during)
 		}
+		start := time.Now()
 		bins := drive(t, envoys, p.demand, p.length)
 		events.Wait()
+		if logDir != "" {
+			t.Logf("%s: started %.3f s into the run (%s)", p.name, start.Sub(t0).Seconds(), start.UTC().Format("15:04:05.000"))
+			for i := range bins {
+				t.Logf("%s: Envoy %d admitted each second %v", p.name, i, bins[i])
+			}
+		}
 		for i, s := range replicas {
 			m := s.Metrics(t)
 			t.Logf("replica %d: charge failures %v, over-admitted %v, store errors %v, token buckets sent %v", i,

@@ -2,6 +2,7 @@ package rlqs
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 //     limits: Envoy keeps its assignment until its TTL runs out.
 //
 // The bucket's first report on this replica is charged at once, to learn
-// its limits; the others wait for the replica's next slot (see pool).
+// its limits; the others wait for the pool's call, its delay later (see
+// pool).
 func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first bool, now time.Time) (*action, error) {
 	o := &st.s.o
 	allowed, dem := u.GetNumRequestsAllowed(), demandOf(u)
@@ -75,7 +77,7 @@ func (st *streamState) assign(ctx context.Context, w *watch, u *usage, first boo
 	w.entry.mu.Unlock()
 	if o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		o.Logger.WithFields(logrus.Fields{
-			"bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
+			"stream": fmt.Sprintf("%p", st), "elapsed": elapsed, "bucket": w.key, "allowed": allowed, "demand": dem, "own": v.own, "local": v.local, "fleet": v.fleet,
 			"others": v.others, "external": v.external, "fraction": frac, "rate": r,
 			"tokens_per_fill": g.tokensPerFill, "fill_interval": g.fillInterval, "max_tokens": g.maxTokens,
 		}).Debug("rlqs assignment")
@@ -114,6 +116,7 @@ func (st *streamState) take(ctx context.Context, w *watch, entries []descriptors
 	}
 	e.entries = entries
 	e.pending = satAdd(e.pending, allowed)
+	st.s.pool.report(e, st.s.now())
 	call := e.callFor(st.s.now())
 	e.mu.Unlock()
 	if call >= 0 {

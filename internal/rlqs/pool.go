@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -17,13 +18,16 @@ import (
 )
 
 // A replica pools its streams' reports of a bucket and charges them to
-// the store once a report slot (wall-clock time in reportInterval slots;
-// the replica's charges at an offset into each slot, from six to nine
-// tenths of a slot, drawn at start so that replicas spread their calls,
-// late in the slot so that a report that changes the replica's demand
-// finds the slot not charged yet, and charges it at once). So the store
-// sees one write per bucket per replica per slot, however many Envoys
-// report the bucket here.
+// the store once a report slot (wall-clock time in reportInterval
+// slots): the pool calls the store for a bucket its delay (two to three
+// fifths of a report interval, drawn at start so that replicas spread
+// their calls) after the first report since its last call, so that the
+// call comes after its Envoys' reports, whatever their timers, and writes
+// what they changed; the call writes when the slot has had no write yet,
+// and reads otherwise. So the store sees one write per bucket per replica
+// per slot, however many Envoys report the bucket here, and the other
+// replicas' writes that followed the reports (at their own delays) are
+// read by the next report, half an interval on.
 //
 // The same write keeps the replica's demand rate (the sum of its streams'
 // last reported rates) in the bucket's demand meters
@@ -58,7 +62,9 @@ const flushWorkers = 16
 
 // pool is this replica's buckets, by domain and bucket key.
 type pool struct {
-	s       *Server
+	s *Server
+	// offset is the pool's delay: how long after the first report since
+	// a bucket's last call the pool calls the store for it.
 	offset  time.Duration
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -69,7 +75,7 @@ type pool struct {
 func newPool(s *Server) *pool {
 	return &pool{
 		s:       s,
-		offset:  reportInterval*3/5 + time.Duration(rand.Int64N(int64(reportInterval*3/10))),
+		offset:  reportInterval*2/5 + time.Duration(rand.Int64N(int64(reportInterval/5))),
 		entries: map[string]*entry{},
 		wake:    make(chan struct{}, 1),
 	}
@@ -79,8 +85,10 @@ func newPool(s *Server) *pool {
 type entry struct {
 	domain string
 	// flush serializes the entry's store calls, so that their answers
-	// apply in order; mu guards the rest.
-	flush sync.Mutex
+	// apply in order (a semaphore, not a mutex: a call waiting for
+	// another is durably blocked in a synctest bubble, and gives up with
+	// its context); mu guards the rest.
+	flush *semaphore.Weighted
 	mu    sync.Mutex
 	// members are the watches of this replica's streams on the bucket;
 	// each holds its stream's demand rate.
@@ -89,7 +97,10 @@ type entry struct {
 	entries []descriptors.Entry
 	// pending is the allowed requests reported and not charged yet.
 	pending uint64
-	state   quotaState
+	// due is when the pool calls the store for the entry next: the
+	// pool's delay after the first report since its last call.
+	due   time.Time
+	state quotaState
 }
 
 // quotaState is what the entry's store calls told.
@@ -142,35 +153,18 @@ const epochLength = 2 * reportInterval
 // epochOf is the demand meters' epoch of t.
 func epochOf(t time.Time) int64 { return t.UnixNano() / int64(epochLength) }
 
-// changedRate is how far a replica's demand rate may move from what it
-// keeps in the meters before a report charges the slot at once rather
-// than at the replica's offset.
-const changedRate = 0.1
-
 // callFor is the call a report at now makes before it is answered: the
-// bucket's first (a slot's charge, to learn its limits), the slot's
-// charge when the rate kept is stale, a read when the last reading is
-// older than freshWithin; or none (-1). e.mu held.
+// bucket's first (a slot's charge, to learn its limits), a read when the
+// last reading is older than freshWithin; or none (-1). The report's
+// demand is written by the pool's call, its delay later. e.mu held.
 func (e *entry) callFor(now time.Time) int {
 	switch {
-	case e.state.calls == 0 || e.stale(now):
+	case e.state.calls == 0:
 		return chargeSlot
 	case now.Sub(e.state.at) >= freshWithin:
 		return chargeRead
 	}
 	return -1
-}
-
-// stale reports whether the rate e keeps in the meters is off its local
-// rate by more than changedRate and the slot of now has had no charge:
-// the report that changed it charges the slot. e.mu held.
-func (e *entry) stale(now time.Time) bool {
-	st := &e.state
-	if !st.keptOK || st.keptSlot >= slotOf(now) {
-		return false
-	}
-	kept := float64(st.kept) / float64(demandScale)
-	return math.Abs(e.localRate()-kept) > changedRate*kept
 }
 
 // join adds w to its bucket's entry, starting the pool's charges when it
@@ -180,7 +174,7 @@ func (p *pool) join(key, domain string, w *watch) *entry {
 	defer p.mu.Unlock()
 	e := p.entries[key]
 	if e == nil {
-		e = &entry{domain: domain}
+		e = &entry{domain: domain, flush: semaphore.NewWeighted(1)}
 		p.entries[key] = e
 	}
 	e.mu.Lock()
@@ -222,33 +216,49 @@ func (p *pool) leave(ctx context.Context, key string, w *watch) {
 	}
 }
 
-// run charges every entry once a slot, until the pool is empty.
+// run calls the store for each entry when it is due, until the pool is
+// empty.
 func (p *pool) run() {
 	for {
-		now := p.s.now()
-		next := time.Unix(0, (slotOf(now.Add(-p.offset))+1)*int64(reportInterval)).Add(p.offset)
-		timer := time.NewTimer(next.Sub(now))
-		woken := false
+		timer := time.NewTimer(poolTick)
 		select {
 		case <-timer.C:
 		case <-p.wake:
 			timer.Stop()
-			woken = true
 		}
+		now := p.s.now()
 		p.mu.Lock()
 		if len(p.entries) == 0 {
 			p.running = false
 			p.mu.Unlock()
 			return
 		}
-		list := make([]*entry, 0, len(p.entries))
+		var list []*entry
 		for _, e := range p.entries {
-			list = append(list, e)
+			e.mu.Lock()
+			if !e.due.After(now) {
+				e.due = now.Add(reportInterval)
+				list = append(list, e)
+			}
+			e.mu.Unlock()
 		}
 		p.mu.Unlock()
-		if !woken {
+		if len(list) > 0 {
 			p.chargeAll(list)
 		}
+	}
+}
+
+// poolTick is how often the pool looks for entries due: a call comes at
+// most that late.
+const poolTick = 250 * time.Millisecond
+
+// report takes a report at now into e's schedule: the pool calls the
+// store for e its delay after the first report since its last call.
+// e.mu held.
+func (p *pool) report(e *entry, now time.Time) {
+	if at := now.Add(p.offset); e.due.IsZero() || at.Before(e.due) {
+		e.due = at
 	}
 }
 
@@ -276,9 +286,9 @@ func (p *pool) chargeAll(list []*entry) {
 // Kinds of a pooled charge.
 const (
 	// chargeSlot is the slot's charge, which keeps the replica's demand
-	// rate in the meters: at the replica's offset into the slot, or
-	// earlier when a report changed the rate, or at a bucket's first
-	// report here (to learn its limits); one a slot.
+	// rate in the meters: the pool's call, its delay after the reports,
+	// or a bucket's first report here (to learn its limits); one a slot
+	// (a later one in the slot reads).
 	chargeSlot = iota
 	// chargeLast: the last stream left; the rate is taken back.
 	chargeLast
@@ -294,17 +304,23 @@ const freshWithin = reportInterval / 5
 
 // charge makes one store call for e: the allowed requests pending and,
 // for kind, the demand meters' adjustments; a slot's charge when the slot
-// has had one already makes none. It returns an InvalidArgument the store
+// has had one already reads (what the other replicas wrote since). It
+// returns an InvalidArgument the store
 // refused the bucket with.
 func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
-	e.flush.Lock()
-	defer e.flush.Unlock()
+	if err := e.flush.Acquire(ctx, 1); err != nil {
+		return nil // the call was not made: the next slot's charges it
+	}
+	defer e.flush.Release(1)
 	now := p.s.now()
 	slot := slotOf(now)
 	e.mu.Lock()
-	if e.entries == nil || (kind == chargeSlot && e.state.calls > 0 && e.state.keptOK && e.state.keptSlot == slot) {
+	if e.entries == nil {
 		e.mu.Unlock()
 		return nil
+	}
+	if kind == chargeSlot && e.state.calls > 0 && e.state.keptOK && e.state.keptSlot == slot {
+		kind = chargeRead // the slot has had its write: read what others wrote since
 	}
 	var c service.QuotaCharge
 	keep := int64(0)
@@ -345,11 +361,13 @@ func (p *pool) charge(ctx context.Context, e *entry, kind int) error {
 		st.kept, st.keptSlot, st.keptEpoch, st.keptOK = keep, slot, epochOf(now), true
 	}
 	p.s.o.Observer.OverAdmitted(overAdmitted(&q, c.Allowed))
-	st.update(q, float64(c.Allowed), now.Add(p.s.now().Sub(now)/2))
+	took := p.s.now().Sub(now)
+	st.update(q, float64(c.Allowed), now.Add(took/2))
 	if q.Metered {
 		st.ours += float64(c.Allowed)
 		st.read(q, epochOf(now))
 	}
+	p.logCharge(e, kind, c, keep, now, took)
 	if kind != chargeLast {
 		e.pushAll(p.s)
 	}

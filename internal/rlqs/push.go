@@ -2,7 +2,10 @@ package rlqs
 
 import (
 	"context"
+	"fmt"
 	"sync"
+
+	"github.com/sirupsen/logrus"
 )
 
 // Between its reports, a stream is sent the new assignments that a call
@@ -104,6 +107,12 @@ func (e *entry) pushAll(s *Server) {
 			continue
 		}
 		s.o.Observer.Share(frac)
+		if s.o.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
+			s.o.Logger.WithFields(logrus.Fields{
+				"stream": fmt.Sprintf("%p", w.stream), "own": v.own, "local": v.local, "fleet": v.fleet, "fraction": frac,
+				"tokens_per_fill": w.grant.tokensPerFill, "fill_interval": w.grant.fillInterval, "max_tokens": w.grant.maxTokens,
+			}).Debug("rlqs push")
+		}
 		w.stream.outbox.put(w, w.stream.pushed(tokenBucket(w.id, w.grant, s.o.TTL), kindTokenBucket))
 	}
 }
