@@ -49,7 +49,7 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 	}
 	for attempt := 0; ; attempt++ {
 		cur := batch // the parts this attempt writes (claim sets the others aside)
-		if hot && img != nil && !read && s.nowMs()-img.AtMs > staleClaims*s.pace().Milliseconds() {
+		if hot && img != nil && !read && s.nowMs()-img.AtMs > staleClaims*pacer(s).pace().Milliseconds() {
 			img = nil
 		}
 		if img == nil {

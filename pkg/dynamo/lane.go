@@ -122,7 +122,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
 		parts[i] = &part{kind: decisionPart, b: b}
-		parts[i].choose(s.shardFor(b))
+		parts[i].choose(pacer{s}.shardFor(b))
 	}
 	for i := range p.Debits {
 		d := p.Debits[i]
@@ -161,7 +161,7 @@ func (s *Store) rehome(pt *part) {
 		}
 		pt.scale = n
 	}
-	pt.choose(s.shardFor(pt.b))
+	pt.choose(pacer{s}.shardFor(pt.b))
 }
 
 // pickShard returns a random shard below n.
@@ -359,8 +359,8 @@ func (s *Store) withdraw(pt *part) bool {
 func (s *Store) run(pk string, ln *lane) {
 	defer s.wg.Done()
 	for {
-		if b, ok := s.laneBucket(ln); ok {
-			s.paced(ln, b)
+		if b, ok := (pacer{s}).laneBucket(ln); ok {
+			pacer{s}.paced(ln, b)
 		}
 		s.lanes.mu.Lock()
 		batch := ln.queue
@@ -389,7 +389,7 @@ func (s *Store) run(pk string, ln *lane) {
 }
 
 // laneBucket returns the bucket of the first part queued on ln, if any.
-func (s *Store) laneBucket(ln *lane) (bucket, bool) {
+func (s pacer) laneBucket(ln *lane) (bucket, bool) {
 	s.lanes.mu.Lock()
 	defer s.lanes.mu.Unlock()
 	if len(ln.queue) == 0 {

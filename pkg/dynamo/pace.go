@@ -54,7 +54,7 @@ const (
 type others map[string]float64
 
 // pace is how long a hot lane waits between the starts of its writes.
-func (s *Store) pace() time.Duration { return s.cfg.Timeout / paceDivisor }
+func (s pacer) pace() time.Duration { return s.cfg.Timeout / paceDivisor }
 
 // hot reports whether the bucket base wrote a batch of more than one
 // decision within heatWindow.
@@ -74,9 +74,9 @@ func (s cacher) heat(base string) {
 
 // shardFor returns the shard a decision on b goes to: this replica's home
 // shard when b is hot, else one at random.
-func (s *Store) shardFor(b bucket) int {
-	n := cacher{s}.shardCount(b.base)
-	if n <= 1 || !(cacher{s}).hot(b.base) {
+func (s pacer) shardFor(b bucket) int {
+	n := cacher(s).shardCount(b.base)
+	if n <= 1 || !cacher(s).hot(b.base) {
 		return s.pickShard(n)
 	}
 	step := homeCycle.Milliseconds() / int64(n)
@@ -86,8 +86,8 @@ func (s *Store) shardFor(b bucket) int {
 // paced waits, before a lane's next batch, until its last write started a
 // pace ago when the lane's bucket is hot; it returns at once when the
 // store closes.
-func (s *Store) paced(ln *lane, b bucket) {
-	if ln.last.IsZero() || (cacher{s}).shardCount(b.base) <= 1 || !(cacher{s}).hot(b.base) {
+func (s pacer) paced(ln *lane, b bucket) {
+	if ln.last.IsZero() || cacher(s).shardCount(b.base) <= 1 || !cacher(s).hot(b.base) {
 		return
 	}
 	d := time.Until(ln.last.Add(s.pace()))
@@ -242,3 +242,6 @@ func int64Of(a tokenbucket.Int128) (int64, bool) {
 	}
 	return 0, false
 }
+
+// pacer paces the writes of hot buckets and picks their home shards (pace.go).
+type pacer struct{ *Store }
