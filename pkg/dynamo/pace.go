@@ -116,8 +116,25 @@ func (s batchWriter) claim(pk string, batch []*part, img *item.Image, read bool,
 		return batch, nil
 	}
 	ja := judge(batch, aged, now)
+	keep := make([]bool, len(batch))
+	claimed := false
 	for i, pt := range batch {
-		if pt.kind != decisionPart || pt.hasCost() || ja.decs[i].Admitted {
+		keep[i] = pt.kind != decisionPart || pt.hasCost() || ja.decs[i].Admitted
+		claimed = claimed || pt.kind == decisionPart && ja.decs[i].Admitted
+	}
+	if !claimed {
+		// The claim covers no decision: the first is written anyway, so
+		// that a bucket holding little is not left to the others for good
+		// and this replica's rates are learned again.
+		for i := range batch {
+			if !keep[i] {
+				keep[i] = true
+				break
+			}
+		}
+	}
+	for i, pt := range batch {
+		if keep[i] {
 			write = append(write, pt)
 		} else {
 			aside = append(aside, pt)
