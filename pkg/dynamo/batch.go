@@ -42,11 +42,7 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 	// ContendedThrottled (DynamoDB throttled the item; not contention
 	// under Config.ThrottleFails).
 	busy := ""
-	if hot {
-		for _, pt := range batch {
-			pt.tried = max(pt.tried, 2) // its home shard's refusal stands (pace.go)
-		}
-	}
+	homeOnly(batch, hot)
 	for attempt := 0; ; attempt++ {
 		cur := batch // the parts this attempt writes (claim sets the others aside)
 		if hot && img != nil && !read && s.nowMs()-img.AtMs > staleClaims*pacer(s).pace().Milliseconds() {
@@ -99,17 +95,7 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
-			cacher(s).keepImage(b, pk, newImg)
-			s.obs.Batched(len(cur), depthOf(cur))
-			sharder(s).wrote(b, newImg.ShardCount, now)
-			pre := preImage(newImg, img, j)
-			if hot {
-				s.tookOthers(pk, img, pre, j)
-			}
-			if exact := judge(cur, pre, now); exact.sameOutcome(j) {
-				j = exact // the statuses of the levels the write found
-			}
-			s.deliver(cur, j, now)
+			s.landed(pk, b, cur, img, newImg, j, now, hot)
 			return
 		case err == nil:
 			if hot {
@@ -169,6 +155,33 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			s.contend(cur, img, ContendedRaced) // lost races until the budget ran out: contention, not an outage
 			return
 		}
+	}
+}
+
+// landed ends a batch whose write (of j, decided on img at now) landed:
+// newImg is the item after it.
+func (s batchWriter) landed(pk string, b bucket, batch []*part, img, newImg *item.Image, j *judgement, now int64, hot bool) {
+	cacher(s).keepImage(b, pk, newImg)
+	s.obs.Batched(len(batch), depthOf(batch))
+	sharder(s).wrote(b, newImg.ShardCount, now)
+	pre := preImage(newImg, img, j)
+	if hot {
+		s.tookOthers(pk, img, pre, j)
+	}
+	if exact := judge(batch, pre, now); exact.sameOutcome(j) {
+		j = exact // the statuses of the levels the write found
+	}
+	s.deliver(batch, j, now)
+}
+
+// homeOnly keeps the parts of a hot batch on their home shard: a refusal
+// there stands (pace.go).
+func homeOnly(batch []*part, hot bool) {
+	for _, pt := range batch {
+		if !hot {
+			return
+		}
+		pt.tried = max(pt.tried, 2)
 	}
 }
 
