@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
@@ -74,7 +75,23 @@ func newRun(ctx context.Context, sc Scenario) (*run, error) {
 		r.plans = append(r.plans, &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}})
 	}
 	r.cdf = zipfCDF(sc.Tenants, sc.Zipf)
+	if sc.Shards > 1 {
+		if err := r.preShard(ctx, lim); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// preShard shards the first tenant's bucket into Scenario.Shards, through
+// a store of its own.
+func (r *run) preShard(ctx context.Context, lim tokenbucket.Limit) error {
+	s, err := dynamo.NewStore(ctx, r.fake, dynamo.Config{Table: table, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	return admin.New(s).SetShards(ctx, r.plans[0].Debits[0].Key, r.sc.Shards, map[string]tokenbucket.Limit{"rps": lim})
 }
 
 // zipfCDF is the cumulative distribution of Zipf's law with exponent s over

@@ -49,6 +49,9 @@ type Scenario struct {
 	Changes []Change
 	// Bursts multiply the demand for a while.
 	Bursts []Burst
+	// Shards pre-shards the first tenant's bucket (admin SetShards) before
+	// the run starts (0: one shard, as a new bucket).
+	Shards int
 	// Throttle throttles the partition of the first tenant's shard 0.
 	Throttle *Window
 	// Outage makes every DynamoDB call fail.

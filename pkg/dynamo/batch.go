@@ -25,7 +25,10 @@ import (
 // DynamoDB returns decides the batch again, exactly. The batch has a budget
 // of Config.Timeout of its own, so that a cold read or a write outlives the
 // callers that gave up and fills the cache for the next batch.
-func (s batchWriter) runBatch(pk string, batch []*part) {
+// A hot batch (hot: its bucket is hot, pace.go) refuses no part on one
+// shard only to try another, claims what it writes, and reads its shard
+// again rather than decide on an image several paces old.
+func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
 	defer cancel()
 	decisions := decisionsOf(batch)
@@ -39,7 +42,12 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 	// ContendedThrottled (DynamoDB throttled the item; not contention
 	// under Config.ThrottleFails).
 	busy := ""
+	homeOnly(batch, hot)
 	for attempt := 0; ; attempt++ {
+		cur := batch // the parts this attempt writes (claim sets the others aside)
+		if hot && img != nil && !read && s.nowMs()-img.AtMs > staleClaims*pacer(s).pace().Milliseconds() {
+			img = nil
+		}
 		if img == nil {
 			var err error
 			if img, err = s.fresh(ctx, b, pk, decisions); err != nil {
@@ -63,7 +71,13 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 			return
 		}
 		now := s.nowMs()
-		j := judge(batch, img, now)
+		if hot && img.ShardCount > 1 {
+			cur, _ = s.claim(pk, batch, img, read, now)
+			if len(cur) == 0 {
+				return // every part decided without a write
+			}
+		}
+		j := judge(cur, img, now)
 		if !j.changed {
 			// Nothing to write. A check stands only on an image DynamoDB
 			// returned during this batch. So does a refusal, unless the
@@ -74,22 +88,22 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 				img = nil
 				continue
 			}
-			s.deliver(batch, j, now)
+			s.deliver(cur, j, now)
 			return
 		}
 		left := time.Until(deadline)
 		newImg, ok, err := s.update(ctx, s.writeInput(pk, b, img, j, now))
 		switch {
 		case err == nil && ok:
-			cacher(s).keepImage(b, pk, newImg)
-			s.obs.Batched(len(batch), depthOf(batch))
-			sharder(s).wrote(b, newImg.ShardCount, now)
-			if exact := judge(batch, preImage(newImg, img, j), now); exact.sameOutcome(j) {
-				j = exact // the statuses of the levels the write found
-			}
-			s.deliver(batch, j, now)
+			s.landed(pk, b, cur, img, newImg, j, now, hot)
 			return
 		case err == nil:
+			if hot {
+				s.tookOthers(pk, img, newImg, j)
+				if newImg.Exists {
+					sharder(s).racedWrite(b, newImg.ShardCount, now)
+				}
+			}
 			img, read = newImg, true // the condition failed: decide on what is there
 			busy = ContendedRaced
 			cacher(s).keepImage(b, pk, img)
@@ -100,7 +114,7 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 			img = nil
 			busy = ContendedRaced
 			if !Sleep(ctx, Backoff(attempt)) {
-				s.contend(batch, nil, ContendedRaced)
+				s.contend(cur, nil, ContendedRaced)
 				return
 			}
 		case errors.Is(err, ErrThrottled):
@@ -115,9 +129,9 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 			}
 			if !Sleep(ctx, Backoff(attempt)) {
 				if s.cfg.ThrottleFails {
-					s.fail(batch, errThrottledItem)
+					s.fail(cur, errThrottledItem)
 				} else {
-					s.contend(batch, img, ContendedThrottled)
+					s.contend(cur, img, ContendedThrottled)
 				}
 				return
 			}
@@ -131,16 +145,43 @@ func (s batchWriter) runBatch(pk string, batch []*part) {
 				// or on DynamoDB throttling the item, and the last call ran
 				// out of what was left: contention. A call that had half
 				// the budget and did not answer is DynamoDB not answering.
-				s.unknown(batch, img, err, busy)
+				s.unknown(cur, img, err, busy)
 				return
 			}
-			s.unknown(batch, img, err, "")
+			s.unknown(cur, img, err, "")
 			return
 		}
 		if ctx.Err() != nil {
-			s.contend(batch, img, ContendedRaced) // lost races until the budget ran out: contention, not an outage
+			s.contend(cur, img, ContendedRaced) // lost races until the budget ran out: contention, not an outage
 			return
 		}
+	}
+}
+
+// landed ends a batch whose write (of j, decided on img at now) landed:
+// newImg is the item after it.
+func (s batchWriter) landed(pk string, b bucket, batch []*part, img, newImg *item.Image, j *judgement, now int64, hot bool) {
+	cacher(s).keepImage(b, pk, newImg)
+	s.obs.Batched(len(batch), depthOf(batch))
+	sharder(s).wrote(b, newImg.ShardCount, now)
+	pre := preImage(newImg, img, j)
+	if hot {
+		s.tookOthers(pk, img, pre, j)
+	}
+	if exact := judge(batch, pre, now); exact.sameOutcome(j) {
+		j = exact // the statuses of the levels the write found
+	}
+	s.deliver(batch, j, now)
+}
+
+// homeOnly keeps the parts of a hot batch on their home shard: a refusal
+// there stands (pace.go).
+func homeOnly(batch []*part, hot bool) {
+	for _, pt := range batch {
+		if !hot {
+			return
+		}
+		pt.tried = max(pt.tried, 2)
 	}
 }
 

@@ -115,6 +115,10 @@ type caches struct {
 	// forgot holds the images forgotten because a write went unanswered:
 	// no longer what a write conditions on, still what LastSeen reports.
 	forgot *lru[*item.Image]
+	// heats: bucket base key → hot until (pace.go); otherRates: bucket PK
+	// → what the shard's other writers take of it.
+	heats      *lru[int64]
+	otherRates *lru[others]
 	// demand follows this replica's part of each limit's consumption
 	// (Store.Demand); it has a lock of its own.
 	demand *demand.Table
@@ -124,16 +128,22 @@ type caches struct {
 // of rejections.
 func newCaches(size, rejections int) caches {
 	return caches{
-		images:  newLRU[*item.Image](CacheImage, size),
-		shards:  newLRU[int](CacheShard, size),
-		rejects: newLRU[rejected](CacheRejection, rejections),
-		configs: newLRU[cachedConfig](CacheConfig, size),
-		ents:    newLRU[cachedEntity](CacheEntity, size),
-		warned:  newLRU[time.Time]("warned", maxWarned),
-		forgot:  newLRU[*item.Image]("forgot", maxForgot),
-		demand:  demand.New(),
+		images:     newLRU[*item.Image](CacheImage, size),
+		shards:     newLRU[int](CacheShard, size),
+		rejects:    newLRU[rejected](CacheRejection, rejections),
+		configs:    newLRU[cachedConfig](CacheConfig, size),
+		ents:       newLRU[cachedEntity](CacheEntity, size),
+		warned:     newLRU[time.Time]("warned", maxWarned),
+		forgot:     newLRU[*item.Image]("forgot", maxForgot),
+		heats:      newLRU[int64]("heat", maxHot),
+		otherRates: newLRU[others]("others", maxHot),
+		demand:     demand.New(),
 	}
 }
+
+// maxHot bounds the hot buckets, and their shards, whose heat and
+// other writers the store follows (pace.go).
+const maxHot = 4096
 
 // maxForgot bounds the forgotten images kept for LastSeen.
 const maxForgot = 4096

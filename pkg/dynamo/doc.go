@@ -232,6 +232,22 @@
 // to two others. admin.Store.Status works on one shard chosen at random
 // and reports the whole bucket.
 //
+// A sharded bucket whose writes carry more than one decision is hot for a
+// second (pace.go). On a hot bucket a replica paces each shard's writes
+// (one start every Config.Timeout/3, gathering the decisions that arrive
+// meanwhile), sends every decision to its home shard, which moves on so
+// that it has been every shard within half a second, and does not retry a
+// refusal on other shards. A hot batch claims what its image holds less
+// what the shard's other writers likely took since (the rate its writes
+// found them taking, over the image's age) and half of the rest: the
+// decisions the claim covers are written, with the usual condition, and
+// the others are refused without a write, as refusals where the image
+// stands for them (as for the rejection cache) and as contended where it
+// does not. Every admission is a conditional write. A replica whose writes
+// to a hot bucket lose races within a second as often as they land (at
+// least 20 times) doubles it, like a throttled one: fewer replicas share
+// each shard.
+//
 // A sharded bucket whose writes stayed below Config.ShardMergeRate for
 // Config.ShardMergeAfter, and whose shards show no recent writer, is
 // halved (merge.go): one transaction, conditional on the count, every

@@ -122,7 +122,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
 		parts[i] = &part{kind: decisionPart, b: b}
-		parts[i].choose(s.pickShard(cacher{s}.shardCount(b.base)))
+		parts[i].choose(pacer{s}.shardFor(b))
 	}
 	for i := range p.Debits {
 		d := p.Debits[i]
@@ -161,7 +161,7 @@ func (s *Store) rehome(pt *part) {
 		}
 		pt.scale = n
 	}
-	pt.choose(s.pickShard(n))
+	pt.choose(pacer{s}.shardFor(pt.b))
 }
 
 // pickShard returns a random shard below n.
@@ -247,6 +247,7 @@ type lanes struct {
 type lane struct {
 	queue   []*part
 	running bool
+	last    time.Time // when its last write started: a hot lane is paced from it (paced)
 }
 
 // await queues pt in its item's lane and waits for the decision. A part
@@ -313,6 +314,7 @@ func (s *Store) await(ctx context.Context, pt *part) {
 }
 
 func (s *Store) enqueue(pt *part) bool {
+	hot := cacher{s}.hot(pt.b.base)
 	s.lanes.mu.Lock()
 	defer s.lanes.mu.Unlock()
 	if s.closed.Load() {
@@ -321,6 +323,9 @@ func (s *Store) enqueue(pt *part) bool {
 	ln := s.lanes.m[pt.pk]
 	if ln == nil {
 		ln = &lane{}
+		if hot {
+			ln.last = time.Now() // a hot lane's first write gathers a pace's decisions too
+		}
 		s.lanes.m[pt.pk] = ln
 	}
 	ln.queue = append(ln.queue, pt)
@@ -354,6 +359,9 @@ func (s *Store) withdraw(pt *part) bool {
 func (s *Store) run(pk string, ln *lane) {
 	defer s.wg.Done()
 	for {
+		if b, ok := (pacer{s}).laneBucket(ln); ok {
+			pacer{s}.paced(ln, b)
+		}
 		s.lanes.mu.Lock()
 		batch := ln.queue
 		ln.queue = nil
@@ -367,11 +375,27 @@ func (s *Store) run(pk string, ln *lane) {
 			pt.taken = true
 		}
 		s.lanes.mu.Unlock()
-		batchWriter{s}.runBatch(pk, batch)
+		ln.last = time.Now()
+		b := batch[0].b
+		hot := len(batch) > 1 && cacher{s}.shardCount(b.base) > 1
+		if hot {
+			cacher{s}.heat(b.base)
+		}
+		batchWriter{s}.runBatch(pk, batch, hot || cacher{s}.hot(b.base))
 		for _, pt := range batch {
 			close(pt.done)
 		}
 	}
+}
+
+// laneBucket returns the bucket of the first part queued on ln, if any.
+func (s pacer) laneBucket(ln *lane) (bucket, bool) {
+	s.lanes.mu.Lock()
+	defer s.lanes.mu.Unlock()
+	if len(ln.queue) == 0 {
+		return bucket{}, false
+	}
+	return ln.queue[0].b, true
 }
 
 // contended is the refusal of a part that could not be decided in time

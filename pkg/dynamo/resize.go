@@ -30,6 +30,7 @@ type writeRate struct {
 	calmMs  int64 // since when every window was below the merge rate (0: not calm)
 	busy    bool  // a doubling or merge is under way
 	endedMs int64 // when the last doubling on throttling ended (0: none)
+	races   int   // this replica's writes to a hot bucket that lost a race, since the window began
 }
 
 // count counts a write to the bucket base, whose shard count is n, at nowMs,
@@ -55,7 +56,7 @@ func (l *writeRates) count(base string, n int, nowMs int64, c Config) int {
 		case ld.calmMs == 0:
 			ld.calmMs = ld.startMs
 		}
-		ld.startMs, ld.writes = nowMs, 0
+		ld.startMs, ld.writes, ld.races = nowMs, 0, 0
 	}
 	ld.writes++
 	if ld.busy {
@@ -98,6 +99,46 @@ func (l *writeRates) claim(base string, nowMs int64) bool {
 	}
 	ld.busy = true
 	return true
+}
+
+// raceMin is the least number of races lost in a window that doubles a hot
+// bucket (raced).
+const raceMin = 20
+
+// raced counts a write of the hot bucket base (n shards) that lost a race
+// at nowMs, and reports whether to double it: its window's lost races are
+// at least raceMin and at least its writes that landed, and no move is
+// under way or ended within loadWindow. Replicas sharing a shard lose
+// races to each other, each one a write billed; more shards, fewer
+// sharing (pace.go). A doubling returned is under way until done.
+func (l *writeRates) raced(base string, n int, nowMs int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld, ok := l.m.get(base)
+	if !ok {
+		ld = &writeRate{startMs: nowMs}
+		l.m.add(base, ld)
+	}
+	ld.races++
+	if ld.busy || n >= MaxShards || ld.races < raceMin || ld.races < ld.writes ||
+		ld.endedMs != 0 && nowMs-ld.endedMs < loadWindow.Milliseconds() {
+		return false
+	}
+	ld.busy = true
+	return true
+}
+
+// racedWrite counts a write of the hot bucket b (n shards) that lost a
+// race, and doubles b in the background when raced says so.
+func (s sharder) racedWrite(b bucket, n int, nowMs int64) {
+	if !s.rates.raced(b.base, n, nowMs) {
+		return
+	}
+	s.wg.Add(1) // the batch that wrote holds the store's group: Close waits
+	go func() {
+		defer s.wg.Done()
+		s.resize(b, n, 2*n)
+	}()
 }
 
 // throttledWrite feeds a write of b (n shards) that DynamoDB throttled back

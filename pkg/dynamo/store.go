@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,7 +301,7 @@ func (nopObserver) GiveBacksPending(int)      {}
 // Store is the DynamoDB store. It is safe for concurrent use.
 //
 // Its jobs are shared with small types that embed it, one per job (cacher,
-// reader, batchWriter, sharder, settler, inspector, giveBacker, warmer): a
+// reader, batchWriter, sharder, pacer, settler, inspector, giveBacker, warmer): a
 // method of Store takes one as cacher{s}, a method of another one converts
 // its receiver, cacher(s).
 type Store struct {
@@ -328,6 +329,7 @@ type Store struct {
 	caches // guarded by mu
 
 	lanes lanes
+	home  uint64     // where this replica's home shards of hot buckets start (pace.go)
 	reads flights    // reads of items and records in flight, shared (flight.go)
 	gb    givebacks  // give-backs retried in the background (giveback.go)
 	rates writeRates // write rates that double or merge shards (resize.go)
@@ -351,6 +353,7 @@ func NewStore(ctx context.Context, api API, cfg Config, opts ...Option) (*Store,
 		caches: newCaches(maxImages, cfg.RejectionCacheSize),
 	}
 	s.lanes.m = map[string]*lane{}
+	s.home = rand.Uint64()
 	s.reads.m = map[string]*flight{}
 	s.gb.init()
 	for _, o := range opts {
