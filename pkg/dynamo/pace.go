@@ -90,15 +90,8 @@ func (s pacer) paced(ln *lane, b bucket) {
 	if ln.last.IsZero() || cacher(s).shardCount(b.base) <= 1 || !cacher(s).hot(b.base) {
 		return
 	}
-	d := time.Until(ln.last.Add(s.pace()))
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.life.Done():
+	if d := time.Until(ln.last.Add(s.pace())); d > 0 {
+		Sleep(s.life, d)
 	}
 }
 

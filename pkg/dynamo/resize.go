@@ -33,6 +33,17 @@ type writeRate struct {
 	races   int   // this replica's writes to a hot bucket that lost a race, since the window began
 }
 
+// of returns base's rate, tracking it from nowMs if it is not. Caller
+// holds l.mu.
+func (l *writeRates) of(base string, nowMs int64) *writeRate {
+	ld, ok := l.m.get(base)
+	if !ok {
+		ld = &writeRate{startMs: nowMs}
+		l.m.add(base, ld)
+	}
+	return ld
+}
+
 // count counts a write to the bucket base, whose shard count is n, at nowMs,
 // and returns the shard count to move it to: 2n when this window's writes
 // reach Config.ShardWriteRate per shard (before DynamoDB throttles the
@@ -42,11 +53,7 @@ type writeRate struct {
 func (l *writeRates) count(base string, n int, nowMs int64, c Config) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ld, ok := l.m.get(base)
-	if !ok {
-		ld = &writeRate{startMs: nowMs}
-		l.m.add(base, ld)
-	}
+	ld := l.of(base, nowMs)
 	if elapsed := nowMs - ld.startMs; elapsed >= loadWindow.Milliseconds() {
 		// A closed window: the rate each of n/2 shards would take.
 		perShard := float64(ld.writes) * 1000 / float64(elapsed) / float64(max(n/2, 1))
@@ -89,11 +96,7 @@ func (l *writeRates) done(base string, nowMs int64) {
 func (l *writeRates) claim(base string, nowMs int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ld, ok := l.m.get(base)
-	if !ok {
-		ld = &writeRate{startMs: nowMs}
-		l.m.add(base, ld)
-	}
+	ld := l.of(base, nowMs)
 	if ld.busy || ld.endedMs != 0 && nowMs-ld.endedMs < loadWindow.Milliseconds() {
 		return false
 	}
@@ -114,11 +117,7 @@ const raceMin = 20
 func (l *writeRates) raced(base string, n int, nowMs int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ld, ok := l.m.get(base)
-	if !ok {
-		ld = &writeRate{startMs: nowMs}
-		l.m.add(base, ld)
-	}
+	ld := l.of(base, nowMs)
 	ld.races++
 	if ld.busy || n >= MaxShards || ld.races < raceMin || ld.races < ld.writes ||
 		ld.endedMs != 0 && nowMs-ld.endedMs < loadWindow.Milliseconds() {
