@@ -84,7 +84,7 @@ test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy 
 	  './cmd/ratelimit@-skip,$(TEST_ALONE)' ./pkg/dynamo -- \
 	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v,$(TEST_LONG)) \
 	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG)) | sed 's|^github.com/dynalimit/dynalimit|.|') \
-	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-run,TestCalibration|TestHotShardedShort'
+	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-run,TestCalibration'
 	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver
 	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)' ./cmd/ratelimit
 	$(GO) test -count=1 -timeout 10m -run '^TestRedisFleetHotKey$$' ./cmd/ratelimit
