@@ -25,9 +25,10 @@ func TestMemoryPerBucket(t *testing.T) {
 	}
 	r := newRig(t, testYAML, Options{})
 	measure(t, r.srv, "watch, pool entry and the embedded store's item", 4096)
-	// The service's own part: a charger that holds nothing.
-	r.srv.o.Charger = fixedCharger{}
-	measure(t, r.srv, "watch and pool entry", 1536)
+	// The service's own part: a server of its own whose charger holds
+	// nothing (the first server's pool still runs, so it is not changed).
+	bare := New(Options{Config: func() *descriptors.Config { return r.cfg }, Charger: fixedCharger{}, Observer: &countObserver{}})
+	measure(t, bare, "watch and pool entry", 1536)
 }
 
 // fixedCharger answers every report with one 100/s limit, holding nothing.
