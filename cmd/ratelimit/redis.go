@@ -69,7 +69,7 @@ func openRedis(o backendOptions) backend {
 	if opts.PerSecond != nil {
 		ps := redisstore.Open(cfg)
 		b.stores = append(b.stores, ps)
-		b.st = &redisstore.Split{Main: main, PerSecond: ps}
+		b.st = redisstore.NewSplit(main, ps)
 	}
 	fields := logrus.Fields{"redis": opts.Main.String(), "namespace": s.Namespace}
 	if opts.PerSecond != nil {

@@ -13,8 +13,9 @@ import (
 )
 
 // On a Redis cluster one call of the script may only touch keys of one
-// slot, and each bucket item has its own (its key's hash tag). A plan on
-// items in several slots is decided in parts, one per slot, each all or
+// slot, and each bucket item has its chain root's (its key's hash tag,
+// chain.go): the levels of one hierarchy share a slot. A plan on items in
+// several slots is decided in parts, one per slot, each all or
 // nothing and at once; when the whole plan is refused, what the parts that
 // were admitted consumed is given back (refunded, never above capacity).
 // Between the parts' decisions and the give-back another plan may see
@@ -29,30 +30,44 @@ func (s *Store) clustered() bool {
 }
 
 // part is the debits of a plan in one slot (or on one store of a Split),
-// with their indexes in it and the store that decides them.
+// with their indexes in it, their keys' hash tags on a cluster (nil
+// elsewhere) and the store that decides them.
 type part struct {
 	st     *Store
 	idx    []int
 	debits []cascade.Debit
+	tags   []string
 }
 
-// parts splits debits by slot, in order of first appearance; one part
-// when they all share a slot.
-func (s *Store) parts(debits []cascade.Debit) []part {
+// slotParts splits debits (at indexes idx of their plan, 0, 1, ... when
+// nil) by slot on a cluster, in order of first appearance: one part when
+// they all share a slot, and always one on a single Redis.
+func (s *Store) slotParts(ctx context.Context, debits []cascade.Debit, idx []int) ([]part, error) {
+	if idx == nil {
+		idx = make([]int, len(debits))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	tags, err := s.chains.tagsOf(ctx, debits)
+	if err != nil || tags == nil {
+		return []part{{st: s, idx: idx, debits: debits}}, err
+	}
 	var out []part
 	at := map[uint16]int{}
 	for i := range debits {
-		slot := slotOf(s.keys.bucket(debits[i].Key))
+		slot := crc16(tags[i]) % 16384
 		k, ok := at[slot]
 		if !ok {
 			k = len(out)
 			at[slot] = k
 			out = append(out, part{st: s})
 		}
-		out[k].idx = append(out[k].idx, i)
+		out[k].idx = append(out[k].idx, idx[i])
 		out[k].debits = append(out[k].debits, debits[i])
+		out[k].tags = append(out[k].tags, tags[i])
 	}
-	return out
+	return out, nil
 }
 
 // acquireParts decides a plan whose items lie in several slots (or
@@ -74,7 +89,7 @@ func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (ca
 			}
 			ds[i] = d
 		}
-		jobs[k] = &job{kind: kindDecide, debits: ds}
+		jobs[k] = &job{kind: kindDecide, debits: ds, tags: parts[k].tags}
 		wg.Go(func() { decs[k], errs[k] = parts[k].st.decide(ctx, jobs[k]) })
 	}
 	wg.Wait()
@@ -96,7 +111,7 @@ func acquireParts(ctx context.Context, debits []cascade.Debit, parts []part) (ca
 	}
 	for k, p := range parts {
 		if errs[k] == nil && decs[k].Admitted {
-			p.st.giveBack(p.debits, decs[k].Statuses)
+			p.st.giveBack(p, decs[k].Statuses)
 		}
 	}
 	if err != nil {
@@ -159,12 +174,16 @@ func refusedAsOne(debits []cascade.Debit, parts []part, jobs []*job) (cascade.De
 // giveBack refunds what an admitted part consumed (its consumes that its
 // bucket admitted), within the store's budget; a give-back that fails is
 // lost (the plan was refused: nothing is over-admitted).
-func (s *Store) giveBack(debits []cascade.Debit, statuses []cascade.Status) {
+func (s *Store) giveBack(p part, statuses []cascade.Status) {
 	var back []cascade.Debit
-	for i, d := range debits {
+	var tags []string
+	for i, d := range p.debits {
 		if d.Op == cascade.Consume && d.Amount > 0 && i < len(statuses) && statuses[i].OK {
 			d.Op, d.Role = cascade.Refund, cascade.Advisory
 			back = append(back, d)
+			if p.tags != nil {
+				tags = append(tags, p.tags[i])
+			}
 		}
 	}
 	if len(back) == 0 {
@@ -172,7 +191,17 @@ func (s *Store) giveBack(debits []cascade.Debit, statuses []cascade.Status) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Timeout)
 	defer cancel()
-	_, _ = s.decide(ctx, &job{kind: kindDecide, debits: back})
+	_, _ = s.decide(ctx, &job{kind: kindDecide, debits: back, tags: tags})
+}
+
+// oneSlot reports whether keys all lie in one cluster slot.
+func oneSlot(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if slotOf(keys[i]) != slotOf(keys[0]) {
+			return false
+		}
+	}
+	return true
 }
 
 // slotOf is a key's cluster slot: CRC16 of its hash tag mod 16384.

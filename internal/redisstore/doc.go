@@ -31,7 +31,8 @@
 // A bucket item is one hash: per limit, its level and the limit it was
 // written under (a level is restated when the limit changes, as on the
 // other stores). Its key starts with Prefix and the namespace, then its
-// hash tag (a hash of the item's own key: its cluster slot) and its entity
+// hash tag (a hash of its namespace and entity, on a cluster of its chain's
+// root: its cluster slot, shared by a hierarchy's levels) and its entity
 // and resource, each part escaped and length-prefixed, so that no
 // descriptor value can forge or collide with another key. A hash expires
 // once every limit on it would be full again.
@@ -45,8 +46,8 @@
 // per-replica cache of Config.ConfigCacheTTL, one pipelined read of every
 // record a plan lacks. Entity records (a hash per entity: parent, cascade
 // flag, creation; a set of children per parent) give Ancestors, the stored
-// chain a cascading rule charges. An entity's records share the slot of
-// its buckets. The operator's writes add audit records (Record): a capped
+// chain a cascading rule charges. An entity's records carry its own hash
+// tag (its buckets' too, but on a cluster below a chain's root). The operator's writes add audit records (Record): a capped
 // list per entity, resource and the system.
 //
 // # Namespaces

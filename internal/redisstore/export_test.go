@@ -35,3 +35,15 @@ var NamespaceOfKey = namespaceOfKey
 
 // RegistryKey is the namespace registry's key.
 const RegistryKey = registryKey
+
+// SlotParts is the number of parts debits are decided in (one per slot on
+// a cluster).
+func (s *Store) SlotParts(ctx context.Context, debits []cascade.Debit) (int, error) {
+	parts, err := s.slotParts(ctx, debits, nil)
+	return len(parts), err
+}
+
+// RootOf is the root of entity id's chain in namespace ns.
+func (s *Store) RootOf(ctx context.Context, ns, id string) (string, error) {
+	return s.chains.rootOf(ctx, ns, id)
+}

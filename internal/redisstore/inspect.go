@@ -286,7 +286,11 @@ func (s *Store) inspect(ctx context.Context, key cascade.Key) (int64, map[string
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opTimeout())
 	defer cancel()
-	msgs, err := inspectScript.Exec(ctx, c, []string{s.keys.bucket(key)}, []string{s.clock(), "r"}).ToArray()
+	keys, err := s.chains.itemKeys(ctx, key)
+	if err != nil {
+		return 0, nil, err
+	}
+	msgs, err := inspectScript.Exec(ctx, c, []string{keys.bucket}, []string{s.clock(), "r"}).ToArray()
 	if err != nil {
 		return 0, nil, classify(err)
 	}
@@ -326,7 +330,11 @@ func (s *Store) write(ctx context.Context, key cascade.Key, ws []levelWrite) (bo
 	for _, w := range ws {
 		args = append(args, w.name, w.was, w.wasShape, w.x, w.shape)
 	}
-	msgs, err := inspectScript.Exec(ctx, c, []string{s.keys.bucket(key)}, args).ToArray()
+	keys, err := s.chains.itemKeys(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	msgs, err := inspectScript.Exec(ctx, c, []string{keys.bucket}, args).ToArray()
 	if err != nil {
 		return false, classify(err)
 	}

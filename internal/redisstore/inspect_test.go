@@ -68,10 +68,10 @@ func TestInspect(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	testInspect(t, st)
 	t.Run("split", func(t *testing.T) {
-		sp := &redisstore.Split{
-			Main:      redisstore.New(server(t), redisstore.Config{Now: clock, Timeout: time.Second}),
-			PerSecond: redisstore.New(server(t), redisstore.Config{Now: clock, Timeout: time.Second}),
-		}
+		sp := redisstore.NewSplit(
+			redisstore.New(server(t), redisstore.Config{Now: clock, Timeout: time.Second}),
+			redisstore.New(server(t), redisstore.Config{Now: clock, Timeout: time.Second}),
+		)
 		t.Cleanup(func() { _ = sp.Close() })
 		testInspect(t, sp)
 		perSec := mustRate(5, time.Second)

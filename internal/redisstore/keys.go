@@ -105,10 +105,16 @@ type itemKeys struct {
 	bucket, usage, resources string
 }
 
-// item returns k's keys, hashing its tag once.
-func (ks keyspace) item(k cascade.Key) itemKeys {
+// item returns k's keys under its entity's own tag.
+func (ks keyspace) item(k cascade.Key) itemKeys { return ks.itemIn(k, ks.tag(k)) }
+
+// itemIn returns k's keys under tag ("" for its entity's own).
+func (ks keyspace) itemIn(k cascade.Key, tag string) itemKeys {
+	if tag == "" {
+		tag = ks.tag(k)
+	}
 	var h strings.Builder
-	ks.head(&h, ks.namespace(k), ks.tag(k))
+	ks.head(&h, ks.namespace(k), tag)
 	head := h.String()
 	var b strings.Builder
 	b.WriteString(head)
@@ -137,8 +143,20 @@ func usageKey(usage string, w byte, startMs int64) string {
 }
 
 // BucketKey is the Redis key of k's bucket hash in a deployment of
-// namespace ns (NAMESPACE): what an operator looks up with redis-cli.
+// namespace ns (NAMESPACE): what an operator looks up with redis-cli. On a
+// cluster the key of an entity below a chain root is the root's
+// (ChainBucketKey).
 func BucketKey(ns string, k cascade.Key) string { return keyspace{ns: ns}.bucket(k) }
+
+// ChainBucketKey is the Redis key of k's bucket hash on a cluster when its
+// entity's chain has root (the root entity's name, with k's branch after
+// '#'): the hash tag is the root's.
+func ChainBucketKey(ns string, k cascade.Key, root string) string {
+	ks := keyspace{ns: ns}
+	r := k
+	r.Entity = root
+	return ks.itemIn(k, ks.tag(r)).bucket
+}
 
 // registryKey is the hash of the namespace registry (namespaces.go). Past
 // Prefix it has no length prefix: every key of a namespace has one (a

@@ -191,10 +191,10 @@ func testNamespaces(t *testing.T, c rueidis.Client, masters ...*redistest.Server
 func TestSplitNamespaces(t *testing.T) {
 	mainC, mainSrv := serverProc(t)
 	psC, psSrv := serverProc(t)
-	sp := &redisstore.Split{
-		Main:      redisstore.New(mainC, redisstore.Config{Timeout: time.Second}),
-		PerSecond: redisstore.New(psC, redisstore.Config{Timeout: time.Second}),
-	}
+	sp := redisstore.NewSplit(
+		redisstore.New(mainC, redisstore.Config{Timeout: time.Second}),
+		redisstore.New(psC, redisstore.Config{Timeout: time.Second}),
+	)
 	t.Cleanup(func() { _ = sp.Close() })
 	ctx := context.Background()
 	perSec, _ := tokenbucket.Rate(2, time.Second, 0)

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -67,6 +68,92 @@ func TestStoredOnCluster(t *testing.T) {
 	c, flush := cluster(t)
 	t.Run("override", func(t *testing.T) { flush(); storedOverride(t, c) })
 	t.Run("chain", func(t *testing.T) { flush(); storedChain(t, c) })
+	t.Run("chain in one slot", func(t *testing.T) { flush(); chainInOneSlot(t, c) })
+}
+
+// chainInOneSlot: on a cluster the levels of an entity chain share its
+// root's slot, so a plan on them is one part (one call of the script),
+// and their bucket keys are ChainBucketKey's; unrelated entities are in
+// parts. The root of a cycle is the same from each of its entities.
+func chainInOneSlot(t *testing.T, c rueidis.Client) {
+	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
+	s := replica(t, c, clock, time.Minute)
+	ctx := context.Background()
+	for _, e := range []redisstore.Entity{{ID: "tenant", Cascade: true}, {ID: "project", Parent: "tenant", Cascade: true}, {ID: "key", Parent: "project"}} {
+		if _, _, err := s.PutEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml := perMin(t, 100)
+	debit := func(entity string) cascade.Debit {
+		return cascade.Debit{Key: cascade.Key{Entity: entity, Resource: "r"}, Limit: "rpm", Bucket: yaml, Amount: tokenbucket.PerToken, Op: cascade.Consume}
+	}
+	chain := []cascade.Debit{debit("key#x"), debit("project#x"), debit("tenant#x")}
+	if n, err := s.SlotParts(ctx, chain); err != nil || n != 1 {
+		t.Fatalf("a chain's plan is in %d parts (%v), want 1: every level in its root's slot", n, err)
+	}
+	other := "b"
+	for i := 0; redisstore.SlotOf(redisstore.BucketKey("ns", cascade.Key{Entity: other})) == redisstore.SlotOf(redisstore.BucketKey("ns", cascade.Key{Entity: "a"})); i++ {
+		other = fmt.Sprintf("b%d", i)
+	}
+	if n, err := s.SlotParts(ctx, []cascade.Debit{debit("a"), debit(other)}); err != nil || n != 2 {
+		t.Errorf("two unrelated entities' plan is in %d parts (%v), want 2", n, err)
+	}
+	dec, err := s.Acquire(ctx, &cascade.Plan{Debits: chain})
+	if err != nil || !dec.Admitted {
+		t.Fatalf("Acquire(chain) = %+v, %v", dec, err)
+	}
+	for _, d := range chain {
+		root := redisstore.ChainBucketKey("ns", d.Key, "tenant#x")
+		own := redisstore.BucketKey("ns", d.Key)
+		n, err := c.Do(ctx, c.B().Exists().Key(root).Build()).AsInt64()
+		if err != nil || n != 1 {
+			t.Errorf("%s: EXISTS %q = %d, %v; want its bucket under the root's tag", d.Key.Entity, root, n, err)
+		}
+		if own != root {
+			if n, _ := c.Do(ctx, c.B().Exists().Key(own).Build()).AsInt64(); n != 0 {
+				t.Errorf("%s: its own tag's key %q was written", d.Key.Entity, own)
+			}
+		}
+	}
+	// A move under another root moves the key's keys to that root's slot;
+	// a move within the root keeps them.
+	for _, e := range []redisstore.Entity{{ID: "t2", Cascade: true}, {ID: "p2", Parent: "t2", Cascade: true}, {ID: "p3", Parent: "tenant", Cascade: true}} {
+		if _, _, err := s.PutEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for parent, root := range map[string]string{"p3": "tenant", "p2": "t2"} {
+		if _, _, err := s.PutEntity(ctx, redisstore.Entity{ID: "key", Parent: parent}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.RootOf(ctx, "ns", "key"); err != nil || r != root {
+			t.Errorf("key under %s: root %q (%v), want %s", parent, r, err, root)
+		}
+	}
+	if _, _, err := s.PutEntity(ctx, redisstore.Entity{ID: "key", Parent: "project"}); err != nil {
+		t.Fatal(err)
+	}
+	// A cycle written behind the store's back, every entity on it
+	// cascading: one root from each entity.
+	for _, w := range [][2]string{{"tenant", "parent"}, {"key", "cascade"}} {
+		v := map[string]string{"parent": "key", "cascade": "1"}[w[1]]
+		if err := c.Do(ctx, c.B().Hset().Key(s.EntityKey("ns", w[0])).FieldValue().FieldValue(w[1], v).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Minute)
+	var roots []string
+	for _, id := range []string{"key", "project", "tenant"} {
+		r, err := s.RootOf(ctx, "ns", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, r)
+	}
+	if roots[0] != "key" || roots[1] != "key" || roots[2] != "key" {
+		t.Errorf("roots over a cycle = %q, want key (its least name) from each", roots)
+	}
 }
 
 func storedOverride(t *testing.T, c rueidis.Client) {
@@ -225,7 +312,7 @@ func BenchmarkResolveWarm(b *testing.B) {
 func TestSplitStoredLimits(t *testing.T) {
 	mainC, psC := server(t), server(t)
 	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
-	sp := &redisstore.Split{Main: replica(t, mainC, clock, time.Minute), PerSecond: replica(t, psC, clock, time.Minute)}
+	sp := redisstore.NewSplit(replica(t, mainC, clock, time.Minute), replica(t, psC, clock, time.Minute))
 	ctx := context.Background()
 	perSec, _ := tokenbucket.Rate(1, time.Second, 0)
 	if _, _, err := sp.SetLimits(ctx, redisstore.Scope{Entity: "e"}, map[string]tokenbucket.Limit{"rpm": perSec}); err != nil {

@@ -285,6 +285,11 @@ func (s *Store) resolve(ctx context.Context, debits []cascade.Debit) ([]cascade.
 				keys = append(keys, k)
 			}
 		}
+		// On a cluster the entity's record names its chain's root, its
+		// keys' slot (chain.go): read in the same call.
+		if e := (recordID{ns: scopes[i][0].ns, kind: 'e', entity: scopes[i][0].entity}); s.clustered() && e.entity != "" && !slices.Contains(keys, e) {
+			keys = append(keys, e)
+		}
 	}
 	got, err := s.hashes(ctx, keys)
 	if err != nil {

@@ -33,6 +33,9 @@ const (
 type job struct {
 	kind   byte
 	debits []cascade.Debit
+	// tags are the hash tags of the debits' keys on a cluster (tagOf);
+	// nil elsewhere, each key then under its entity's own.
+	tags []string
 	// once is the key recording a settlement's ID, keepMs how long it (or a
 	// repayment's stamp) is kept.
 	once   string
@@ -40,6 +43,7 @@ type job struct {
 	// item, stampField and stamp are a repayment's item, replica field
 	// and stamp.
 	item       cascade.Key
+	itemTag    string
 	stampField string
 	stamp      int64
 	// restate holds, per debit, "" or "stored,restated": the level the
@@ -153,12 +157,21 @@ type callArgs struct {
 type specKey struct {
 	d       cascade.Debit
 	restate string
+	tag     string
+}
+
+// tag is the hash tag of debit i's keys ("" for its entity's own).
+func (j *job) tag(i int) string {
+	if i < len(j.tags) {
+		return j.tags[i]
+	}
+	return ""
 }
 
 // spec returns the number (from 1) of debit d's spec with restatement
 // restate, adding it when new.
-func (a *callArgs) spec(d *cascade.Debit, restate string) int {
-	k := specKey{d: *d, restate: restate}
+func (a *callArgs) spec(d *cascade.Debit, restate, tag string) int {
+	k := specKey{d: *d, restate: restate, tag: tag}
 	if i, ok := a.index[k]; ok {
 		return i
 	}
@@ -169,7 +182,7 @@ func (a *callArgs) spec(d *cascade.Debit, restate string) int {
 	if n > b.Capacity {
 		tooBig = "1"
 	}
-	keys := a.ks.item(d.Key)
+	keys := a.ks.itemIn(d.Key, tag)
 	uk, res := "", ""
 	if a.u != nil {
 		uk = strconv.Itoa(a.keyIndex(usageKey(keys.usage, 'h', a.u.hour))) + "," + strconv.Itoa(a.keyIndex(usageKey(keys.usage, 'd', a.u.day))) + "," +
@@ -195,14 +208,14 @@ func (a *callArgs) add(j *job) {
 	case kindSettle:
 		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(j.once)), strconv.FormatInt(j.keepMs, 10))
 	case kindRepay:
-		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(a.ks.bucket(j.item))), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
+		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(a.ks.itemIn(j.item, j.itemTag).bucket)), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
 	}
 	for i := range j.debits {
 		restate := ""
 		if j.restate != nil {
 			restate = j.restate[i]
 		}
-		a.plans = append(a.plans, strconv.Itoa(a.spec(&j.debits[i], restate)))
+		a.plans = append(a.plans, strconv.Itoa(a.spec(&j.debits[i], restate, j.tag(i))))
 	}
 }
 
@@ -243,6 +256,10 @@ func (s *Store) exec(ctx context.Context, jobs []*job) error {
 	c, err := s.conn()
 	if err != nil {
 		return err
+	}
+	if c.Mode() == rueidis.ClientModeCluster && !oneSlot(keys) {
+		// The client would panic; the store's parts never get here.
+		return fmt.Errorf("%w: a call's keys lie in several cluster slots", errReply)
 	}
 	msgs, err := decideScript.Exec(ctx, c, keys, args).ToArray()
 	if err != nil {

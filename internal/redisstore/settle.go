@@ -74,8 +74,16 @@ func (s *Store) settleParts(ctx context.Context, id string, debits []cascade.Deb
 		return cascade.Settled{Duplicate: true}, nil
 	}
 	out := cascade.Settled{Statuses: make([]cascade.Status, len(debits))}
-	for _, p := range s.parts(debits) {
-		j := &job{kind: kindSettle, debits: p.debits, once: s.keys.settled(s.cfg.Namespace, s.keys.tag(p.debits[0].Key), id), keepMs: keepMs}
+	parts, err := s.slotParts(ctx, debits, nil)
+	if err != nil {
+		return cascade.Settled{}, err
+	}
+	for _, p := range parts {
+		tag := s.keys.tag(p.debits[0].Key)
+		if p.tags != nil {
+			tag = p.tags[0]
+		}
+		j := &job{kind: kindSettle, debits: p.debits, tags: p.tags, once: s.keys.settled(s.cfg.Namespace, tag, id), keepMs: keepMs}
 		res, err := s.applyOnce(ctx, j)
 		if err != nil {
 			return cascade.Settled{}, err
@@ -113,6 +121,15 @@ func (s *Store) Repay(ctx context.Context, r *cascade.Repayment) (cascade.Settle
 		debits[i] = d
 	}
 	j := &job{kind: kindRepay, debits: debits, item: r.Key, stampField: "p" + r.Replica, stamp: r.Stamp, keepMs: repaidKeep.Milliseconds()}
+	if s.clustered() {
+		var err error
+		if j.tags, err = s.chains.tagsOf(ctx, debits); err != nil {
+			return cascade.Settled{}, err
+		}
+		if j.itemTag, err = s.chains.tagOf(ctx, r.Key); err != nil {
+			return cascade.Settled{}, err
+		}
+	}
 	return s.applyOnce(ctx, j)
 }
 

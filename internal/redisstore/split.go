@@ -14,9 +14,17 @@ import (
 // every other on Main. A plan on both is decided on each, and given back
 // on both when refused (as a plan over several cluster slots is); a
 // settlement or a repayment is applied once on each. Heartbeats are
-// Main's.
+// Main's. Make it with NewSplit.
 type Split struct {
 	Main, PerSecond *Store
+}
+
+// NewSplit returns the Split of main and perSecond: the per-second store
+// reads the entity records (an entity's chain, and so its keys' hash tag
+// on a cluster) from main, which keeps them.
+func NewSplit(main, perSecond *Store) *Split {
+	perSecond.chains.records = main
+	return &Split{Main: main, PerSecond: perSecond}
 }
 
 // perSecond reports whether l lives on the per-second store.
@@ -62,7 +70,15 @@ func (sp *Split) Acquire(ctx context.Context, p *cascade.Plan) (cascade.Decision
 	if err := validate(debits); err != nil {
 		return cascade.Decision{}, err
 	}
-	return acquireParts(ctx, debits, parts)
+	var slots []part // each store's part, in its slots on a cluster
+	for _, p := range parts {
+		in, err := p.st.slotParts(ctx, p.debits, p.idx)
+		if err != nil {
+			return cascade.Decision{}, err
+		}
+		slots = append(slots, in...)
+	}
+	return acquireParts(ctx, debits, slots)
 }
 
 // Settle applies st on each store, once per ID on each.

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,10 +19,10 @@ func TestSplit(t *testing.T) {
 	mainC, psC := server(t), server(t)
 	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	sp := &redisstore.Split{
-		Main:      redisstore.New(mainC, redisstore.Config{Now: now, Timeout: time.Second}),
-		PerSecond: redisstore.New(psC, redisstore.Config{Now: now, Timeout: time.Second}),
-	}
+	sp := redisstore.NewSplit(
+		redisstore.New(mainC, redisstore.Config{Now: now, Timeout: time.Second}),
+		redisstore.New(psC, redisstore.Config{Now: now, Timeout: time.Second}),
+	)
 	t.Cleanup(func() { _ = sp.Close() })
 	perSec, _ := tokenbucket.Rate(2, time.Second, 0)
 	perMin, _ := tokenbucket.Rate(10, time.Minute, 0)
@@ -62,5 +63,50 @@ func TestSplit(t *testing.T) {
 	dec, err = sp.Acquire(ctx, check)
 	if err != nil || dec.Statuses[0].Remaining != 7*tokenbucket.PerToken {
 		t.Errorf("per-minute after the settlement: %+v, %v; want 7 tokens", dec, err)
+	}
+}
+
+// TestSplitOnCluster: with REDIS_PERSECOND on clusters, a store's part of
+// a plan whose items lie in several slots is decided slot by slot, and a
+// per-second store names its keys by Main's chains: a hierarchy's
+// per-second levels are one part there too.
+func TestSplitOnCluster(t *testing.T) {
+	mainC, _ := cluster(t)
+	psC, _ := cluster(t)
+	sp := redisstore.NewSplit(
+		redisstore.New(mainC, redisstore.Config{Namespace: "ns", Timeout: time.Second}),
+		redisstore.New(psC, redisstore.Config{Namespace: "ns", Timeout: time.Second}),
+	)
+	t.Cleanup(func() { _ = sp.Close() })
+	ctx := context.Background()
+	for _, e := range []redisstore.Entity{{ID: "tenant", Cascade: true}, {ID: "key", Parent: "tenant"}} {
+		if _, _, err := sp.PutEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perSec, _ := tokenbucket.Rate(2, time.Second, 0)
+	perHour, _ := tokenbucket.Rate(100, time.Hour, 0)
+	debit := func(entity, limit string, l tokenbucket.Limit) cascade.Debit {
+		return cascade.Debit{Key: cascade.Key{Entity: entity, Resource: "api"}, Limit: limit, Bucket: l, Amount: tokenbucket.PerToken}
+	}
+	other := "b"
+	for i := 0; redisstore.SlotOf(redisstore.BucketKey("ns", cascade.Key{Entity: other})) == redisstore.SlotOf(redisstore.BucketKey("ns", cascade.Key{Entity: "a"})); i++ {
+		other = fmt.Sprintf("b%d", i)
+	}
+	plan := &cascade.Plan{Debits: []cascade.Debit{debit("a", "rps", perSec), debit(other, "rps", perSec), debit("a", "rph", perHour)}}
+	var got []bool
+	for range 3 {
+		dec, err := sp.Acquire(ctx, plan)
+		if err != nil {
+			t.Fatalf("Acquire over two slots of the per-second cluster: %v", err)
+		}
+		got = append(got, dec.Admitted)
+	}
+	if got[0] != true || got[1] != true || got[2] != false {
+		t.Errorf("admitted %v, want [true true false]: 2 a second", got)
+	}
+	chain := []cascade.Debit{debit("key", "rps", perSec), debit("tenant", "rps", perSec)}
+	if n, err := sp.PerSecond.SlotParts(ctx, chain); err != nil || n != 1 {
+		t.Errorf("a chain's per-second levels are in %d parts (%v), want 1: the root from Main's records", n, err)
 	}
 }

@@ -94,6 +94,8 @@ type Store struct {
 	skewMs atomic.Int64
 	// cache holds the stored limits and entity records read (resolve.go).
 	cache records
+	// chains names its keys' hash tags (chain.go).
+	chains chains
 }
 
 // New returns a store on client, attached. The caller keeps client and
@@ -117,11 +119,13 @@ func Open(cfg Config) *Store {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	return &Store{
+	s := &Store{
 		ready: make(chan struct{}), cfg: cfg, keys: keyspace{ns: cfg.Namespace},
 		lanes: lanes{m: map[string]*lane{}},
 		slots: make(chan struct{}, cfg.MaxInFlight), closed: make(chan struct{}),
 	}
+	s.chains.keys = s
+	return s
 }
 
 // Attach gives the store its client, once the scripts are loaded on it
@@ -210,13 +214,14 @@ func (s *Store) acquire(ctx context.Context, p *cascade.Plan, resolve bool) (cas
 	if err := validate(debits); err != nil {
 		return cascade.Decision{}, err
 	}
-	if s.clustered() {
-		if parts := s.parts(debits); len(parts) > 1 {
-			return acquireParts(ctx, debits, parts)
-		}
+	parts, err := s.slotParts(ctx, debits, nil)
+	if err != nil {
+		return cascade.Decision{}, err
 	}
-	j := &job{kind: kindDecide, debits: debits}
-	return s.decide(ctx, j)
+	if len(parts) > 1 {
+		return acquireParts(ctx, debits, parts)
+	}
+	return s.decide(ctx, &job{kind: kindDecide, debits: debits, tags: parts[0].tags})
 }
 
 // validate refuses a debit whose limit no store can hold.
@@ -267,9 +272,9 @@ func (s *Store) decide(ctx context.Context, j *job) (cascade.Decision, error) {
 func (j *job) lane(ks keyspace) string {
 	switch {
 	case len(j.debits) > 0:
-		return ks.bucket(j.debits[0].Key)
+		return ks.itemIn(j.debits[0].Key, j.tag(0)).bucket
 	case j.kind == kindRepay:
-		return ks.bucket(j.item)
+		return ks.itemIn(j.item, j.itemTag).bucket
 	}
 	return j.once
 }

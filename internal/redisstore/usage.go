@@ -70,7 +70,11 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w byte, 
 	k := cascade.Key{Namespace: ns, Entity: entity}
 	resources := []string{resource}
 	if resource == "" {
-		resources, err = c.Do(ctx, c.B().Smembers().Key(s.keys.item(k).resources).Build()).AsStrSlice()
+		keys, err := s.chains.itemKeys(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		resources, err = c.Do(ctx, c.B().Smembers().Key(keys.resources).Build()).AsStrSlice()
 		if err != nil {
 			return nil, classify(err)
 		}
@@ -82,7 +86,11 @@ func (s *Store) Usage(ctx context.Context, ns, entity, resource string, w byte, 
 		cmds := make(rueidis.Commands, 0, len(resources))
 		for _, r := range resources {
 			k.Resource = r
-			cmds = append(cmds, c.B().Hgetall().Key(usageKey(s.keys.item(k).usage, w, start.UnixMilli())).Build())
+			keys, err := s.chains.itemKeys(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			cmds = append(cmds, c.B().Hgetall().Key(usageKey(keys.usage, w, start.UnixMilli())).Build())
 		}
 		for i, res := range c.DoMulti(ctx, cmds...) {
 			m, err := res.AsIntMap()
