@@ -44,6 +44,7 @@ const (
 // Envoy's `metadata` action, given the same numbers, drops the descriptor
 // and nothing is charged.
 func TestBudgetThroughEnvoy(t *testing.T) {
+	t.Parallel() // beside the other long runs (TestRLQSFleet)
 	envoytest.Scenario(t, "13 a $1 budget a minute in dollars, priced from Envoy AI Gateway's token metadata: 200 200 429, then the next minute starts $0.80 short (200 429) (memory, DynamoDB and Redis)")
 	t.Run("metadata action drops numbers", budgetsMetadataAction)
 	t.Run("two minutes", func(t *testing.T) { onStores(t, budgetsTwoMinutes) })
