@@ -5,6 +5,8 @@ package rlqsload
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,12 +30,12 @@ func TestRLQSMemory(t *testing.T) {
 	streams := benchenv.Ints(t, "STREAMS", "1000")[0]
 	buckets := benchenv.Ints(t, "BUCKETS", "1000")[0]
 	conns := benchenv.Ints(t, "CONNS", "4")[0]
-	hold := benchenv.Duration(t, "HOLD", 12*time.Second)
-	bound := benchenv.Ints(t, "RSS_BOUND_MIB", "3072")[0]
+	hold := benchenv.Duration(t, "HOLD", 30*time.Second)
+	bound := benchenv.Ints(t, "RSS_BOUND_MIB", "6144")[0]
 
 	// Buckets are abandoned after RLQS_ABANDON_AFTER without demand: the
 	// run holds them longer than the default minute may allow.
-	srv := envoytest.StartService(t, filepath.Join(testutil.RepoRoot(t), configDir), "RLQS_ABANDON_AFTER=10m")
+	srv := envoytest.StartService(t, filepath.Join(testutil.RepoRoot(t), configDir), "RLQS_ABANDON_AFTER=10m", "DEBUG_PPROF=true")
 	pid := srv.Pid()
 	start := procStatus(t, pid)
 	t.Logf("the binary at start: VmRSS %d MiB", start["VmRSS"]>>10)
@@ -63,10 +65,11 @@ func TestRLQSMemory(t *testing.T) {
 	// pooled bucket.
 	var rss int64
 	for end := time.Now().Add(hold); ; {
-		s := procStatus(t, pid)
+		s, m := procStatus(t, pid), srv.Metrics(t)
 		rss = max(rss, s["VmRSS"])
-		t.Logf("  %4.1f s after the last stream opened: VmRSS %d MiB, VmHWM %d MiB",
-			time.Since(began).Seconds(), s["VmRSS"]>>10, s["VmHWM"]>>10)
+		t.Logf("  %5.1f s after the first stream opened: VmRSS %d MiB, VmHWM %d MiB; Go heap %d MiB in use, next GC at %d MiB (GOGC %.0f), %.0f GCs; the store's items %d MiB",
+			time.Since(began).Seconds(), s["VmRSS"]>>10, s["VmHWM"]>>10, mib(m["go_memstats_heap_inuse_bytes"]),
+			mib(m["go_memstats_next_gc_bytes"]), m["go_gc_gogc_percent"], m["go_gc_duration_seconds_count"], mib(m["ratelimit_store_memory_bytes"]))
 		if time.Now().After(end) {
 			break
 		}
@@ -82,7 +85,34 @@ func TestRLQSMemory(t *testing.T) {
 	if m := srv.Metrics(t); m["ratelimit_rlqs_streams"] != float64(streams) {
 		t.Errorf("%v streams open at the end, want %d", m["ratelimit_rlqs_streams"], streams)
 	}
+	heapProfile(t, srv.DebugAddr())
 	runtime.KeepAlive(held)
+}
+
+// mib returns bytes in MiB.
+func mib(bytes float64) int64 { return int64(bytes) >> 20 }
+
+// heapProfile writes the binary's heap profile to HEAP_PROFILE, when set
+// (go tool pprof reads it).
+func heapProfile(t *testing.T, debugAddr string) {
+	t.Helper()
+	path := os.Getenv("HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	resp, err := http.Get("http://" + debugAddr + "/debug/pprof/heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("heap profile: %d, %v", resp.StatusCode, err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the binary's heap profile: %s", path)
 }
 
 // openStreams opens n streams over clients (in turn), reports buckets
