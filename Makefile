@@ -181,7 +181,7 @@ bench-rlqs: envoy ## p99 through Envoy of RLQS and RLS over no rate limiting, in
 	$(GO) test -tags rlqsbench -run '^TestRLQSLatency$$' -count=1 -v -timeout 30m ./internal/bench/rlqsload
 
 .PHONY: bench-rlqs-memory
-bench-rlqs-memory: ## the binary's RSS with 1,000 RLQS streams x 1,000 buckets open, against the bound in docs/rlqs.md (needs ~2 GiB)
+bench-rlqs-memory: ## the binary's RSS with 1,000 RLQS streams x 1,000 buckets open, against the bound in docs/rlqs.md (needs 5 GiB of memory)
 	$(GO) test -tags rlqsbench -run '^TestRLQSMemory$$' -count=1 -v -timeout 30m ./internal/bench/rlqsload
 
 # A module of its own (internal/bench/redisclient/go.mod), so that the
