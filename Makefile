@@ -172,6 +172,18 @@ bench-peers: envoy ## side by side behind one Envoy and over gRPC: ours, no-op, 
 bench-dynamo: ## decisions/s of one replica on DynamoDB Local over gRPC: hot item, many items, refusals (see BENCHMARKS.md)
 	$(GO) test -tags dynamobench -run '^TestDynamoLoad$$' -count=1 -v -timeout 30m ./internal/bench/dynamoload
 
+# RLQS through the built binary (internal/bench/rlqsload): the latency of
+# RLQS, no rate limiting and RLS through Envoy interleaved in one run
+# (BLOCK, ROUNDS, WARMUP, MAX_ADDED_P99), and the resident set of 1,000
+# streams x 1,000 buckets (STREAMS, BUCKETS, CONNS, HOLD, RSS_BOUND_MIB).
+.PHONY: bench-rlqs
+bench-rlqs: envoy ## p99 through Envoy of RLQS and RLS over no rate limiting, interleaved; fails past +0.2 ms for RLQS (see BENCHMARKS.md)
+	$(GO) test -tags rlqsbench -run '^TestRLQSLatency$$' -count=1 -v -timeout 30m ./internal/bench/rlqsload
+
+.PHONY: bench-rlqs-memory
+bench-rlqs-memory: ## the binary's RSS with 1,000 RLQS streams x 1,000 buckets open, against the bound in docs/rlqs.md (needs 5 GiB of memory)
+	$(GO) test -tags rlqsbench -run '^TestRLQSMemory$$' -count=1 -v -timeout 30m ./internal/bench/rlqsload
+
 # A module of its own (internal/bench/redisclient/go.mod), so that the
 # service's module never requires the client library that lost: ./... at the
 # root, make test and make lint do not see it. It starts its own redis-server
