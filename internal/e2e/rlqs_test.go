@@ -3,10 +3,9 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
@@ -93,42 +92,6 @@ func TestRLQS(t *testing.T) {
 		t.Errorf("metrics: streams %v buckets %v token buckets pushed %v", m["ratelimit_rlqs_streams"], m["ratelimit_rlqs_buckets"], m[`ratelimit_rlqs_assignments_total{kind="token_bucket"}`])
 	}
 
-	// The request path, in one run: RLQS (a bucket's request), no rate
-	// limiting (a request no bucket matches, on the same Envoy), and RLS
-	// (the plain example, a ShouldRateLimit call a request).
-	plainRig := plain(t)
-	var q, none, rlsLat []time.Duration
-	for range 3 {
-		q = append(q, latencies(t, r, c, "x-tenant", "latency")...)
-		none = append(none, latencies(t, r, c)...)
-		rlsLat = append(rlsLat, latencies(t, plainRig, c)...)
-	}
-	pq, pn, pr := percentiles(q), percentiles(none), percentiles(rlsLat)
-	t.Logf("through Envoy, p50/p99: no rate limiting %v/%v, RLQS %v/%v (+%v p99), RLS %v/%v (+%v p99)",
-		pn[0], pn[1], pq[0], pq[1], pq[1]-pn[1], pr[0], pr[1], pr[1]-pn[1])
-}
-
-// percentiles returns the p50 and p99 of ds.
-func percentiles(ds []time.Duration) [2]time.Duration {
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return [2]time.Duration{ds[len(ds)/2], ds[len(ds)*99/100]}
-}
-
-// latencies sends 200 requests one after another and returns how long
-// each took.
-func latencies(t *testing.T, r *envoytest.Rig, c *http.Client, header ...string) []time.Duration {
-	t.Helper()
-	ds := make([]time.Duration, 0, 200)
-	for i := range cap(ds) {
-		h := header
-		if len(h) > 0 {
-			h = []string{h[0], h[1] + strconv.Itoa(i%3)}
-		}
-		start := time.Now()
-		r.Do(t, c, http.MethodGet, "/", h...)
-		ds = append(ds, time.Since(start))
-	}
-	return ds
 }
 
 // rlsClient returns a function asking the service whether one request of
