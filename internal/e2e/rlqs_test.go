@@ -3,9 +3,9 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
-	"strconv"
 	"testing"
 	"time"
 
