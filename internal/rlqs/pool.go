@@ -23,7 +23,10 @@ import (
 // fifths of a report interval, drawn at start so that replicas spread
 // their calls) after the first report since its last call, so that the
 // call comes after its Envoys' reports, whatever their timers, and writes
-// what they changed; the call writes when the slot has had no write yet,
+// what they changed; with no report, a report interval after its last
+// call, so that a watched bucket's demand stays counted in the store's
+// meters (below) while its streams hold it; the call writes when the slot
+// has had no write yet,
 // and reads otherwise. So the store sees one write per bucket per replica
 // per slot, however many Envoys report the bucket here, and the other
 // replicas' writes that followed the reports (at their own delays) are
@@ -64,7 +67,8 @@ const flushWorkers = 16
 type pool struct {
 	s *Server
 	// offset is the pool's delay: how long after the first report since
-	// a bucket's last call the pool calls the store for it.
+	// a bucket's last call the pool calls the store for it (a report
+	// interval after the last call, when no report comes sooner).
 	offset  time.Duration
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -98,7 +102,8 @@ type entry struct {
 	// pending is the allowed requests reported and not charged yet.
 	pending uint64
 	// due is when the pool calls the store for the entry next: the
-	// pool's delay after the first report since its last call.
+	// pool's delay after the first report since its last call, or a
+	// report interval after that call, whichever is sooner.
 	due   time.Time
 	state quotaState
 }
