@@ -68,6 +68,15 @@ func (r *run) report(w io.Writer, wall time.Duration) {
 	fmt.Fprintf(w, "scenario %s: %s\n", sc.Name, sc.About)
 	fmt.Fprintf(w, "%d simulated seconds in %v of wall time; prices of %s (%s): $%.3f per million write units, $%.3f per million read units\n",
 		int(sc.Duration/time.Second), wall.Round(time.Millisecond), Prices.Date, Prices.Region, Prices.WriteUnit, Prices.ReadUnit)
+	if sc.Callers > 0 {
+		fmt.Fprintf(w, "%d replicas × %d callers, %d tenants of %.0f a second each", sc.Replicas, sc.Callers, sc.Tenants, sc.Limit)
+	} else {
+		fmt.Fprintf(w, "%d replicas, %.0f decisions a second of demand over %d tenants of %.0f a second each", sc.Replicas, sc.Demand, sc.Tenants, sc.Limit)
+	}
+	for _, c := range sc.Changes {
+		fmt.Fprintf(w, "; at %v +%d replicas, −%d (the oldest)", c.At, c.Join, c.Leave)
+	}
+	fmt.Fprintln(w)
 	if sc.WarmWrites > 0 || sc.WarmReads > 0 {
 		fmt.Fprintf(w, "table pre-warmed (CreateTable's WarmThroughput) to %.0f write and %.0f read units a second (zero: a new table's 4,000 and 12,000)\n\n", sc.WarmWrites, sc.WarmReads)
 	} else {
@@ -97,6 +106,9 @@ func (r *run) report(w io.Writer, wall time.Duration) {
 		ratio(wcu, float64(asked)), ratio(rcu, float64(asked)), Prices.perMillion(wcu, rcu, asked))
 	r.st.mu.Lock()
 	fmt.Fprintf(w, "refusals from the rejection cache %d; contended %v\n", r.st.cacheHits.Load(), r.st.contended)
+	for _, l := range r.st.failedLines() {
+		fmt.Fprintln(w, l)
+	}
 	for _, d := range r.st.doubled {
 		fmt.Fprintf(w, "doubling at %v by replica %d after %d of its writes in the second before\n", d.at.Round(time.Millisecond), d.replica, d.writes)
 	}

@@ -180,6 +180,9 @@ func (r *run) decide(rep *replica, tenant int) {
 	dec, err := rep.acquire(context.Background(), r.plans[tenant])
 	lat := r.since() - t
 	r.st.decided(t, tenant, r.sc.Settle, err == nil && dec.Admitted, dec.Local, err != nil, lat)
+	if err != nil {
+		r.st.failedFor(errReason(err), rep.n, t+lat)
+	}
 }
 
 // sleep waits d or until ctx ends.
@@ -267,8 +270,8 @@ func (r *run) events(ctx context.Context) {
 			}
 			r.mu.Lock()
 			n := min(c.Leave, len(r.reps))
-			gone := r.reps[len(r.reps)-n:]
-			r.reps = r.reps[:len(r.reps)-n]
+			gone := r.reps[:n]
+			r.reps = append([]*replica(nil), r.reps[n:]...)
 			r.mu.Unlock()
 			for _, rep := range gone {
 				rep.close()

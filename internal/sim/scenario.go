@@ -58,7 +58,10 @@ type Scenario struct {
 	Outage *Window
 }
 
-// Change adds Join replicas and removes Leave (the newest first) at At.
+// Change adds Join replicas and then removes Leave, the oldest first, at
+// At: scaled down (-scale_replicas), a change of one joining and ten
+// leaving becomes one and one, and the one leaving must not be the one
+// that just joined, or no replica that ran the bucket before would leave.
 type Change struct {
 	At          time.Duration
 	Join, Leave int

@@ -20,7 +20,7 @@ var scenarios = map[string]Scenario{
 		Duration: 60 * time.Second, Window: 10 * time.Second, Settle: 30 * time.Second,
 	},
 	"joinleave": {
-		About:    "hot, with a replica joining at 35 s and 10 leaving at 45 s",
+		About:    "hot, with a replica joining at 35 s and 10 leaving at 45 s, the oldest first",
 		Replicas: 100, Tenants: 1, Limit: 500_000, Demand: 1_000_000,
 		Duration: 60 * time.Second, Window: 10 * time.Second, Settle: 30 * time.Second,
 		Changes: []Change{{At: 35 * time.Second, Join: 1}, {At: 45 * time.Second, Leave: 10}},

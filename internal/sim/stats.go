@@ -30,7 +30,8 @@ type stats struct {
 	latency   [latencySteps + 1]atomic.Int64
 	doublings atomic.Int64
 	cacheHits atomic.Int64
-	contended map[string]int // by reason (under mu)
+	contended map[string]int       // by reason (under mu)
+	failed    map[string]*failures // errors by reason (under mu; errReason)
 	// Per tenant, from Settle on: asked and admitted.
 	tAsked, tAdmitted []atomic.Int64
 	mu                sync.Mutex

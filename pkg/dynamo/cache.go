@@ -299,11 +299,14 @@ func (s cacher) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 	now := s.nowMs()
 	imgs := make([]*item.Image, len(buckets))
 	shards := make([]int, len(buckets))
+	homes := s.homes(buckets)
 	hit := false
 	s.mu.Lock()
 	for i, b := range buckets {
 		r, ok := s.rejects.get(b.base)
-		if !ok {
+		if !ok || homes[i] >= 0 && r.shard != homes[i] {
+			// A hot bucket's decision goes to this replica's home shard:
+			// a refusal on another says nothing of it.
 			imgs[i], _ = s.images.peek(b.pk(0))
 			continue
 		}
@@ -350,6 +353,19 @@ func (s cacher) fromRejectionCache(p *cascade.Plan, buckets []bucket) (cascade.D
 		dec.Statuses[i].Shard = shardOf[i]
 	}
 	return dec, true
+}
+
+// homes are the home shards of the hot buckets among buckets (pace.go),
+// -1 for the others.
+func (s cacher) homes(buckets []bucket) []int {
+	out := make([]int, len(buckets))
+	for i, b := range buckets {
+		out[i] = -1
+		if s.shardCount(b.base) > 1 && s.hot(b.base) {
+			out[i] = pacer(s).shardFor(b)
+		}
+	}
+	return out
 }
 
 // mulSat returns a·n, saturating at tokenbucket.MaxMillitokens.

@@ -243,7 +243,9 @@
 // decisions the claim covers are written, with the usual condition, and
 // the others are refused without a write, as refusals where the image
 // stands for them (as for the rejection cache) and as contended where it
-// does not. Every admission is a conditional write. A replica whose writes
+// does not. Every admission is a conditional write. The rejection cache
+// answers a hot bucket's decision only with a refusal of its home shard:
+// one shard in debt does not refuse for the others. A replica whose writes
 // to a hot bucket lose races within a second as often as they land (at
 // least 20 times) doubles it, like a throttled one: fewer replicas share
 // each shard.

@@ -81,3 +81,65 @@ func TestHotShardedWritesPaced(t *testing.T) {
 		}
 	})
 }
+
+// TestHotShardRefusalStaysOnItsShard: a repayment lands on shard 0 of a
+// hot bucket of four and leaves it owing eight seconds of its refill; the
+// other three shards are full. A replica's refusal on shard 0 was its
+// rejection cache's for up to a second, and answered every decision on
+// that image though its home had moved on: the replica admitted 0.22 of
+// the limit from 1 s to 3 s. A refusal on a shard now answers only the
+// decisions bound for that shard, and the replica admits what shards 1 to
+// 3 hold (their burst and refill: at most 3/4 of the limit over the run
+// and a second's burst), about 1.0 of the limit from 1 s to 3 s.
+func TestHotShardRefusalStaysOnItsShard(t *testing.T) {
+	const callers, rate = 100, 2000
+	inBubble(t, func(t *testing.T) {
+		f := fakeTable(t)
+		o := dynamotest.LikeDynamoDB()
+		o.Seed = 5
+		f.SetOptions(o)
+		lim := mustLimit(t, rate, time.Second, 0)
+		key := cascade.Key{Entity: "hot", Resource: "api"}
+		p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "p", Bucket: lim, Amount: tokenbucket.PerToken}}}
+		s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+		if err := admin.New(s).SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"p": lim}); err != nil {
+			t.Fatal(err)
+		}
+		r := repayment("r1", time.Now().UnixMicro(), key, lim, 4000*tokenbucket.PerToken)
+		if _, err := s.Repay(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		const run, from = 3 * time.Second, time.Second
+		var all, admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for time.Since(start) < run {
+					dec, err := s.Acquire(context.Background(), p)
+					if err == nil && dec.Admitted {
+						all.Add(1)
+						if time.Since(start) >= from {
+							admitted.Add(1)
+						}
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		got := float64(admitted.Load()) / (rate * (run - from).Seconds())
+		held := 0.75 * rate * (1 + time.Since(start).Seconds())
+		t.Logf("admitted %d, %d from %v: %.2f of the limit; shards 1 to 3 held %.0f", all.Load(), admitted.Load(), from, got, held)
+		if got < 0.6 {
+			t.Errorf("admitted %.2f of the limit from %v, want what shards 1 to 3 hold (at least 0.6)", got, from)
+		}
+		if float64(all.Load()) > held {
+			t.Errorf("admitted %d, more than the %.0f shards 1 to 3 held", all.Load(), held)
+		}
+	})
+}
