@@ -272,7 +272,7 @@ const (
 	// close: logged, not held (grpc-go keeps most attacked connections
 	// open), and a wait of closeDeadline each made the suite 30 s longer.
 	grpcGoCloseWait = 250 * time.Millisecond
-	attackPace    = 500 * time.Microsecond
+	attackPace      = 500 * time.Microsecond
 )
 
 // TestAttacks sends each published HTTP/2 attack on one connection while
