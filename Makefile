@@ -89,8 +89,7 @@ test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy 
 	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG) ./internal/sim) | sed 's|^github.com/dynalimit/dynalimit|.|') \
 	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-skip,^TestHotShardedShort$$'
 	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver
-	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)' ./cmd/ratelimit
-	$(GO) test -count=1 -timeout 10m -run '^TestRedisFleetHotKey$$' ./cmd/ratelimit
+	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)|^TestRedisFleetHotKey$$' ./cmd/ratelimit
 
 # The tests whose bounds depend on timing, STRESS_COUNT times each under
 # -race with another process keeping a core busy: run it after a change to

@@ -235,7 +235,7 @@ descriptors:
 // past the budget (the fake: frozen for its first 250 ms; DynamoDB Local:
 // its JVM cold to the table, as in TestFleetColdStart). A replica with no
 // image of the bucket admits at most its share of it: the fleet admits at
-// most 1.1 × (100 + 10·t). On the fake it runs 20 times, each on a new
+// most 1.1 × (100 + 10·t). On the fake it runs 10 times, each on a new
 // fleet; on DynamoDB Local once (make stress repeats it).
 func TestFleetColdStartLocal(t *testing.T) {
 	onStores(t, false, func(t *testing.T, store fleetStore) {
@@ -243,7 +243,7 @@ func TestFleetColdStartLocal(t *testing.T) {
 		fake, _ := store.(*fakeStore)
 		runs := 1
 		if fake != nil {
-			runs = 20
+			runs = 10
 		}
 		var over int
 		var worst float64

@@ -37,6 +37,7 @@ var redisComposeSettings = []string{"REDIS_URL", "REDIS_TYPE", "REDIS_SOCKET_TYP
 // compose-go loads it: off by default, then Redis pinned and healthy before
 // two replicas of the service that share it under their own ports.
 func TestComposeRedisProfile(t *testing.T) {
+	t.Parallel()
 	root := testutil.RepoRoot(t)
 	if errs := checkComposeRedisText(t, root, readFile(t, root, composeFile)); len(errs) > 0 {
 		t.Fatalf("%s: %v", composeFile, errors.Join(errs...))
@@ -47,6 +48,7 @@ func TestComposeRedisProfile(t *testing.T) {
 // copies of docker-compose.yml broken on purpose, each of which must be
 // refused.
 func TestComposeRedisProfileBroken(t *testing.T) {
+	t.Parallel()
 	root := testutil.RepoRoot(t)
 	text := readFile(t, root, composeFile)
 	cases := []struct{ name, old, new, want string }{

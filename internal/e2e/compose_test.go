@@ -228,6 +228,7 @@ func dockerfileTargets(t *testing.T, file string) []string {
 // repository, and that its Envoy bootstrap is the plain example's with
 // container addresses.
 func TestComposeFile(t *testing.T) {
+	t.Parallel()
 	p, root := loadCompose(t)
 	if errs := checkCompose(t, p, root); len(errs) > 0 {
 		t.Fatalf("%s: %v", composeFile, errors.Join(errs...))
@@ -239,6 +240,7 @@ func TestComposeFile(t *testing.T) {
 // compares envoy.yaml with a compose bootstrap changed in more than its
 // addresses.
 func TestComposeFileBroken(t *testing.T) {
+	t.Parallel()
 	root := testutil.RepoRoot(t)
 	text := readFile(t, root, composeFile)
 	cases := []struct{ name, old, new, want string }{
@@ -582,6 +584,7 @@ func trimOutput(s string) string {
 // commands must print what the README says, and the aggregator service
 // writes usage snapshots of those requests.
 func TestCompose(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "10 docker-compose.yml without containers: DynamoDB Local, table create, the service, the demo app and Envoy; the README's answers; the aggregator's usage of them")
 	p, root := loadCompose(t)
 	svc := func(name string) types.ServiceConfig {

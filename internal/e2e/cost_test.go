@@ -37,6 +37,7 @@ const costHits = `ratelimit_rule_hits_total{key="cost.api_key"}`
 // exactly that cost; a cost beyond the budget puts the key in debt and its
 // next request is refused.
 func TestStreamDoneCharge(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "5 stream-done charges: the reported cost is debited exactly")
 	r, _ := cost(t)
 	c := envoytest.Client(t, "127.0.0.10")
@@ -98,6 +99,7 @@ func TestStreamDoneCharge(t *testing.T) {
 // headers. The entries go to a test receiver until the service has an
 // access-log sink.
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "6 access-log service: entries carry our dynamic metadata and the logged headers")
 	r, als := cost(t)
 	c := envoytest.Client(t, "127.0.0.11")

@@ -16,6 +16,7 @@ import (
 // admitted requests. A shadow-mode rule lets every bot request through and
 // counts the ones over its limit.
 func TestSeveralDescriptors(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "2 several descriptors: all-or-nothing, shadow mode counted")
 	r := plain(t)
 	c := envoytest.Client(t, "127.0.0.4")

@@ -51,6 +51,7 @@ func gatewayUsageConfig(budget uint32) *rlsconf.RateLimitConfig {
 // 1, the third charge lands although it overshoots, and the next request is
 // refused. On the embedded store and on DynamoDB.
 func TestGatewayUsageBasedLimit(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "8 Envoy Gateway's usage-based limit over xDS: 21 → 11 → 1, the overshooting charge lands, then 429 (memory, DynamoDB and Redis)")
 	onStores(t, gatewayUsage)
 }

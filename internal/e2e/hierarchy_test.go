@@ -22,6 +22,7 @@ const hierarchyBootstrap = "examples/envoy/envoy-hierarchy.yaml"
 // request takes nothing from the tenant, which admits exactly its 3
 // remaining requests from other keys.
 func TestHierarchy(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "9 hierarchical limits: two keys share their tenant's 5, a key's own tighter limit refuses first (memory, DynamoDB and Redis)")
 	onStores(t, hierarchy)
 }

@@ -110,6 +110,7 @@ func checkLevels(t *testing.T, got, want [3]int, start time.Time) {
 // once Envoy's access log delivers its entry, and one of 100 gives 400
 // back on every level.
 func TestLLMSettlesThroughTheAccessLog(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "11 LLM gateway: an estimate at admission, settled through the access log on every level (memory, DynamoDB and Redis)")
 	onStores(t, func(t *testing.T, env []string) {
 		r := llmRig(t, env)
@@ -135,6 +136,7 @@ func TestLLMSettlesThroughTheAccessLog(t *testing.T) {
 // access log, with the same lease. It is charged once; the later of the
 // two is a counted duplicate.
 func TestLLMBothPathsSettleOnce(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "12 LLM gateway with the stream-end call and the access log: one charge, one duplicate")
 	streamEnd := map[string]any{
 		"actions": []any{map[string]any{"metadata": map[string]any{

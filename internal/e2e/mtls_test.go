@@ -13,6 +13,7 @@ import (
 // a client certificate from another CA the service refuses the handshake and
 // Envoy applies the example's failure mode (deny: 500).
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "7 mTLS from Envoy to the service; a wrong client certificate is refused")
 	pki := testutil.NewPKI(t)
 	env := []string{

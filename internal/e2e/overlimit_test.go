@@ -13,6 +13,7 @@ import (
 // RateLimit-* headers the service adds; a client from another address is
 // unaffected; refused requests never reach the application.
 func TestOverLimit(t *testing.T) {
+	t.Parallel()
 	envoytest.Scenario(t, "1 over the limit: 429, x-ratelimit-* headers, another client unaffected")
 	r := plain(t)
 	alice, bob := envoytest.Client(t, "127.0.0.2"), envoytest.Client(t, "127.0.0.3")
