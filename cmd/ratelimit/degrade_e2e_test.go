@@ -183,8 +183,9 @@ func runOutage(t *testing.T, mode string, timing outageTiming) outageRun {
 		deadAt, restartAt time.Time // DynamoDB Local exited; started again
 		stopErr, startErr error
 	)
-	start := time.Now()
+	outageDone := make(chan struct{})
 	go func() {
+		defer close(outageDone)
 		time.Sleep(timing.before)
 		t.Logf("%s: fleet size as the replicas count it: %.0f (sum over 3)", mode, f.metric(t, "ratelimit_fleet_size"))
 		mu.Lock()
@@ -213,8 +214,10 @@ func runOutage(t *testing.T, mode string, timing outageTiming) outageRun {
 			admitted = append(admitted, [2]time.Time{sent, now})
 		}
 	})
-	for backAt.IsZero() && stopErr == nil && startErr == nil && time.Since(start) < 60*time.Second {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-outageDone:
+	case <-time.After(60 * time.Second):
+		t.Fatal("DynamoDB Local was not stopped and started again within 60 s")
 	}
 	if stopErr != nil || startErr != nil {
 		t.Fatalf("stopping or restarting DynamoDB Local: %v, %v", stopErr, startErr)
