@@ -27,9 +27,9 @@ import (
 // part of it is within 10% of its part of the demand; over the last
 // phase, outage included, at most 1.1 times the limit is admitted.
 func TestRLQSFleet(t *testing.T) {
-	// The long runs (this, the budgets' minute edges, RLQS) go side by
-	// side, after the package's other tests: each its own Envoys and
-	// services, its own table.
+	// Side by side with the budgets' minute edges and the short tests,
+	// after the package's other tests: each its own Envoys, services and
+	// table.
 	t.Parallel()
 	envoytest.Scenario(t, "15 RLQS fleet: three Envoys, two replicas on DynamoDB Local, demand 3:1:0, 1:1:1, then 2:1:1 through a replica's restart")
 	env := append(envoytest.DynamoDBTable(t, dynamotest.Shared(t)), "BACKEND_TIMEOUT=400ms")
