@@ -27,10 +27,9 @@ import (
 // part of it is within 10% of its part of the demand; over the last
 // phase, outage included, at most 1.1 times the limit is admitted.
 func TestRLQSFleet(t *testing.T) {
-	// Side by side with the budgets' minute edges and the short tests,
-	// after the package's other tests: each its own Envoys, services and
-	// table.
-	t.Parallel()
+	// Alone, before the tests that run side by side: beside them its
+	// first shares converged late (one Envoy had 0.295 of the admitted
+	// where it asked 0.25, in two clean clones' runs).
 	envoytest.Scenario(t, "15 RLQS fleet: three Envoys, two replicas on DynamoDB Local, demand 3:1:0, 1:1:1, then 2:1:1 through a replica's restart")
 	env := append(envoytest.DynamoDBTable(t, dynamotest.Shared(t)), "BACKEND_TIMEOUT=400ms")
 	if os.Getenv("RLQS_FLEET_REDIS") != "" {
