@@ -44,13 +44,17 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 	busy := ""
 	homeOnly(batch, hot)
 	for attempt := 0; ; attempt++ {
-		cur := batch // the parts this attempt writes (claim sets the others aside)
+		cur := batch          // the parts this attempt writes (claim sets the others aside)
+		var stale *item.Image // an image of a hot shard too old to claim on
 		if hot && img != nil && !read && s.nowMs()-img.AtMs > staleClaims*pacer(s).pace().Milliseconds() {
-			img = nil
+			stale, img = img, nil
 		}
 		if img == nil {
 			var err error
-			if img, err = s.fresh(ctx, b, pk, decisions); err != nil {
+			if img, err = s.fresh(ctx, b, pk, decisions); err == nil {
+				s.sawOthers(b, stale, img)
+			}
+			if err != nil {
 				if errors.Is(err, ErrThrottled) && s.cfg.ThrottleFails {
 					s.fail(batch, errThrottledItem)
 				} else if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
@@ -99,7 +103,7 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			return
 		case err == nil:
 			if hot {
-				s.tookOthers(pk, img, newImg, j)
+				s.tookOthers(b, pk, img, newImg, j)
 				if newImg.Exists {
 					sharder(s).racedWrite(b, newImg.ShardCount, now)
 				}
@@ -166,7 +170,7 @@ func (s batchWriter) landed(pk string, b bucket, batch []*part, img, newImg *ite
 	sharder(s).wrote(b, newImg.ShardCount, now)
 	pre := preImage(newImg, img, j)
 	if hot {
-		s.tookOthers(pk, img, pre, j)
+		s.tookOthers(b, pk, img, pre, j)
 	}
 	if exact := judge(batch, pre, now); exact.sameOutcome(j) {
 		j = exact // the statuses of the levels the write found

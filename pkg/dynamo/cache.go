@@ -115,9 +115,11 @@ type caches struct {
 	// forgot holds the images forgotten because a write went unanswered:
 	// no longer what a write conditions on, still what LastSeen reports.
 	forgot *lru[*item.Image]
-	// heats: bucket base key → hot until (pace.go); otherRates: bucket PK
-	// → what the shard's other writers take of it.
+	// heats: bucket base key → hot until (pace.go); shared: bucket base
+	// key → crowded until (other writers seen); otherRates: bucket PK →
+	// what the shard's other writers take of it.
 	heats      *lru[int64]
+	shared     *lru[int64]
 	otherRates *lru[others]
 	// demand follows this replica's part of each limit's consumption
 	// (Store.Demand); it has a lock of its own.
@@ -136,6 +138,7 @@ func newCaches(size, rejections int) caches {
 		warned:     newLRU[time.Time]("warned", maxWarned),
 		forgot:     newLRU[*item.Image]("forgot", maxForgot),
 		heats:      newLRU[int64]("heat", maxHot),
+		shared:     newLRU[int64]("shared", maxHot),
 		otherRates: newLRU[others]("others", maxHot),
 		demand:     demand.New(),
 	}

@@ -16,7 +16,8 @@ import (
 //
 //   - paces each shard's writes: a lane starts a write at most once every
 //     Config.Timeout/paceDivisor, gathering the decisions that arrive
-//     meanwhile into it (paced);
+//     meanwhile into it, when its writes find other replicas' decisions
+//     on the shard (paced, crowded);
 //   - writes one shard of its own, its home, which moves on every
 //     homeCycle/n so that it has been every shard within homeCycle, and
 //     does not try other shards after a refusal (home);
@@ -65,6 +66,20 @@ func (s cacher) hot(base string) bool {
 	return ok && s.nowMs() < until
 }
 
+// crowded reports whether this replica's writes on the bucket base found
+// other writers' decisions on one of its shards within heatWindow (seen).
+// Pacing spares a shard's partition the writes of many replicas and their
+// races; a replica alone on a bucket has neither, and writes as fast as
+// DynamoDB answers, one write in flight, as on a bucket that is not hot.
+// (A pace is a third of the budget: with BACKEND_TIMEOUT=1s a lone
+// replica's decisions would wait a third of a second for it.)
+func (s cacher) crowded(base string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.shared.peek(base)
+	return ok && s.nowMs() < until
+}
+
 // heat marks base hot for heatWindow.
 func (s cacher) heat(base string) {
 	s.mu.Lock()
@@ -84,10 +99,10 @@ func (s pacer) shardFor(b bucket) int {
 }
 
 // paced waits, before a lane's next batch, until its last write started a
-// pace ago when the lane's bucket is hot; it returns at once when the
-// store closes.
+// pace ago when the lane's bucket is hot and other replicas write it too
+// (crowded); it returns at once when the store closes.
 func (s pacer) paced(ln *lane, b bucket) {
-	if ln.last.IsZero() || cacher(s).shardCount(b.base) <= 1 || !cacher(s).hot(b.base) {
+	if ln.last.IsZero() || cacher(s).shardCount(b.base) <= 1 || !cacher(s).hot(b.base) || !cacher(s).crowded(b.base) {
 		return
 	}
 	if d := time.Until(ln.last.Add(s.pace())); d > 0 {
@@ -211,8 +226,9 @@ func (s batchWriter) aged(pk string, img *item.Image, now int64) *item.Image {
 // it, or as DynamoDB returned it when the write's condition failed), how
 // fast the other writers of pk raised each level that j decided on img:
 // the rise between the two, less nothing of this replica's (found is
-// before its write), over the time between.
-func (s batchWriter) tookOthers(pk string, img, found *item.Image, j *judgement) {
+// before its write), over the time between. A rise marks the bucket b
+// crowded for heatWindow.
+func (s batchWriter) tookOthers(b bucket, pk string, img, found *item.Image, j *judgement) {
 	dt := s.nowMs() - img.AtMs
 	if dt <= 0 || found == nil || !found.Exists || !img.Exists {
 		return
@@ -234,11 +250,33 @@ func (s batchWriter) tookOthers(pk string, img, found *item.Image, j *judgement)
 		if !ok {
 			continue
 		}
+		if rise > 0 {
+			s.shared.add(b.base, s.nowMs()+heatWindow.Milliseconds())
+		}
 		r := float64(max(rise, 0)) / float64(dt)
 		if prev, seen := o[p]; seen {
 			r = (prev + r) / 2
 		}
 		o[p] = r
+	}
+}
+
+// sawOthers marks the bucket b crowded for heatWindow when a level of the
+// shard rose between old, this replica's last image of it (after its own
+// writes), and fresh, read from DynamoDB since: another replica's
+// decisions. A replica whose home moves onto a shard reads it again, its
+// image a few paces old, and learns there that it shares the bucket.
+func (s batchWriter) sawOthers(b bucket, old, fresh *item.Image) {
+	if old == nil || fresh == nil || !old.Exists || !fresh.Exists {
+		return
+	}
+	for p, was := range old.Limits {
+		if is, ok := fresh.Limits[p]; ok && was.Level.Less(is.Level) {
+			s.mu.Lock()
+			s.shared.add(b.base, s.nowMs()+heatWindow.Milliseconds())
+			s.mu.Unlock()
+			return
+		}
 	}
 }
 

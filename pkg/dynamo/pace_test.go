@@ -24,26 +24,8 @@ import (
 func TestHotShardedWritesPaced(t *testing.T) {
 	const replicas, callers, rate = 4, 20, 2000
 	inBubble(t, func(t *testing.T) {
-		f := fakeTable(t)
-		o := dynamotest.LikeDynamoDB()
-		o.Seed = 3
-		f.SetOptions(o)
-		lim := mustLimit(t, rate, time.Second, 0)
-		key := cascade.Key{Entity: "hot", Resource: "api"}
-		p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "x", Bucket: lim, Amount: tokenbucket.PerToken}}}
-		cfg := dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond}
-		var stores []*dynamo.Store
-		for range replicas {
-			s, err := dynamo.NewStore(context.Background(), f, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = s.Close() }()
-			stores = append(stores, s)
-		}
-		if err := admin.New(stores[0]).SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"x": lim}); err != nil {
-			t.Fatal(err)
-		}
+		r := newHotRig(t, 3, replicas, 4, rate, 50*time.Millisecond)
+		f, stores, p := r.f, r.stores, r.plan
 		start := time.Now()
 		const run, from = 3 * time.Second, time.Second
 		var decided, admitted, counted atomic.Int64
@@ -82,6 +64,46 @@ func TestHotShardedWritesPaced(t *testing.T) {
 	})
 }
 
+// TestHotShardedAloneNotPaced: one replica, 64 callers, on a hot bucket
+// of two shards that never refuses, with a budget of a second. Paced, its
+// lane started a write once every third of a second (a pace is a third of
+// the budget), and 64 decisions waited for each: under 200 decisions a
+// second, each waiting about 340 ms, where the same replica made 12,000 a
+// second before the bucket doubled (DynamoDB Local, 64 callers). Alone on
+// its shard, no other writer to spare, it writes as fast as DynamoDB
+// answers.
+func TestHotShardedAloneNotPaced(t *testing.T) {
+	const callers, run = 64, 2 * time.Second
+	inBubble(t, func(t *testing.T) {
+		r := newHotRig(t, 7, 1, 2, 1_000_000_000, time.Second)
+		start := time.Now()
+		var decided, slow atomic.Int64
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for time.Since(start) < run {
+					at := time.Now()
+					dec, err := r.stores[0].Acquire(context.Background(), r.plan)
+					if err != nil || !dec.Admitted {
+						t.Errorf("Acquire() = %+v, %v on a bucket that never refuses", dec, err)
+						return
+					}
+					decided.Add(1)
+					if time.Since(at) >= 100*time.Millisecond {
+						slow.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		perSec := float64(decided.Load()) / time.Since(start).Seconds()
+		t.Logf("%d decisions (%.0f a second), %d of them waited 100 ms or more", decided.Load(), perSec, slow.Load())
+		if perSec < 2000 || slow.Load()*10 > decided.Load() {
+			t.Errorf("%.0f decisions a second, %d of %d waiting 100 ms or more: a lone replica's writes were paced", perSec, slow.Load(), decided.Load())
+		}
+	})
+}
+
 // TestHotShardRefusalStaysOnItsShard: a repayment lands on shard 0 of a
 // hot bucket of four and leaves it owing eight seconds of its refill; the
 // other three shards are full. A replica's refusal on shard 0 was its
@@ -94,22 +116,9 @@ func TestHotShardedWritesPaced(t *testing.T) {
 func TestHotShardRefusalStaysOnItsShard(t *testing.T) {
 	const callers, rate = 100, 2000
 	inBubble(t, func(t *testing.T) {
-		f := fakeTable(t)
-		o := dynamotest.LikeDynamoDB()
-		o.Seed = 5
-		f.SetOptions(o)
-		lim := mustLimit(t, rate, time.Second, 0)
-		key := cascade.Key{Entity: "hot", Resource: "api"}
-		p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "p", Bucket: lim, Amount: tokenbucket.PerToken}}}
-		s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
-		if err := admin.New(s).SetShards(context.Background(), key, 4, map[string]tokenbucket.Limit{"p": lim}); err != nil {
-			t.Fatal(err)
-		}
-		r := repayment("r1", time.Now().UnixMicro(), key, lim, 4000*tokenbucket.PerToken)
+		hr := newHotRig(t, 5, 1, 4, rate, 50*time.Millisecond)
+		s, p := hr.stores[0], hr.plan
+		r := repayment("r1", time.Now().UnixMicro(), hr.key, hr.lim, 4000*tokenbucket.PerToken)
 		if _, err := s.Repay(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -142,4 +151,36 @@ func TestHotShardRefusalStaysOnItsShard(t *testing.T) {
 			t.Errorf("admitted %d, more than the %.0f shards 1 to 3 held", all.Load(), held)
 		}
 	})
+}
+
+// hotRig is a bucket of shards shards of rate a second (burst a second's
+// worth) on the fake table with DynamoDB's latencies (seeded), written by
+// replicas stores with budget timeout; plan debits one token of it.
+type hotRig struct {
+	f      *dynamotest.Fake
+	stores []*dynamo.Store
+	key    cascade.Key
+	lim    tokenbucket.Limit
+	plan   *cascade.Plan
+}
+
+func newHotRig(t *testing.T, seed uint64, replicas, shards int, rate uint64, timeout time.Duration) hotRig {
+	t.Helper()
+	r := hotRig{f: fakeTable(t), key: cascade.Key{Entity: "hot", Resource: "api"}, lim: mustLimit(t, rate, time.Second, 0)}
+	o := dynamotest.LikeDynamoDB()
+	o.Seed = seed
+	r.f.SetOptions(o)
+	r.plan = &cascade.Plan{Debits: []cascade.Debit{{Key: r.key, Limit: "p", Bucket: r.lim, Amount: tokenbucket.PerToken}}}
+	for range replicas {
+		s, err := dynamo.NewStore(context.Background(), r.f, dynamo.Config{Table: "t", Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		r.stores = append(r.stores, s)
+	}
+	if err := admin.New(r.stores[0]).SetShards(context.Background(), r.key, shards, map[string]tokenbucket.Limit{"p": r.lim}); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
