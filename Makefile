@@ -81,14 +81,16 @@ TEST_ALONE := ^(TestDegradedHotTenantNewKeys|TestDegradedFreeze|TestFleetColdSta
 # Envoys left a fleet's way back from a freeze 1.1 s where it takes under
 # one; they start about when it ends. Every other package follows.
 TEST_LONG := ./internal/redisstore ./internal/cfntest ./internal/walkthrough ./internal/conformance ./internal/memstore ./internal/charttest ./internal/e2e
+# It ends by printing how long it took, Envoy's setup aside.
 test: envoy ## run the whole test suite (starts DynamoDB Local, Redis and Envoy itself)
-	$(GO) vet ./...
+	start=$$(date +%s); trap 'echo "make test: exit $$? after $$(( $$(date +%s) - start )) s"' EXIT; set -e; \
+	$(GO) vet ./...; \
 	GO_TEST_FLAGS='-race -count=1 -timeout 30m' bash internal/testlanes/lanes.sh \
 	  './cmd/ratelimit@-skip,$(TEST_ALONE)' ./pkg/dynamo -- \
 	  $(patsubst ./internal/e2e,./internal/e2e@-parallel$(comma)4$(comma)-v,$(TEST_LONG)) \
 	  $$($(GO) list ./... | grep -v $(patsubst ./%,-e /%$$,$(TEST_HEAVY) $(TEST_LONG) ./internal/sim) | sed 's|^github.com/dynalimit/dynalimit|.|') \
-	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-skip,^TestHotShardedShort$$'
-	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver
+	  './pkg/dynamo@-race=false,-run,^TestConformanceFake$$' './internal/sim@-race=false,-skip,^TestHotShardedShort$$'; \
+	$(GO) test -count=1 -run 'Allocation|TestAttacks' ./internal/service ./internal/grpcserver; \
 	$(GO) test -count=1 -timeout 10m -run '$(TEST_ALONE)|^TestRedisFleetHotKey$$' ./cmd/ratelimit
 
 # The tests whose bounds depend on timing, STRESS_COUNT times each under
