@@ -79,11 +79,7 @@ func chainInOneSlot(t *testing.T, c rueidis.Client) {
 	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
 	s := replica(t, c, clock, time.Minute)
 	ctx := context.Background()
-	for _, e := range []redisstore.Entity{{ID: "tenant", Cascade: true}, {ID: "project", Parent: "tenant", Cascade: true}, {ID: "key", Parent: "project"}} {
-		if _, _, err := s.PutEntity(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putChain(t, s)
 	yaml := perMin(t, 100)
 	debit := func(entity string) cascade.Debit {
 		return cascade.Debit{Key: cascade.Key{Entity: entity, Resource: "r"}, Limit: "rpm", Bucket: yaml, Amount: tokenbucket.PerToken, Op: cascade.Consume}
@@ -223,15 +219,22 @@ func TestStoredLimitsCache(t *testing.T) {
 // cascade, each under its stored limits; the walk stops at a cycle.
 func TestStoredChain(t *testing.T) { storedChain(t, server(t)) }
 
+// putChain stores the entities tenant ← project ← key, the tenant and the
+// project cascading.
+func putChain(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	for _, e := range []redisstore.Entity{{ID: "tenant", Cascade: true}, {ID: "project", Parent: "tenant", Cascade: true}, {ID: "key", Parent: "project"}} {
+		if _, _, err := s.PutEntity(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func storedChain(t *testing.T, c rueidis.Client) {
 	clock := storetest.NewClock(time.Unix(1_800_000_000, 0))
 	s := replica(t, c, clock, time.Minute)
 	ctx := context.Background()
-	for _, e := range []redisstore.Entity{{ID: "tenant", Cascade: true}, {ID: "project", Parent: "tenant", Cascade: true}, {ID: "key", Parent: "project"}} {
-		if _, _, err := s.PutEntity(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putChain(t, s)
 	if _, _, err := s.PutEntity(ctx, redisstore.Entity{ID: "tenant", Parent: "key"}); err == nil {
 		t.Error("PutEntity(tenant, parent key) made a cycle")
 	}

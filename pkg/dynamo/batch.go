@@ -50,18 +50,7 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			stale, img = img, nil
 		}
 		if img == nil {
-			var err error
-			if img, err = s.fresh(ctx, b, pk, decisions); err == nil {
-				s.sawOthers(b, stale, img)
-			}
-			if err != nil {
-				if errors.Is(err, ErrThrottled) && s.cfg.ThrottleFails {
-					s.fail(batch, errThrottledItem)
-				} else if errors.Is(err, errContended) || errors.Is(err, ErrThrottled) {
-					s.contend(batch, nil, contendReason(err))
-				} else {
-					s.fail(batch, err)
-				}
+			if img = s.readShard(ctx, b, pk, batch, decisions, stale); img == nil {
 				return
 			}
 			read = true
@@ -160,6 +149,25 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			return
 		}
 	}
+}
+
+// readShard reads the shard pk of b for batch, learning from stale (its image
+// too old to claim on, or nil) whether other replicas wrote it since
+// (sawOthers); when the read fails it ends the batch and returns nil.
+func (s batchWriter) readShard(ctx context.Context, b bucket, pk string, batch []*part, decisions []context.Context, stale *item.Image) *item.Image {
+	img, err := s.fresh(ctx, b, pk, decisions)
+	switch {
+	case err == nil:
+		s.sawOthers(b, stale, img)
+		return img
+	case errors.Is(err, ErrThrottled) && s.cfg.ThrottleFails:
+		s.fail(batch, errThrottledItem)
+	case errors.Is(err, errContended) || errors.Is(err, ErrThrottled):
+		s.contend(batch, nil, contendReason(err))
+	default:
+		s.fail(batch, err)
+	}
+	return nil
 }
 
 // landed ends a batch whose write (of j, decided on img at now) landed:
