@@ -107,6 +107,12 @@ func TestRLQSFleet(t *testing.T) {
 		if p.during != nil && all > 1.1*100*p.length.Seconds() {
 			t.Errorf("%s: %.0f admitted over %v, past 1.1 times the limit", p.name, all, p.length)
 		}
+		if t.Failed() && logDir == "" { // what a failing run's clean clone shows
+			t.Logf("%s: started %.3f s into the run", p.name, start.Sub(t0).Seconds())
+			for i := range bins {
+				t.Logf("%s: Envoy %d admitted each second %v", p.name, i, bins[i])
+			}
+		}
 	}
 }
 
