@@ -59,12 +59,7 @@ func (s pacer) pace() time.Duration { return s.cfg.Timeout / paceDivisor }
 
 // hot reports whether the bucket base wrote a batch of more than one
 // decision within heatWindow.
-func (s cacher) hot(base string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	until, ok := s.heats.peek(base)
-	return ok && s.nowMs() < until
-}
+func (s cacher) hot(base string) bool { return s.within(s.heats, base) }
 
 // crowded reports whether this replica's writes on the bucket base found
 // other writers' decisions on one of its shards within heatWindow (seen).
@@ -73,18 +68,28 @@ func (s cacher) hot(base string) bool {
 // DynamoDB answers, one write in flight, as on a bucket that is not hot.
 // (A pace is a third of the budget: with BACKEND_TIMEOUT=1s a lone
 // replica's decisions would wait a third of a second for it.)
-func (s cacher) crowded(base string) bool {
+func (s cacher) crowded(base string) bool { return s.within(s.shared, base) }
+
+// within reports whether marks (heats or shared) holds base until a time
+// still to come.
+func (s cacher) within(marks *lru[int64], base string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	until, ok := s.shared.peek(base)
+	until, ok := marks.peek(base)
 	return ok && s.nowMs() < until
+}
+
+// markLocked marks base in marks (heats or shared) for heatWindow; s.mu
+// is held.
+func (s cacher) markLocked(marks *lru[int64], base string) {
+	marks.add(base, s.nowMs()+heatWindow.Milliseconds())
 }
 
 // heat marks base hot for heatWindow.
 func (s cacher) heat(base string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.heats.add(base, s.nowMs()+heatWindow.Milliseconds())
+	s.markLocked(s.heats, base)
 }
 
 // shardFor returns the shard a decision on b goes to: this replica's home
@@ -240,6 +245,7 @@ func (s batchWriter) tookOthers(b bucket, pk string, img, found *item.Image, j *
 		o = others{}
 		s.otherRates.add(pk, o)
 	}
+	rose := false
 	for k, p := range j.prefixes {
 		was, ok1 := img.Has(p)
 		is, ok2 := found.Has(p)
@@ -250,14 +256,15 @@ func (s batchWriter) tookOthers(b bucket, pk string, img, found *item.Image, j *
 		if !ok {
 			continue
 		}
-		if rise > 0 {
-			s.shared.add(b.base, s.nowMs()+heatWindow.Milliseconds())
-		}
+		rose = rose || rise > 0
 		r := float64(max(rise, 0)) / float64(dt)
 		if prev, seen := o[p]; seen {
 			r = (prev + r) / 2
 		}
 		o[p] = r
+	}
+	if rose {
+		cacher(s).markLocked(s.shared, b.base)
 	}
 }
 
@@ -273,7 +280,7 @@ func (s batchWriter) sawOthers(b bucket, old, fresh *item.Image) {
 	for p, was := range old.Limits {
 		if is, ok := fresh.Limits[p]; ok && was.Level.Less(is.Level) {
 			s.mu.Lock()
-			s.shared.add(b.base, s.nowMs()+heatWindow.Milliseconds())
+			cacher(s).markLocked(s.shared, b.base)
 			s.mu.Unlock()
 			return
 		}
