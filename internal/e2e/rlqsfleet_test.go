@@ -85,12 +85,6 @@ func TestRLQSFleet(t *testing.T) {
 		start := time.Now()
 		bins := drive(t, envoys, p.demand, p.length)
 		events.Wait()
-		if logDir != "" {
-			t.Logf("%s: started %.3f s into the run (%s)", p.name, start.Sub(t0).Seconds(), start.UTC().Format("15:04:05.000"))
-			for i := range bins {
-				t.Logf("%s: Envoy %d admitted each second %v", p.name, i, bins[i])
-			}
-		}
 		for i, s := range replicas {
 			m := s.Metrics(t)
 			t.Logf("replica %d: charge failures %v, over-admitted %v, store errors %v, token buckets sent %v", i,
@@ -107,8 +101,8 @@ func TestRLQSFleet(t *testing.T) {
 		if p.during != nil && all > 1.1*100*p.length.Seconds() {
 			t.Errorf("%s: %.0f admitted over %v, past 1.1 times the limit", p.name, all, p.length)
 		}
-		if t.Failed() && logDir == "" { // what a failing run's clean clone shows
-			t.Logf("%s: started %.3f s into the run", p.name, start.Sub(t0).Seconds())
+		if logDir != "" || t.Failed() { // a failing run shows where the excess went
+			t.Logf("%s: started %.3f s into the run (%s)", p.name, start.Sub(t0).Seconds(), start.UTC().Format("15:04:05.000"))
 			for i := range bins {
 				t.Logf("%s: Envoy %d admitted each second %v", p.name, i, bins[i])
 			}
