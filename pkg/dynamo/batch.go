@@ -63,6 +63,14 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			s.bounce(batch)
 			return
 		}
+		if pair, ok := img.Waiting(batch[0].shard); ok {
+			if !read { // cached: its doubling may have admitted it since
+				img = nil
+				continue
+			}
+			s.toPair(b, batch, img, pair)
+			return
+		}
 		now := s.nowMs()
 		if hot && img.ShardCount > 1 {
 			cur, _ = s.claim(pk, batch, img, read, now)
@@ -297,6 +305,19 @@ func (s batchWriter) fail(batch []*part, err error) {
 func (s batchWriter) bounce(batch []*part) {
 	for _, pt := range batch {
 		pt.err = errShardGone
+	}
+}
+
+// toPair ends a batch on a shard that a doubling created and that holds
+// nothing yet (item.Image.Waiting): nothing was written, and every part
+// goes to pair (see await). A doubling that left the shard so for longer
+// than pendingGrace is finished.
+func (s batchWriter) toPair(b bucket, batch []*part, img *item.Image, pair int) {
+	if s.nowMs()-img.PendingMs > pendingGrace.Milliseconds() {
+		sharder(s).finish(b, img.ShardCount/2)
+	}
+	for _, pt := range batch {
+		pt.err = &shardPending{pair: pair}
 	}
 }
 

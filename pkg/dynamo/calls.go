@@ -3,7 +3,6 @@ package dynamo
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -62,46 +61,6 @@ func (s *Store) setMeta(e *item.Expr, b bucket, n int) {
 	e.SetAttr(item.AttrEntity, item.StrAV(b.key.Entity))
 	e.SetAttr(item.AttrResource, item.StrAV(b.key.Resource))
 	e.SetAttr(item.AttrShardCount, item.NumAV(int64(n)))
-}
-
-// double doubles the shard count of b from n: one transaction sets
-// shard_count to 2n on shards 0..n−1 (creating those never written) and
-// creates shards n..2n−1 empty at this moment (or brings back, empty,
-// those a merge removed). Levels are kept in whole-bucket units, so every
-// old shard's share halves by itself; the new shards fill by refill from
-// the moment they were created (item.AttrEmpty holds it). The call has
-// budget. Losing the race to another replica's doubling (or merge) is
-// success: the conditions on the old count make it happen once.
-func (s *Store) double(ctx context.Context, b bucket, n int, budget time.Duration) error {
-	tx := make([]types.TransactWriteItem, 2*n)
-	created := s.nowMs()
-	for sh := 0; sh < 2*n; sh++ {
-		e := item.NewExpr()
-		s.setMeta(e, b, 2*n)
-		if sh < n {
-			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)))
-		} else {
-			e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR attribute_exists(" + e.Name(item.AttrMerged) + ")")
-			e.SetAttr(item.AttrEmpty, item.NumAV(created))
-			e.RemoveAttr(item.AttrMerged)
-			e.RemoveAttr(item.AttrTTL)
-		}
-		tx[sh] = s.txUpdate(b.pk(sh), e)
-	}
-	cctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	_, err := s.api.TransactWriteItems(cctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-	if err != nil {
-		cerr := Classify("double shards "+s.cfg.Table, err)
-		if errors.Is(cerr, ErrCondition) || errors.Is(cerr, ErrConflict) {
-			return nil // another replica doubled first; the next image says so
-		}
-		return cerr
-	}
-	s.obs.ShardDoubled()
-	s.log.WithField("shards", 2*n).Info("doubled the shard count of a hot bucket")
-	cacher{s}.learnShards(b.base, 2*n)
-	return nil
 }
 
 // txUpdate is a transaction's update of the bucket item pk by e (its

@@ -146,7 +146,7 @@ func newGiveBackEnvTimeout(t *testing.T, timeout time.Duration, opts ...dynamo.O
 	}
 	// A throttled give-back would double a's shard count: let that fail,
 	// so that the item stays one shard, as the refused plan found it.
-	failOn(f, "TransactWriteItems", 0, serverError())
+	failDoublingFromOne(f)
 	e := &giveBackEnv{api: &scripted{API: f}, obs: &countingObserver{}, lim: mustLimit(t, 10, time.Hour, 0), b: cascade.Key{Entity: "b", Resource: "r"}}
 	c := newClock()
 	e.clock = c

@@ -149,6 +149,13 @@ func (pt *part) choose(shard int) {
 // nothing was written, and its parts go to a shard that counts (rehome).
 var errShardGone = fmt.Errorf("dynamo: shard merged away: %w", errContended)
 
+// shardPending ends a batch on a shard a doubling created that holds
+// nothing yet (toPair): nothing was written, and a decision goes to pair.
+type shardPending struct{ pair int }
+
+func (e *shardPending) Error() string { return "dynamo: shard not yet admitted by its doubling" }
+func (e *shardPending) Unwrap() error { return errContended }
+
 // rehome moves pt, whose shard a merge removed, to a shard of the count
 // learned since. A give-back's amounts, multiplied for the shard count it
 // was taken on, are multiplied for the new count instead: it gives back
@@ -290,9 +297,13 @@ func (s *Store) await(ctx context.Context, pt *part) {
 		}
 		if errors.Is(pt.err, errContended) {
 			if time.Now().Before(costDeadline) && (pt.kind == decisionPart || ctx.Err() == nil) {
-				if errors.Is(pt.err, errShardGone) {
+				var sp *shardPending
+				switch {
+				case errors.As(pt.err, &sp) && pt.kind == decisionPart:
+					pt.choose(sp.pair)
+				case sp != nil || errors.Is(pt.err, errShardGone):
 					s.rehome(pt)
-				} else {
+				default:
 					pt.choose(pt.shard)
 				}
 				continue

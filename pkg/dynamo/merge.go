@@ -62,7 +62,7 @@ func (s sharder) readCount(ctx context.Context, b bucket, n int) ([]*item.Image,
 		if err != nil {
 			return nil, err
 		}
-		if !img.Exists || img.Merged || img.ShardCount != n {
+		if !img.Exists || img.Merged || img.Pending || img.ShardCount != n {
 			return nil, nil
 		}
 		imgs[sh] = img

@@ -82,11 +82,11 @@ func TestMergeItemsAndAfter(t *testing.T) {
 	}
 }
 
-// TestResizeFailureWarns: a doubling that DynamoDB refuses (its
-// transaction failing) is logged as a warning; the decisions go on.
+// TestResizeFailureWarns: a doubling that DynamoDB refuses (its writes
+// failing) is logged as a warning; the decisions go on.
 func TestResizeFailureWarns(t *testing.T) {
 	f := fakeTable(t)
-	failOn(f, "TransactWriteItems", 0, serverError())
+	failDoublingFromOne(f)
 	log, hook := logtest.NewNullLogger()
 	s, err := dynamo.NewStore(context.Background(), f, dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: 5, ShardMergeRate: -1}, dynamo.WithClock(newClock().Now), dynamo.WithLogger(logrus.NewEntry(log)))
 	if err != nil {

@@ -156,6 +156,20 @@ func (s sharder) throttledWrite(ctx context.Context, b bucket, n int, nowMs int6
 	return true
 }
 
+// finish finishes, in the background, a doubling of b from n that left a
+// shard pending past pendingGrace (double.go), unless this replica is
+// resizing b already or ended a doubling of it within loadWindow.
+func (s sharder) finish(b bucket, n int) {
+	if n < 1 || n >= MaxShards || !s.rates.claim(b.base, s.nowMs()) {
+		return
+	}
+	s.wg.Add(1) // the batch that met the shard holds the store's group: Close waits
+	go func() {
+		defer s.wg.Done()
+		s.resize(b, n, 2*n)
+	}()
+}
+
 // wrote counts a write of this replica to b, whose shard count is n, and
 // starts a doubling or a merge in the background when count says so.
 func (s sharder) wrote(b bucket, n int, nowMs int64) {

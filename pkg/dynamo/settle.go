@@ -298,7 +298,7 @@ func (s settler) settleTargets(ctx context.Context, stl *settlement, imgs map[st
 			return nil, err
 		}
 		sh := pt.shard
-		if (!img.Exists && sh > 0) || img.Gone(sh) {
+		if _, waiting := img.Waiting(sh); (!img.Exists && sh > 0) || img.Gone(sh) || waiting {
 			sh = 0
 		}
 		for _, i := range pt.idx {

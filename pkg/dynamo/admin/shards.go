@@ -31,6 +31,10 @@ func (s *Store) Status(ctx context.Context, key cascade.Key, limits map[string]t
 		s.st.LearnBucket(key, img)
 		img, err = s.readBucket(cctx, b.pk(0))
 	}
+	if pair, waiting := img.Waiting(sh); err == nil && waiting { // a doubling's, holding nothing yet: its pair holds its share
+		s.st.LearnBucket(key, img)
+		img, err = s.readBucket(cctx, b.pk(pair))
+	}
 	if err != nil {
 		return nil, err
 	}

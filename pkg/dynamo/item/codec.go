@@ -27,8 +27,14 @@ type Image struct {
 	// EmptyMs is when the doubling created the shard (its clock), 0 when
 	// the item does not say: absent limits start empty then, and have
 	// refilled since.
-	EmptyMs    int64
-	Merged     bool // a shard a merge removed: its shard count no longer counts it (see gone)
+	EmptyMs int64
+	Merged  bool // a shard a merge removed: its shard count no longer counts it (see gone)
+	// Pending says a doubling created the shard and has not yet moved
+	// every old shard to the new count: it holds nothing, and decisions
+	// go to its pair (the shard ShardCount/2 below it). PendingMs is when
+	// the doubling created it (its clock).
+	Pending    bool
+	PendingMs  int64
 	ShardCount int
 	WroteMs    int64 // the clocks of its last two writers (attrWriter, attrPrevWriter), 0 when absent
 	PrevMs     int64
@@ -72,6 +78,17 @@ func (im *Image) Gone(sh int) bool {
 	return im != nil && im.Exists && im.Merged && sh >= im.ShardCount
 }
 
+// Waiting reports whether shard sh of a bucket is a shard a doubling
+// created that holds nothing yet (Pending), and returns the shard its
+// decisions go to meanwhile: its pair, ShardCount/2 below it, which held
+// its share before the doubling.
+func (im *Image) Waiting(sh int) (pair int, ok bool) {
+	if im == nil || !im.Exists || !im.Pending || im.Merged || sh < im.ShardCount/2 {
+		return 0, false
+	}
+	return sh - im.ShardCount/2, true
+}
+
 // LimitPrefix is the attribute prefix of a limit: "b_"+esc(name).
 func LimitPrefix(limit string) string { return "b_" + Esc(limit) }
 
@@ -98,6 +115,10 @@ func Decode(item map[string]types.AttributeValue) (*Image, error) {
 			continue
 		case name == AttrMerged:
 			im.Merged = true
+			continue
+		case name == AttrPending:
+			im.Pending = true
+			im.PendingMs, _ = Number(av)
 			continue
 		case name == AttrWriter:
 			im.WroteMs, _ = Number(av)

@@ -128,8 +128,9 @@ const (
 	AttrResource   = "resource"
 	AttrNamespace  = "ns"
 	AttrEmpty      = "empty_start"
-	AttrMerged     = "merged" // a shard a merge removed (see image.gone)
-	AttrNonce      = "nonce"  // a settlement marker's: the Settle call that wrote it
+	AttrMerged     = "merged"  // a shard a merge removed (see image.gone)
+	AttrPending    = "pending" // a shard a doubling created that holds nothing yet (see Image.Pending)
+	AttrNonce      = "nonce"   // a settlement marker's: the Settle call that wrote it
 
 	FieldLevel    = "x"  // the limit's level (tokenbucket.State), whole-bucket units
 	FieldConsumed = "tc" // millitokens debited, for usage
