@@ -216,16 +216,19 @@
 // # Sharding
 //
 // When DynamoDB throttles an item's writes, the batch retries within its
-// budget and one transaction doubles the item's shard count (shard 0..N−1
-// get shard_count 2N, shards N..2N−1 are created empty), up to MaxShards:
-// one doubling at a time per bucket and replica, and none within a second
-// of the last (the transaction covers the throttled shards too, and
-// DynamoDB cancels it when one of their writes lands while it prepares).
-// The same transaction doubles a bucket whose
-// writes from this replica reach Config.ShardWriteRate per shard within a
-// second (resize.go), in the background, before DynamoDB throttles it; it
-// is conditional on the old count, so replicas doubling at once double
-// once. Levels are kept in whole-bucket units and a shard of N holds 1/N
+// budget and doubles the item's shard count, up to MaxShards: one doubling
+// at a time per bucket and replica, and none within a second of the last.
+// The same doubling runs, in the background, when a bucket's writes from
+// this replica reach Config.ShardWriteRate per shard within a second
+// (resize.go), before DynamoDB throttles it. A doubling (double.go) is
+// three rounds of conditional single-item writes, not a transaction (which
+// every write landing on a hot shard would cancel): shards N..2N−1 are
+// created pending (holding nothing; decisions go to the shard N below),
+// shards 0..N−1 are moved to shard_count 2N, then the new shards are
+// admitted, empty. Every write is conditional on the old count, so replicas
+// doubling at once double once; a doubling stopped half-way is finished by
+// the next replica that meets one of its pending shards after pendingGrace.
+// Levels are kept in whole-bucket units and a shard of N holds 1/N
 // of its level, so a doubling halves every old shard's share by itself
 // (conservative: it can forfeit part of the remaining burst); every write
 // conditions on the shard count it assumed. A refused shard retries on up

@@ -77,11 +77,11 @@ func (d doubler) run(ctx context.Context, b bucket, n, depth int) error {
 	if err := d.create(ctx, b, n); err != nil {
 		return err
 	}
-	first, err := d.moveOld(ctx, b, n, depth)
-	if err != nil {
+	if err := d.moveOld(ctx, b, n, depth); err != nil {
 		return err
 	}
-	if err := d.admit(ctx, b, n); err != nil {
+	first, err := d.admit(ctx, b, n)
+	if err != nil {
 		return err
 	}
 	cacher(d).learnShards(b.base, 2*n)
@@ -109,50 +109,47 @@ func (d doubler) create(ctx context.Context, b bucket, n int) error {
 	})
 }
 
-// moveOld moves shards 0..n−1 of b to the count 2n and reports whether
-// this replica moved shard 0 (it then counts the doubling). A shard still
-// pending from a doubling to n that stopped half-way holds the move up:
-// that doubling is finished first, then the shard moved.
-func (d doubler) moveOld(ctx context.Context, b bucket, n, depth int) (first bool, err error) {
+// moveOld moves shards 0..n−1 of b to the count 2n. A shard still pending
+// from a doubling to n that stopped half-way holds the move up: that
+// doubling is finished first, then the shard moved.
+func (d doubler) moveOld(ctx context.Context, b bucket, n, depth int) error {
 	var mu sync.Mutex
 	var held []int
-	err = eachShard(0, n, func(sh int) error {
-		moved, pending, err := d.moveOne(ctx, b, n, sh)
-		mu.Lock()
-		defer mu.Unlock()
-		first = first || moved && sh == 0
+	err := eachShard(0, n, func(sh int) error {
+		pending, err := d.moveOne(ctx, b, n, sh)
 		if pending {
+			mu.Lock()
 			held = append(held, sh)
+			mu.Unlock()
 		}
 		return err
 	})
 	if err != nil || len(held) == 0 {
-		return first, err
+		return err
 	}
 	if depth >= maxFinishDepth {
-		return first, errShardsMoved
+		return errShardsMoved
 	}
 	if err := d.run(ctx, b, n/2, depth+1); err != nil {
-		return first, err
+		return err
 	}
 	for _, sh := range held {
-		moved, pending, err := d.moveOne(ctx, b, n, sh)
+		pending, err := d.moveOne(ctx, b, n, sh)
 		switch {
 		case err != nil:
-			return first, err
+			return err
 		case pending:
-			return first, errShardsMoved
+			return errShardsMoved
 		}
-		first = first || moved && sh == 0
 	}
-	return first, nil
+	return nil
 }
 
 // moveOne moves shard sh of b from the count n to 2n (creating it, full,
-// if it does not exist), and reports whether this write moved it, or
-// whether a pending mark held it. A shard at 2n or more was moved by
-// another replica; any other count is errShardsMoved.
-func (d doubler) moveOne(ctx context.Context, b bucket, n, sh int) (moved, pending bool, err error) {
+// if it does not exist), and reports whether a pending mark held it. A
+// shard at 2n or more was moved by another replica; any other count is
+// errShardsMoved.
+func (d doubler) moveOne(ctx context.Context, b bucket, n, sh int) (pending bool, err error) {
 	e := item.NewExpr()
 	d.setMeta(e, b, 2*n)
 	e.Condition("attribute_not_exists(" + e.Name(item.AttrPK) + ") OR (" + e.Name(item.AttrShardCount) + " = " + e.Num(int64(n)) +
@@ -160,33 +157,37 @@ func (d doubler) moveOne(ctx context.Context, b bucket, n, sh int) (moved, pendi
 	old, ok, err := d.write(ctx, b.pk(sh), e)
 	switch {
 	case err != nil:
-		return false, false, err
-	case ok:
-		return true, false, nil
-	case old.Exists && !old.Merged && old.ShardCount >= 2*n:
-		return false, false, nil
+		return false, err
+	case ok, old.Exists && !old.Merged && old.ShardCount >= 2*n:
+		return false, nil
 	case old.Exists && !old.Merged && old.ShardCount == n && old.Pending:
-		return false, true, nil
+		return true, nil
 	default:
-		return false, false, errShardsMoved
+		return false, errShardsMoved
 	}
 }
 
-// admit makes shards n..2n−1 of b count, empty from now: every old shard
-// says 2n or more.
-func (d doubler) admit(ctx context.Context, b bucket, n int) error {
+// admit makes shards n..2n−1 of b count, empty from now (every old shard
+// says 2n or more), and reports whether this replica admitted shard n:
+// that write lands once a doubling, and the replica that made it counts
+// the doubling.
+func (d doubler) admit(ctx context.Context, b bucket, n int) (first bool, err error) {
 	at := d.nowMs()
-	return eachShard(n, 2*n, func(sh int) error {
+	err = eachShard(n, 2*n, func(sh int) error {
 		e := item.NewExpr()
 		e.SetAttr(item.AttrEmpty, item.NumAV(at))
 		e.RemoveAttr(item.AttrPending)
 		e.Condition("attribute_exists(" + e.Name(item.AttrPending) + ") AND " + e.Name(item.AttrShardCount) + " = " + e.Num(int64(2*n)))
-		_, _, err := d.write(ctx, b.pk(sh), e) // a failed condition: admitted already
+		_, ok, err := d.write(ctx, b.pk(sh), e) // a failed condition: admitted already
 		if err == nil {
 			cacher(d).forgetImage(b.pk(sh))
 		}
+		if ok && sh == n {
+			first = true // only this goroutine writes it
+		}
 		return err
 	})
+	return first, err
 }
 
 // write sends one conditional update of the bucket item pk, again after a

@@ -206,3 +206,58 @@ func shardCount(counts map[string]string, sh int) string {
 	}
 	return ""
 }
+
+// TestDoublingFinishesTheOneBelow: a doubling from 2 to 4 moved shards 0
+// and 1 but did not admit shards 2 and 3 (their second write failed). A
+// doubling from 4 then finds shards 2 and 3 pending among the shards it
+// moves: it finishes the doubling to 4 first, then its own, and every
+// shard ends at 8, none pending.
+func TestDoublingFinishesTheOneBelow(t *testing.T) {
+	f := fakeTable(t)
+	c := newClock()
+	obs := &countingObserver{}
+	cfg := dynamo.Config{Table: "t", Timeout: time.Second, RejectionCacheSize: dynamo.RejectionCacheOff, ShardWriteRate: -1, ShardMergeRate: -1}
+	s := newStoreCfg(t, f, cfg, c, dynamo.WithObserver(obs))
+	key := cascade.Key{Entity: "hot", Resource: "r"}
+	lim := mustLimit(t, 100, time.Second, 0)
+	if err := admin.New(s).SetShards(context.Background(), key, 2, map[string]tokenbucket.Limit{"rps": lim}); err != nil {
+		t.Fatalf("SetShards(2) = %v", err)
+	}
+	var mu sync.Mutex
+	writes := map[int]int{}
+	f.SetFailItem(func(op, pk string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, sh := range []int{2, 3} {
+			if op == "UpdateItem" && isShard(pk, sh) {
+				writes[sh]++
+				return failIf(writes[sh] == 2, serverError()) // the admitting write
+			}
+		}
+		return nil
+	})
+	if err := s.DoubleShards(context.Background(), key, 2); err == nil {
+		t.Fatal("DoubleShards(2) with its admitting writes failing = nil, want their error")
+	}
+	if got := shardCounts(f); shardCount(got, 0) != "4" || shardCount(got, 1) != "4" || len(pendingShards(f)) != 2 {
+		t.Fatalf("after the doubling to 4 stopped: counts %v, pending %v; want shards 0 and 1 at 4, shards 2 and 3 pending", got, pendingShards(f))
+	}
+	if err := s.DoubleShards(context.Background(), key, 4); err != nil {
+		t.Fatalf("DoubleShards(4) = %v", err)
+	}
+	counts := shardCounts(f)
+	if len(counts) != 8 {
+		t.Errorf("shard items = %v, want 8", counts)
+	}
+	for pk, n := range counts {
+		if n != "8" {
+			t.Errorf("item %s shard_count = %s, want 8", pk, n)
+		}
+	}
+	if p := pendingShards(f); len(p) > 0 {
+		t.Errorf("pending shards = %v, want none", p)
+	}
+	if n := obs.doublings.Load(); n != 2 {
+		t.Errorf("doublings counted = %d, want 2 (to 4 when shard 0 moved and its doubling ended, to 8)", n)
+	}
+}
