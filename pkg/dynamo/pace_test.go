@@ -104,6 +104,53 @@ func TestHotShardedAloneNotPaced(t *testing.T) {
 	})
 }
 
+// TestHotShardedPacedUntilAlone: two replicas, 32 callers each, share a
+// hot bucket of two shards that never refuses, with a budget of a second:
+// each paces its writes while it finds the other's decisions on its home
+// shard (one start a shard every third of a second: 144–2,700 decisions a
+// second over 10 runs, as the replicas' homes meet or miss). Then one
+// stops; a second after the one left last saw the other's decisions, it
+// writes as fast as DynamoDB answers again (about 2,750 a second in every
+// run), not paced.
+func TestHotShardedPacedUntilAlone(t *testing.T) {
+	const callers = 32
+	inBubble(t, func(t *testing.T) {
+		r := newHotRig(t, 11, 2, 2, 1_000_000_000, time.Second)
+		var decided [2]atomic.Int64
+		var stop [2]atomic.Bool
+		var wg sync.WaitGroup
+		for i, s := range r.stores {
+			for range callers {
+				wg.Go(func() {
+					for !stop[i].Load() {
+						if dec, err := s.Acquire(context.Background(), r.plan); err != nil || !dec.Admitted {
+							t.Errorf("Acquire() = %+v, %v on a bucket that never refuses", dec, err)
+							return
+						}
+						decided[i].Add(1)
+					}
+				})
+			}
+		}
+		rate := func(d time.Duration) float64 {
+			before := decided[0].Load()
+			time.Sleep(d)
+			return float64(decided[0].Load()-before) / d.Seconds()
+		}
+		time.Sleep(time.Second)
+		shared := rate(2 * time.Second)
+		stop[1].Store(true)
+		time.Sleep(2 * time.Second) // the other's last batches, then a second without them
+		alone := rate(2 * time.Second)
+		stop[0].Store(true)
+		wg.Wait()
+		t.Logf("replica 0: %.0f decisions a second sharing the bucket, %.0f alone", shared, alone)
+		if alone < 2000 {
+			t.Errorf("%.0f decisions a second alone on the bucket: still paced", alone)
+		}
+	})
+}
+
 // TestHotShardRefusalStaysOnItsShard: a repayment lands on shard 0 of a
 // hot bucket of four and leaves it owing eight seconds of its refill; the
 // other three shards are full. A replica's refusal on shard 0 was its
