@@ -29,7 +29,7 @@ func pendingShards(f *dynamotest.Fake) []string {
 	return out
 }
 
-// TestDoublingUnderLoad doubles a bucket from 2 to 32 shards while 64
+// TestDoublingUnderLoad doubles a bucket from 2 to MaxShards while 64
 // callers write every shard of it, on the fake with DynamoDB's latencies
 // and its transaction conflicts. Each doubling is single-item writes,
 // which queue behind the decisions' writes instead of being cancelled by
@@ -95,8 +95,8 @@ func TestDoublingUnderLoad(t *testing.T) {
 		t.Errorf("%d shard items after doubling to %d", len(counts), dynamo.MaxShards)
 	}
 	for pk, n := range counts {
-		if n != "32" {
-			t.Errorf("item %s shard_count = %s, want 32", pk, n)
+		if n != strconv.Itoa(dynamo.MaxShards) {
+			t.Errorf("item %s shard_count = %s, want %d", pk, n, dynamo.MaxShards)
 		}
 	}
 	if p := pendingShards(f); len(p) > 0 {
