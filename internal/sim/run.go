@@ -16,6 +16,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -314,12 +315,17 @@ func (r *run) sample(ctx context.Context) {
 	}
 }
 
-// shards counts the items of the first tenant's bucket.
+// shards counts the shards of the first tenant's bucket: its items, less
+// those a merge removed and those a doubling created and has not admitted
+// (pending).
 func (r *run) shards() int {
 	n := 0
 	prefix := strings.TrimSuffix(r.shardPK(0), "0")
 	for _, it := range r.fake.Items(table) {
-		if pk, ok := it["PK"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, prefix) {
+		pk, ok := it["PK"].(*types.AttributeValueMemberS)
+		_, merged := it[item.AttrMerged]
+		_, pending := it[item.AttrPending]
+		if ok && strings.HasPrefix(pk.Value, prefix) && !merged && !pending {
 			n++
 		}
 	}
