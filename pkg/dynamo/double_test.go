@@ -151,26 +151,15 @@ func TestDoublingStoppedHalfWay(t *testing.T) {
 		t.Fatalf("pending shards = %v, want shards 2 and 3", p)
 	}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
-	decide := func(n int) (admitted int64) {
-		for range n {
-			dec, err := s.Acquire(context.Background(), p)
-			if err != nil {
-				t.Fatalf("Acquire() = %v", err)
-			}
-			if dec.Admitted {
-				admitted++
-			}
-		}
-		return admitted
-	}
+	decide := func(n int) int { return decideN(t, s, p, n) }
 	// Half-way: at most the capacity and the refill, whichever shard a
 	// decision picks.
-	var admitted int64
+	var admitted int
 	for range 30 {
 		admitted += decide(100)
 		c.Advance(100 * time.Millisecond)
 	}
-	if bound := int64(100 + 100*3); admitted > bound {
+	if bound := 100 + 100*3; admitted > bound {
 		t.Errorf("admitted %d over 3 s half-way through a doubling, more than the bound %d", admitted, bound)
 	}
 	if p := pendingShards(f); len(p) != 2 {
@@ -261,4 +250,20 @@ func TestDoublingFinishesTheOneBelow(t *testing.T) {
 	if n := obs.doublings.Load(); n != 2 {
 		t.Errorf("doublings counted = %d, want 2 (to 4 when shard 0 moved and its doubling ended, to 8)", n)
 	}
+}
+
+// decideN asks s for p n times, one after another, and returns how many
+// were admitted; an error fails the test.
+func decideN(t *testing.T, s *dynamo.Store, p *cascade.Plan, n int) (admitted int) {
+	t.Helper()
+	for range n {
+		dec, err := s.Acquire(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Acquire() = %v", err)
+		}
+		if dec.Admitted {
+			admitted++
+		}
+	}
+	return admitted
 }

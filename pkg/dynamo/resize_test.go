@@ -354,18 +354,7 @@ func TestDoubledShardsRefill(t *testing.T) {
 	}
 	key := cascade.Key{Entity: "hot", Resource: "r"}
 	p := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "rps", Bucket: lim, Amount: tokenbucket.PerToken}}}
-	decide := func(n int) (admitted int) {
-		for range n {
-			dec, err := s.Acquire(context.Background(), p)
-			if err != nil {
-				t.Fatalf("Acquire() = %v", err)
-			}
-			if dec.Admitted {
-				admitted++
-			}
-		}
-		return admitted
-	}
+	decide := func(n int) int { return decideN(t, s, p, n) }
 	// Past ShardWriteRate with the clock standing still: the bucket
 	// doubles beside the decisions (the new shard holds nothing: the old
 	// one's tokens were handed out); drain what is left of it.
