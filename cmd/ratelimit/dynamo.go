@@ -15,6 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/service"
 	"github.com/dynalimit/dynalimit/internal/tracing"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 )
 
 // dynamoBackend is the DynamoDB store (BACKEND_TYPE=dynamodb). It is
@@ -62,7 +63,7 @@ func openDynamo(ctx context.Context, o backendOptions) (backend, error) {
 			open: func(ctx context.Context) (*dynamo.Store, error) {
 				return dynamo.NewStore(ctx, client, cfg, dynamo.WithLogger(log), dynamo.WithObserver(metrics.DynamoObserver(o.reg)), dynamo.WithCallContext(tracing.CallContext))
 			},
-			options: dynamo.WarmOptions{Credentials: client.Options().Credentials},
+			options: warm.Options{Credentials: client.Options().Credentials},
 			window:  s.BackendWarmupTimeout,
 			explain: func(err error) error { return admin.Explain(err, s) },
 			log:     log,

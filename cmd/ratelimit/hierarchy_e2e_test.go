@@ -71,7 +71,7 @@ func TestFleetHierarchy(t *testing.T) {
 	// Every replica has seen every key and the tenant once (a check, which
 	// takes nothing): their stored limits and bucket images are cached,
 	// as on a fleet that has been serving them.
-	warm(t, f, reqs)
+	warmKeys(t, f, reqs)
 	var mu sync.Mutex
 	perKey := map[*pb.RateLimitRequest]int{}
 	parentWrites := func() float64 {
@@ -130,9 +130,9 @@ func TestFleetHierarchy(t *testing.T) {
 	}
 }
 
-// warm asks every replica of f to check every request of reqs once (its
+// warmKeys asks every replica of f to check every request of reqs once (its
 // descriptors' hits_addend 0), ten at a time on each replica.
-func warm(t *testing.T, f *fleet, reqs []*pb.RateLimitRequest) {
+func warmKeys(t *testing.T, f *fleet, reqs []*pb.RateLimitRequest) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for _, client := range f.clients {

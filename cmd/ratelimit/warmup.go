@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 )
 
 // warmup is how a DynamoDB backend readies its store.
@@ -16,7 +17,7 @@ type warmup struct {
 	// open opens the store; it checks the table's schema version.
 	open func(context.Context) (*dynamo.Store, error)
 	// options say how the store is warmed up once open.
-	options dynamo.WarmOptions
+	options warm.Options
 	// window is how long an attempt may take, and how often an error is
 	// logged while none succeeds (BACKEND_WARMUP_TIMEOUT).
 	window time.Duration
@@ -26,7 +27,7 @@ type warmup struct {
 	log     *logrus.Entry
 }
 
-// run opens the store into w and warms it up (dynamo.Store.Warm), trying
+// run opens the store into w and warms it up (warm.Run), trying
 // again after a failure, with a backoff of up to 5 s, until it succeeds or
 // ctx ends (then it returns nil). The first failure is logged at once, with
 // what to check (explain's message when it has one, else warmupHint's);
@@ -74,16 +75,16 @@ func (u warmup) run(ctx context.Context, w *warming) error {
 
 // once is one attempt: open the store unless an earlier attempt did, then
 // warm it up.
-func (u warmup) once(ctx context.Context, w *warming) (dynamo.WarmReport, error) {
+func (u warmup) once(ctx context.Context, w *warming) (warm.Report, error) {
 	st := w.opened()
 	if st == nil {
 		var err error
 		if st, err = u.open(ctx); err != nil {
-			return dynamo.WarmReport{}, err
+			return warm.Report{}, err
 		}
 		w.set(st)
 	}
-	return st.Warm(ctx, u.options)
+	return warm.Run(ctx, st.Table(), u.options)
 }
 
 // hint says what to check after err: explain's message when it has one,

@@ -29,6 +29,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -77,7 +78,7 @@ func TestWarmDynamoWaits(t *testing.T) {
 				done := make(chan error, 1)
 				start := time.Now()
 				go func() {
-					done <- warmup{open: open, options: dynamo.WarmOptions{Conns: 2}, window: 30 * time.Second, explain: noExplain, log: logrus.NewEntry(log)}.run(ctx, w)
+					done <- warmup{open: open, options: warm.Options{Conns: 2}, window: 30 * time.Second, explain: noExplain, log: logrus.NewEntry(log)}.run(ctx, w)
 				}()
 
 				time.Sleep(80 * time.Second)

@@ -19,6 +19,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	dadmin "github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -103,7 +104,7 @@ func TestPoliciesGrantExactlyTheCallsMade(t *testing.T) {
 	}
 	defer st.Close()
 	rec.Step("Warm")
-	if _, err := st.Warm(ctx, dynamo.WarmOptions{Conns: 2}); err != nil {
+	if _, err := warm.Run(ctx, st.Table(), warm.Options{Conns: 2}); err != nil {
 		t.Fatalf("Warm() = %v", err)
 	}
 	lim := func(spec string) tokenbucket.Limit {

@@ -13,7 +13,7 @@
 //     other room.
 //   - pkg/dynamo (this package): the decision engine: Store, its lanes,
 //     batches, shared reads, caches, give-backs, shards, lease
-//     settlement, warm-up, the fleet's heartbeat, and the reads of stored
+//     settlement, the fleet's heartbeat, and the reads of stored
 //     limits and entities on the decision path; and the hooks through
 //     which the operator's room tells the store what it read and changed
 //     (hooks.go, ForgetConfig, ForgetEntity, KeepEntity).
@@ -23,8 +23,11 @@
 //     SetShards).
 //   - pkg/dynamo/usage: the usage history, the stream's checkpoints and
 //     lease, and the aggregator that folds stream records into snapshots.
+//   - pkg/dynamo/warm: the warm-up before a service reports ready, on the
+//     store's Table.
 //
-// Imports point down (item, then this package, then admin and usage);
+// Imports point down (item, then this package, then admin, usage and
+// warm);
 // internal/architecture holds that, and the size of each room.
 //
 // # Keys

@@ -9,12 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"go.uber.org/goleak"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -220,13 +218,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// inBubble runs f in a synctest bubble, then checks that no goroutine
-// outlived it.
-func inBubble(t *testing.T, f func(t *testing.T)) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, f)
 }
 
 // TestGiveBackLands has the give-back of a refused two-item plan fail at

@@ -12,6 +12,7 @@ import (
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/usage"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -71,7 +72,7 @@ func TestOrphanNamedByItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghost := newStoreCfg(t, f, dynamo.Config{Table: "t", Namespace: "ghost", Timeout: time.Second}, newClock())
-	if _, err := ghost.Warm(context.Background(), dynamo.WarmOptions{Conns: 1}); err != nil {
+	if _, err := warm.Run(context.Background(), ghost.Table(), warm.Options{Conns: 1}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := admin.New(s).Orphans(context.Background())

@@ -141,17 +141,18 @@ func (s sharder) racedWrite(b bucket, n int, nowMs int64) {
 }
 
 // throttledWrite feeds a write of b (n shards) that DynamoDB throttled back
-// into its shard count: it doubles b within ctx unless this replica is
-// doubling or merging b already or ended a doubling within loadWindow,
-// and reports whether it tried. A doubling is one transaction over every
-// shard, the throttled ones too, which DynamoDB cancels when a write lands
-// on one of them while it prepares: one per throttled batch would only
-// throttle and cancel more.
+// into its shard count: it doubles b within ctx, and within a quarter of
+// the decision's budget, unless this replica is doubling or merging b
+// already or ended a doubling within loadWindow, and reports whether it
+// tried. The doubling's writes are tried again while DynamoDB throttles
+// them; a quarter leaves the batch most of its budget for its own write.
+// One doubling per window, not one per throttled batch: each writes every
+// shard, the throttled ones too.
 func (s sharder) throttledWrite(ctx context.Context, b bucket, n int, nowMs int64) bool {
 	if n >= MaxShards || !s.rates.claim(b.base, nowMs) {
 		return false
 	}
-	_ = s.double(ctx, b, n, s.cfg.Timeout) // failed: tried again on a throttle loadWindow on
+	_ = s.double(ctx, b, n, s.cfg.Timeout/4) // failed: tried again on a throttle loadWindow on
 	s.rates.done(b.base, s.nowMs())
 	return true
 }

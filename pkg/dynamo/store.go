@@ -301,7 +301,7 @@ func (nopObserver) GiveBacksPending(int)      {}
 // Store is the DynamoDB store. It is safe for concurrent use.
 //
 // Its jobs are shared with small types that embed it, one per job (cacher,
-// reader, batchWriter, sharder, pacer, settler, inspector, giveBacker, warmer): a
+// reader, batchWriter, sharder, doubler, pacer, settler, inspector, giveBacker): a
 // method of Store takes one as cacher{s}, a method of another one converts
 // its receiver, cacher(s).
 type Store struct {

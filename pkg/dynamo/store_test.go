@@ -27,6 +27,7 @@ var (
 	newStore    = rig.NewStore
 	newStoreCfg = rig.NewStoreCfg
 	mustLimit   = rig.MustLimit
+	inBubble    = rig.InBubble
 )
 
 // TestAcquireMatchesDecide runs random plans through two store instances

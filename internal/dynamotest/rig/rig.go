@@ -4,7 +4,10 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -116,4 +119,11 @@ func FailOn(f *dynamotest.Fake, op string, nth int64, err error) {
 		}
 		return nil
 	})
+}
+
+// InBubble runs f in a synctest bubble, then checks that no goroutine
+// outlived it.
+func InBubble(t *testing.T, f func(t *testing.T)) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, f)
 }

@@ -1,4 +1,4 @@
-package dynamo_test
+package warm_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 )
 
 // TestWarm: on a table made by CreateTable, on the fake and on DynamoDB
@@ -29,7 +30,7 @@ func TestWarm(t *testing.T) {
 			if isFake {
 				f.ResetCalls()
 			}
-			rep, err := s.Warm(context.Background(), dynamo.WarmOptions{Conns: 4})
+			rep, err := warm.Run(context.Background(), s.Table(), warm.Options{Conns: 4})
 			if err != nil {
 				t.Fatalf("Warm() = %v, want nil", err)
 			}
@@ -103,7 +104,7 @@ func TestWarmFails(t *testing.T) {
 			table := c.table(t, f)
 			s := newStoreCfg(t, f, dynamo.Config{Table: table, Timeout: 400 * time.Millisecond}, newClock())
 			f.SetFail(c.fail)
-			rep, err := s.Warm(context.Background(), dynamo.WarmOptions{Conns: 2})
+			rep, err := warm.Run(context.Background(), s.Table(), warm.Options{Conns: 2})
 			if c.want == nil {
 				if err != nil || rep.DescribeSkipped != c.skipped {
 					t.Errorf("Warm() = %+v, %v, want DescribeSkipped %v, nil", rep, err, c.skipped)

@@ -1,4 +1,4 @@
-package dynamo_test
+package warm_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/warm"
 )
 
 // warmScript makes every call on a warm-up item take pause, and can apply a
@@ -63,12 +64,12 @@ func TestWarmRounds(t *testing.T) {
 				log.SetLevel(logrus.DebugLevel)
 				s := newStoreCfg(t, &warmScript{API: f, pause: c.pause}, dynamo.Config{Table: "t", Timeout: 20 * time.Millisecond}, newClock(), dynamo.WithLogger(logrus.NewEntry(log)))
 				f.ResetCalls()
-				rep, err := s.Warm(context.Background(), dynamo.WarmOptions{})
+				rep, err := warm.Run(context.Background(), s.Table(), warm.Options{})
 				if err != nil || rep.Rounds != c.rounds {
 					t.Fatalf("Warm() = %+v, %v, want %d rounds", rep, err, c.rounds)
 				}
-				if got, want := f.Calls("GetItem"), dynamo.DefaultWarmConns*c.rounds; got != want {
-					t.Errorf("GetItem calls = %d, want %d (DefaultWarmConns × rounds)", got, want)
+				if got, want := f.Calls("GetItem"), warm.DefaultConns*c.rounds; got != want {
+					t.Errorf("GetItem calls = %d, want %d (DefaultConns × rounds)", got, want)
 				}
 				var logged []any
 				for _, e := range hook.AllEntries() {
@@ -88,7 +89,7 @@ func TestWarmRounds(t *testing.T) {
 // condition cannot hold is not one to decide on.
 func TestWarmFailsOnIgnoredCondition(t *testing.T) {
 	s := newStore(t, &warmScript{API: fakeTable(t), ignoreCond: true}, "t", newClock())
-	if _, err := s.Warm(context.Background(), dynamo.WarmOptions{Conns: 1}); !errors.Is(err, dynamo.ErrUnavailable) {
+	if _, err := warm.Run(context.Background(), s.Table(), warm.Options{Conns: 1}); !errors.Is(err, dynamo.ErrUnavailable) {
 		t.Errorf("Warm() on a table that ignores conditions = %v, want ErrUnavailable", err)
 	}
 }

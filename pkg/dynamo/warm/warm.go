@@ -1,4 +1,4 @@
-package dynamo
+package warm
 
 import (
 	"context"
@@ -13,15 +13,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/sirupsen/logrus"
 )
 
 // Warm-up defaults and bounds.
 const (
-	// DefaultWarmConns is how many connections Warm opens when
-	// WarmOptions.Conns is not set.
-	DefaultWarmConns = 8
+	// DefaultConns is how many connections Run opens when Options.Conns
+	// is not set.
+	DefaultConns = 8
 	// warmMinRounds and warmMaxRounds bound the rounds of calls Warm makes
 	// on each connection.
 	warmMinRounds = 2
@@ -39,19 +40,19 @@ const (
 // prefix, so a policy confining a principal to n{ns}/* allows them.
 const warmSK = "#WARMUP"
 
-// WarmOptions says how Warm readies a store.
-type WarmOptions struct {
+// Options says how Run readies a store.
+type Options struct {
 	// Conns is how many connections to DynamoDB to open, in parallel, so
 	// that the first concurrent decisions do not each dial one
-	// (DefaultWarmConns when zero or less).
+	// (DefaultConns when zero or less).
 	Conns int
 	// Credentials, when set, are resolved first: the client caches them,
 	// so the first decision does not wait on IMDS or STS.
 	Credentials aws.CredentialsProvider
 }
 
-// WarmReport is what Warm did.
-type WarmReport struct {
+// Report is what Run did.
+type Report struct {
 	// DescribeSkipped: the principal may not call DescribeTable, so the
 	// Key schema was not checked (the schema version record was).
 	DescribeSkipped bool
@@ -61,7 +62,7 @@ type WarmReport struct {
 	Slowest []time.Duration
 }
 
-// Warm readies the store for its first decisions, which would otherwise pay
+// Run readies a store, through its table handle, for its first decisions, which would otherwise pay
 // for what happens once: resolving credentials, dialling connections (TLS
 // on AWS), and, on DynamoDB Local, its JVM's first run of each kind of call
 // (the first conditional write there takes tens of milliseconds, past a
@@ -70,13 +71,13 @@ type WarmReport struct {
 //   - resolves o.Credentials;
 //   - describes the table: it must be ACTIVE with the key schema and the
 //     GSI1 index CreateTable makes (a mismatch wraps ErrSchema); a principal
-//     denied DescribeTable skips this check (WarmReport.DescribeSkipped);
+//     denied DescribeTable skips this check (Report.DescribeSkipped);
 //   - on o.Conns connections at once, makes rounds of every kind of call a
 //     decision makes, on warm-up items of its own under the namespace: a
 //     strongly consistent GetItem (a cold bucket), a BatchGetItem (stored
 //     limits), a conditional UpdateItem that succeeds (ALL_NEW) and one
 //     whose condition fails (ALL_OLD), until a round's slowest call is
-//     within Config.Timeout/2 and 25 ms (at least 2 rounds, at most 5:
+//     within the decision budget/2 and 25 ms (at least 2 rounds, at most 5:
 //     DynamoDB answers within that on the first rounds, after the
 //     connections are open; on DynamoDB Local the first rounds take the
 //     JVM's first runs of each kind of call, 150-400 ms at the slowest on
@@ -84,36 +85,37 @@ type WarmReport struct {
 //
 // Each item written is one small record per connection, written again at
 // every start, with a TTL of an hour. Each call is bounded by ctx and by the
-// store's admin deadline. The error names the step that failed and wraps
-// the store's sentinel (ErrUnavailable, ErrThrottled, ErrSchema).
-func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
-	var rep WarmReport
+// table handle's admin deadline. The error names the step that failed and wraps
+// the store's sentinel (dynamo.ErrUnavailable, ErrThrottled, ErrSchema).
+func Run(ctx context.Context, t *dynamo.Table, o Options) (Report, error) {
+	s := warmer{t}
+	var rep Report
 	if o.Credentials != nil {
-		cctx, cancel := s.tbl.Call(ctx)
+		cctx, cancel := s.Call(ctx)
 		_, err := o.Credentials.Retrieve(cctx)
 		cancel()
 		if err != nil {
-			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", ErrNoCredentials, err)
+			return rep, fmt.Errorf("dynamo: warm-up: resolve AWS credentials: %w: %w", dynamo.ErrNoCredentials, err)
 		}
 	}
-	skipped, err := warmer{s}.describe(ctx)
+	skipped, err := s.describe(ctx)
 	if err != nil {
 		return rep, err
 	}
 	rep.DescribeSkipped = skipped
 	conns := o.Conns
 	if conns <= 0 {
-		conns = DefaultWarmConns
+		conns = DefaultConns
 	}
-	fast := min(s.cfg.Timeout/2, warmFast)
+	fast := min(t.Timeout/2, warmFast)
 	for rep.Rounds < warmMaxRounds {
-		slowest, err := warmer{s}.warmRound(ctx, conns)
+		slowest, err := s.warmRound(ctx, conns)
 		if err != nil {
 			return rep, err
 		}
 		rep.Rounds++
 		rep.Slowest = append(rep.Slowest, slowest)
-		s.log.WithFields(logrus.Fields{"round": rep.Rounds, "slowest_ms": float64(slowest.Microseconds()) / 1000}).Debug("warm-up round")
+		t.Log.WithFields(logrus.Fields{"round": rep.Rounds, "slowest_ms": float64(slowest.Microseconds()) / 1000}).Debug("warm-up round")
 		if rep.Rounds >= warmMinRounds && slowest <= fast {
 			break
 		}
@@ -124,18 +126,18 @@ func (s *Store) Warm(ctx context.Context, o WarmOptions) (WarmReport, error) {
 // describe checks the table's status and key schema. It reports true when
 // the principal may not describe the table.
 func (s warmer) describe(ctx context.Context) (bool, error) {
-	cctx, cancel := s.tbl.Call(ctx)
+	cctx, cancel := s.Call(ctx)
 	defer cancel()
-	out, err := s.api.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
+	out, err := s.API.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.Name)})
 	if err != nil {
 		var api smithy.APIError
 		if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
 			return true, nil
 		}
-		return false, fmt.Errorf("dynamo: warm-up: %w", Classify("describe table "+s.cfg.Table, err))
+		return false, fmt.Errorf("dynamo: warm-up: %w", dynamo.Classify("describe table "+s.Name, err))
 	}
 	if err := checkTable(out.Table); err != nil {
-		return false, fmt.Errorf("dynamo: warm-up: table %s: %w", s.cfg.Table, err)
+		return false, fmt.Errorf("dynamo: warm-up: table %s: %w", s.Name, err)
 	}
 	return false, nil
 }
@@ -144,10 +146,10 @@ func (s warmer) describe(ctx context.Context) (bool, error) {
 // Key schema (PK, SK: strings) and GSI1 on GSI1PK, GSI1SK.
 func checkTable(t *types.TableDescription) error {
 	if t == nil {
-		return fmt.Errorf("no description: %w", ErrUnavailable)
+		return fmt.Errorf("no description: %w", dynamo.ErrUnavailable)
 	}
 	if t.TableStatus != types.TableStatusActive {
-		return fmt.Errorf("status %s, want ACTIVE: %w", t.TableStatus, ErrUnavailable)
+		return fmt.Errorf("status %s, want ACTIVE: %w", t.TableStatus, dynamo.ErrUnavailable)
 	}
 	attrTypes := map[string]types.ScalarAttributeType{}
 	for _, a := range t.AttributeDefinitions {
@@ -189,7 +191,7 @@ func (s warmer) warmRound(ctx context.Context, conns int) (time.Duration, error)
 	)
 	for i := range conns {
 		wg.Go(func() {
-			d, err := s.warmCalls(ctx, warmPK(s.cfg.Namespace, i))
+			d, err := s.warmCalls(ctx, warmPK(s.Namespace, i))
 			mu.Lock()
 			defer mu.Unlock()
 			slowest = max(slowest, d)
@@ -212,7 +214,7 @@ func warmPK(ns string, i int) string { return item.NSPart(ns) + "/WARMUP#" + str
 func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error) {
 	var slowest time.Duration
 	timed := func(what string, f func(context.Context) error) error {
-		cctx, cancel := s.tbl.Call(ctx)
+		cctx, cancel := s.Call(ctx)
 		defer cancel()
 		start := time.Now()
 		err := f(cctx)
@@ -224,27 +226,27 @@ func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 	}
 	key := item.Key(pk, warmSK)
 	if err := timed("GetItem", func(ctx context.Context) error {
-		_, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(s.cfg.Table), Key: key,
+		_, err := s.API.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.Name), Key: key,
 			ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return Classify("get "+s.cfg.Table, err)
+		return dynamo.Classify("get "+s.Name, err)
 	}); err != nil {
 		return 0, err
 	}
 	if err := timed("BatchGetItem", func(ctx context.Context) error {
-		_, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-			RequestItems:           map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: []map[string]types.AttributeValue{key}}},
+		_, err := s.API.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems:           map[string]types.KeysAndAttributes{s.Name: {Keys: []map[string]types.AttributeValue{key}}},
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
-		return Classify("batch get "+s.cfg.Table, err)
+		return dynamo.Classify("batch get "+s.Name, err)
 	}); err != nil {
 		return 0, err
 	}
 	write := func(pass bool) func(context.Context) error {
 		return func(ctx context.Context) error {
 			e := item.NewExpr()
-			e.SetAttr(item.AttrTTL, item.NumAV(s.now().Add(warmItemTTL).Unix()))
+			e.SetAttr(item.AttrTTL, item.NumAV(s.Now().Add(warmItemTTL).Unix()))
 			e.AddNum("n", 1)
 			n := e.Name("n")
 			if pass {
@@ -252,20 +254,20 @@ func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 			} else {
 				e.Condition(n + " < " + e.Num(0))
 			}
-			_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(s.cfg.Table), Key: key,
+			_, err := s.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(s.Name), Key: key,
 				UpdateExpression: e.Update(), ConditionExpression: e.ConditionExpr(),
 				ExpressionAttributeNames: e.AttrNames(), ExpressionAttributeValues: e.AttrValues(),
 				ReturnValues:                        types.ReturnValueAllNew,
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 				ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
 			})
-			err = Classify("update "+s.cfg.Table, err)
-			if !pass && errors.Is(err, ErrCondition) {
+			err = dynamo.Classify("update "+s.Name, err)
+			if !pass && errors.Is(err, dynamo.ErrCondition) {
 				return nil // the refusal it was meant to make
 			}
 			if !pass && err == nil {
-				return fmt.Errorf("a write whose condition cannot hold was applied: %w", ErrUnavailable)
+				return fmt.Errorf("a write whose condition cannot hold was applied: %w", dynamo.ErrUnavailable)
 			}
 			return err
 		}
@@ -279,5 +281,5 @@ func (s warmer) warmCalls(ctx context.Context, pk string) (time.Duration, error)
 	return slowest, nil
 }
 
-// warmer opens and warms the store's connections (warm.go).
-type warmer struct{ *Store }
+// warmer opens and warms a table handle's connections.
+type warmer struct{ *dynamo.Table }
