@@ -138,8 +138,11 @@ func TestOnReloadCallsBackWhileRunning(t *testing.T) {
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("OnReload ran %d times while another call of it was running, want never", n)
 	}
-	if reports.Load() < 6 {
-		t.Errorf("%d reports, want at least the 6 reloads after NewReloader", reports.Load())
+	// A load that a later one overtakes is not reported (TestOvertakenLoadNotLive),
+	// so the 21 reloads and the callbacks' own may report as few as one: the
+	// last to start. (A clean clone's run counted 4.)
+	if reports.Load() < 1 {
+		t.Errorf("%d reports, want at least the last reload's", reports.Load())
 	}
 }
 
