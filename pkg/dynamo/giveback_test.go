@@ -40,13 +40,6 @@ type scripted struct {
 
 func isA(pk string) bool { return strings.Contains(pk, "/BUCKET#a") }
 
-func pkOf(key map[string]types.AttributeValue) string {
-	if v, ok := key["PK"].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
 func (s *scripted) arm() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

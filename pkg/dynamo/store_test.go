@@ -28,6 +28,7 @@ var (
 	newStoreCfg = rig.NewStoreCfg
 	mustLimit   = rig.MustLimit
 	inBubble    = rig.InBubble
+	pkOf        = rig.PKOf
 )
 
 // TestAcquireMatchesDecide runs random plans through two store instances

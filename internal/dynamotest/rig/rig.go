@@ -127,3 +127,11 @@ func InBubble(t *testing.T, f func(t *testing.T)) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, f)
 }
+
+// PKOf is the partition key of an item key, "" when it has none.
+func PKOf(key map[string]types.AttributeValue) string {
+	if v, ok := key["PK"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}

@@ -27,6 +27,7 @@ var (
 	serverError         = rig.ServerError
 	transactionCanceled = rig.TransactionCanceled
 	failOn              = rig.FailOn
+	pkOf                = rig.PKOf
 )
 
 // slowLimit is a limit of capacity tokens that refills one millitoken a
@@ -49,12 +50,4 @@ func bucketItems(f *dynamotest.Fake) []map[string]types.AttributeValue {
 		}
 	}
 	return out
-}
-
-// pkOf is the partition key of an item or a key.
-func pkOf(key map[string]types.AttributeValue) string {
-	if v, ok := key["PK"].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
 }

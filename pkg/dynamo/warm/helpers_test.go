@@ -4,8 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/internal/dynamotest/rig"
 )
@@ -19,13 +17,6 @@ var (
 	newStore    = rig.NewStore
 	newStoreCfg = rig.NewStoreCfg
 	fakeTable   = rig.FakeTable
+	pkOf        = rig.PKOf
 	inBubble    = rig.InBubble
 )
-
-// pkOf is the partition key of an item key.
-func pkOf(key map[string]types.AttributeValue) string {
-	if v, ok := key["PK"].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
