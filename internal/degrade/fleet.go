@@ -76,7 +76,7 @@ func (f *Fleet) Answered() time.Time {
 func (f *Fleet) Settled() bool { return f.fixed > 0 || f.beats.Load() >= 2 }
 
 // Beat records this replica's heartbeat every interval until ctx ends
-// (alive for 3 intervals), counting the live replicas each time; a beat
+// (alive for 3 intervals; then it leaves the record), counting the live replicas each time; a beat
 // that fails keeps the last count and is tried again after 250 ms (the
 // first beats fail until the store is open: nothing is logged of those,
 // until one has counted the fleet). For 6 intervals after the
@@ -125,8 +125,25 @@ func (f *Fleet) Beat(ctx context.Context, h Heart, interval time.Duration, log *
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			f.leave(ctx, h)
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// leaveTimeout bounds the last heartbeat, the one that leaves the record.
+const leaveTimeout = time.Second
+
+// leave records, once Beat's ctx ended, that this replica is alive no
+// longer (a heartbeat of no time): the others count it out at their next
+// beat rather than when its time passes, two intervals later. A replica
+// that never counted the fleet has nothing to leave.
+func (f *Fleet) leave(ctx context.Context, h Heart) {
+	if f.beats.Load() == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	_, _, _ = h.Heartbeat(lctx, f.id, 0, nil)
 }

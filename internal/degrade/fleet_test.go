@@ -13,6 +13,9 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/dynalimit/dynalimit/internal/degrade"
+	"github.com/dynalimit/dynalimit/internal/dynamotest"
+	"github.com/dynalimit/dynalimit/pkg/dynamo"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
 )
 
 // failingHeart fails its first heartbeats (the store warming up), then
@@ -64,5 +67,50 @@ func TestHeartbeatQuietWhileWarming(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// TestFleetLeaves: a replica whose Beat ends leaves the fleet record, so
+// the others count it out at their next beat, not when its time passes
+// (three intervals).
+func TestFleetLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := dynamotest.NewFake()
+		if err := admin.CreateTable(ctx, f, "t"); err != nil {
+			t.Fatal(err)
+		}
+		var fleets [2]*degrade.Fleet
+		var stops [2]context.CancelFunc
+		var done [2]chan struct{}
+		for i := range fleets {
+			s, err := dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			fleets[i] = degrade.NewFleet(0)
+			var bctx context.Context
+			bctx, stops[i] = context.WithCancel(ctx)
+			done[i] = make(chan struct{})
+			go func() {
+				defer close(done[i])
+				_ = fleets[i].Beat(bctx, s, 5*time.Second, logrus.NewEntry(logrus.New()))
+			}()
+		}
+		time.Sleep(3 * time.Second) // beats every second while the count changes
+		synctest.Wait()
+		if a, b := fleets[0].Size(), fleets[1].Size(); a != 2 || b != 2 {
+			t.Fatalf("sizes %d and %d; want 2 and 2", a, b)
+		}
+		stops[1]()
+		<-done[1]
+		time.Sleep(1100 * time.Millisecond) // the other's next beat, well within its time of 15 s
+		synctest.Wait()
+		if n := fleets[0].Size(); n != 1 {
+			t.Errorf("a second after one replica stopped, the other counts %d; want 1", n)
+		}
+		stops[0]()
+		<-done[0]
 	})
 }

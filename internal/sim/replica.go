@@ -18,6 +18,10 @@ import (
 // slot is the resolution of a replica's write counts (the doubling point).
 const slot = 100 * time.Millisecond
 
+// heartbeat is how often a replica beats the fleet record: the binary's
+// interval.
+const heartbeat = 5 * time.Second
+
 // replica is one replica of the fleet: the real store, behind the real
 // degraded mode when the scenario asks.
 type replica struct {
@@ -89,6 +93,10 @@ func (r *run) startReplica(ctx context.Context, n int) (*replica, error) {
 	rep.store = s
 	dctx, stop := context.WithCancel(ctx)
 	rep.stop = stop
+	// Every replica beats the fleet record, as the binary's does: its rank
+	// there spreads the homes of hot shards (pkg/dynamo).
+	fleet := degrade.NewFleet(0)
+	rep.wg.Go(func() { _ = fleet.Beat(dctx, s, heartbeat, logrus.NewEntry(log)) })
 	if r.sc.Degrade {
 		rep.local = degrade.New(s, degrade.Config{ID: fmt.Sprintf("r%d", n), Share: r.live, Log: logrus.NewEntry(log)})
 		rep.wg.Go(func() { _ = rep.local.Run(dctx) })

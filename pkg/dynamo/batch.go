@@ -99,15 +99,11 @@ func (s batchWriter) runBatch(pk string, batch []*part, hot bool) {
 			s.landed(pk, b, cur, img, newImg, j, now, hot)
 			return
 		case err == nil:
-			if hot {
-				s.tookOthers(b, pk, img, newImg, j)
-				if newImg.Exists {
-					sharder(s).racedWrite(b, newImg.ShardCount, now)
-				}
+			if s.lostRace(pk, b, cur, img, newImg, j, now, hot) {
+				return
 			}
 			img, read = newImg, true // the condition failed: decide on what is there
 			busy = ContendedRaced
-			cacher(s).keepImage(b, pk, img)
 		case errors.Is(err, ErrConflict):
 			// A transaction (a settlement, a doubling) held the item:
 			// DynamoDB wrote nothing. A race lost: read the item again and
@@ -192,6 +188,44 @@ func (s batchWriter) landed(pk string, b bucket, batch []*part, img, newImg *ite
 		j = exact // the statuses of the levels the write found
 	}
 	s.deliver(batch, j, now)
+}
+
+// lostRace learns from a write of batch (j, decided on img at now) whose
+// condition failed, newImg the item as DynamoDB returned it, and reports
+// whether that ends the batch: on a hot shard other replicas write too,
+// when newImg no longer holds the batch, they took it. Another write now
+// would race them again for what is left, each race a write billed; the
+// batch is contended and what is left is the next batch's.
+func (s batchWriter) lostRace(pk string, b bucket, batch []*part, img, newImg *item.Image, j *judgement, now int64, hot bool) bool {
+	if hot {
+		s.tookOthers(b, pk, img, newImg, j)
+		if newImg.Exists {
+			sharder(s).racedWrite(b, newImg.ShardCount, now)
+		}
+	}
+	cacher(s).keepImage(b, pk, newImg)
+	if hot && newImg.Exists && cacher(s).crowded(b.base) && short(batch, newImg, s.nowMs()) {
+		s.contend(batch, newImg, ContendedRaced)
+		return true
+	}
+	return false
+}
+
+// short reports whether batch is only decisions (no charge, refund or
+// repayment, which are always written) and img, at now, refuses one.
+func short(batch []*part, img *item.Image, now int64) bool {
+	for _, pt := range batch {
+		if pt.kind != decisionPart || pt.hasCost() {
+			return false
+		}
+	}
+	j := judge(batch, img, now)
+	for _, d := range j.decs {
+		if !d.Admitted {
+			return true
+		}
+	}
+	return false
 }
 
 // homeOnly keeps the parts of a hot batch on their home shard: a refusal

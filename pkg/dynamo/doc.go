@@ -241,15 +241,20 @@
 // A sharded bucket whose writes carry more than one decision is hot for a
 // second (pace.go). On a hot bucket a replica paces each shard's writes
 // (one start every Config.Timeout/3, gathering the decisions that arrive
-// meanwhile), sends every decision to its home shard, which moves on so
-// that it has been every shard within half a second, and does not retry a
-// refusal on other shards. A hot batch claims what its image holds less
+// meanwhile), sends every decision to its home shard, and does not retry a
+// refusal on other shards. The home is the replica's rank among the live
+// replicas of the fleet record (Heartbeat) modulo the shards when they are
+// at least as many as the shards, so that each shard keeps the same
+// writers; else it moves on so that it has been every shard within half a
+// second. A hot batch claims what its image holds less
 // what the shard's other writers likely took since (the rate its writes
 // found them taking, over the image's age) and half of the rest: the
 // decisions the claim covers are written, with the usual condition, and
 // the others are refused without a write, as refusals where the image
 // stands for them (as for the rejection cache) and as contended where it
-// does not. Every admission is a conditional write. The rejection cache
+// does not. A write that lost a race on a shard other replicas write, to
+// an image that no longer holds the batch's decisions, is not tried again:
+// they are contended. Every admission is a conditional write. The rejection cache
 // answers a hot bucket's decision only with a refusal of its home shard:
 // one shard in debt does not refuse for the others. A replica whose writes
 // to a hot bucket lose races within a second as often as they land (at

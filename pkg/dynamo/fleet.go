@@ -75,6 +75,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, sta
 		return 0, nil, Classify("heartbeat "+s.cfg.Table, err)
 	}
 	nowMs := now.UnixMilli()
+	below := 0 // live replicas whose ids sort before this one's
 	for name, av := range out.Attributes {
 		rest, ok := strings.CutPrefix(name, fleetAttrPrefix)
 		if !ok {
@@ -88,13 +89,26 @@ func (s *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration, sta
 		switch {
 		case err == nil && until > nowMs:
 			live++
+			if rest < id {
+				below++
+			}
 		case err != nil || until < nowMs-fleetForget.Milliseconds():
 			// Gone for long enough that a late beat of its own cannot be
 			// racing the removal.
 			expired = append(expired, rest)
 		}
 	}
+	s.place.Store(&place{rank: below, live: max(live, 1), until: now.Add(ttl).UnixMilli()})
 	return max(live, 1), expired, nil
+}
+
+// place is this replica's rank among the live replicas of the fleet
+// record, by id, as its last heartbeat found them, and until when that
+// stands (its own time in the record). A hot bucket's home shards follow
+// it (pace.go).
+type place struct {
+	rank, live int
+	until      int64
 }
 
 // LastSeen returns what this replica last saw of debit d's bucket: the

@@ -18,9 +18,14 @@ import (
 //     Config.Timeout/paceDivisor, gathering the decisions that arrive
 //     meanwhile into it, when its writes find other replicas' decisions
 //     on the shard (paced, crowded);
-//   - writes one shard of its own, its home, which moves on every
-//     homeCycle/n so that it has been every shard within homeCycle, and
-//     does not try other shards after a refusal (home);
+//   - writes one shard of its own, its home, and does not try other
+//     shards after a refusal (home). When its heartbeats (fleet.go) count
+//     at least as many live replicas as the bucket has shards, its home
+//     is its rank among them modulo the shards: every shard has writers,
+//     the same ones, whose images of it stay fresh and who learn each
+//     other's rates. Otherwise (a fleet smaller than the shards, or no
+//     heartbeats) its home moves on every homeCycle/n, so that it has
+//     been every shard within homeCycle;
 //   - leaves to the other writers of the shard what they have likely
 //     taken since its last image: it claims only what that image holds
 //     less what the others took over as long, at the rate they took it
@@ -99,8 +104,14 @@ func (s pacer) shardFor(b bucket) int {
 	if n <= 1 || !cacher(s).hot(b.base) {
 		return s.pickShard(n)
 	}
+	now := s.nowMs()
+	if p := s.place.Load(); p != nil && p.live >= n && now < p.until {
+		// The fleet covers every shard: each keeps the same writers, a
+		// live/n of the fleet, whose images and rates stay fresh.
+		return p.rank % n
+	}
 	step := homeCycle.Milliseconds() / int64(n)
-	return int((s.home + uint64(s.nowMs()/max(step, 1))) % uint64(n))
+	return int((s.home + uint64(now/max(step, 1))) % uint64(n))
 }
 
 // paced waits, before a lane's next batch, until its last write started a
@@ -181,8 +192,8 @@ func (s batchWriter) claim(pk string, batch []*part, img *item.Image, read bool,
 // replica keeps claiming, and learning, however much the others took. img
 // itself when that is nothing.
 func (s batchWriter) aged(pk string, img *item.Image, now int64) *item.Image {
-	age := now - img.AtMs
-	if age <= 0 || !img.Exists {
+	age := max(now-img.AtMs, 0)
+	if !img.Exists {
 		return img
 	}
 	s.mu.Lock()

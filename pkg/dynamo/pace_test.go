@@ -2,10 +2,14 @@ package dynamo_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -230,4 +234,95 @@ func newHotRig(t *testing.T, seed uint64, replicas, shards int, rate uint64, tim
 		t.Fatal(err)
 	}
 	return r
+}
+
+// shardWrites counts one replica's UpdateItems on a hot bucket's shards.
+type shardWrites struct {
+	dynamo.API
+	mu sync.Mutex
+	by map[string]int // by item
+}
+
+func (w *shardWrites) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if pk := pkOf(in.Key); strings.Contains(pk, "/BUCKET#") {
+		w.mu.Lock()
+		w.by[pk]++
+		w.mu.Unlock()
+	}
+	return w.API.UpdateItem(ctx, in, o...)
+}
+
+// TestHotShardedHomesByRank: eight replicas that beat the fleet record
+// share a hot bucket of four shards. Each writes one shard only, its rank
+// among the live replicas modulo four, so that every shard keeps the same
+// two writers (homes that moved every 125 ms put a replica on a shard it
+// last wrote half a second before, to read it again and race writers it
+// had not learned). Every shard is written, and the fleet admits what the
+// bucket holds, no more.
+func TestHotShardedHomesByRank(t *testing.T) {
+	const replicas, shards, callers, rate = 8, 4, 10, 2000
+	inBubble(t, func(t *testing.T) {
+		r := newHotRig(t, 5, 1, shards, rate, 50*time.Millisecond)
+		o := dynamotest.LikeDynamoDB()
+		o.Seed, o.Throughput = 5, dynamotest.Throughput{} // no throttling, so no doubling
+		r.f.SetOptions(o)
+		var stores []*dynamo.Store
+		var counts []*shardWrites
+		for range replicas {
+			w := &shardWrites{API: r.f, by: map[string]int{}}
+			s, err := dynamo.NewStore(context.Background(), w, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond, ShardWriteRate: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			stores, counts = append(stores, s), append(counts, w)
+		}
+		for range 2 { // the second round counts every replica
+			for i, s := range stores {
+				if _, _, err := s.Heartbeat(context.Background(), fmt.Sprintf("r%d", i), time.Minute, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		start := time.Now()
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			for range callers {
+				wg.Go(func() {
+					for time.Since(start) < 2*time.Second {
+						if dec, err := s.Acquire(context.Background(), r.plan); err == nil && dec.Admitted {
+							admitted.Add(1)
+						}
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		written := map[string]int{}
+		for i, w := range counts {
+			w.mu.Lock()
+			home, away := 0, 0
+			for pk, n := range w.by {
+				if isShard(pk, i%shards) {
+					home += n
+				} else {
+					away += n
+				}
+				written[pk] += n
+			}
+			w.mu.Unlock()
+			// Before the bucket is hot, and its shards known, the first
+			// writes go to shard 0.
+			if away*5 > home || home < 20 {
+				t.Errorf("replica r%d (rank %d) wrote %v; want its home, shard %d, only, after its first few", i, i, w.by, i%shards)
+			}
+		}
+		allowed := float64(rate) * (1 + time.Since(start).Seconds())
+		t.Logf("admitted %d of %.0f allowed; writes by shard %v", admitted.Load(), allowed, written)
+		if got := float64(admitted.Load()); got > allowed || got < 0.9*allowed {
+			t.Errorf("admitted %.0f, want at most the %.0f allowed and at least 0.9 of it", got, allowed)
+		}
+	})
 }

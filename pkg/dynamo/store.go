@@ -329,11 +329,12 @@ type Store struct {
 	caches // guarded by mu
 
 	lanes lanes
-	home  uint64     // where this replica's home shards of hot buckets start (pace.go)
-	reads flights    // reads of items and records in flight, shared (flight.go)
-	gb    givebacks  // give-backs retried in the background (giveback.go)
-	rates writeRates // write rates that double or merge shards (resize.go)
-	skew  skewWatch  // clocks of other replicas (clock.go)
+	home  uint64                // where this replica's home shards of hot buckets start (pace.go)
+	place atomic.Pointer[place] // its rank in the fleet, from its heartbeats (fleet.go)
+	reads flights               // reads of items and records in flight, shared (flight.go)
+	gb    givebacks             // give-backs retried in the background (giveback.go)
+	rates writeRates            // write rates that double or merge shards (resize.go)
+	skew  skewWatch             // clocks of other replicas (clock.go)
 }
 
 var _ interface {
