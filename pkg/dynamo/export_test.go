@@ -27,3 +27,16 @@ func (s *Store) DoubleShards(ctx context.Context, key cascade.Key, n int) error 
 
 // ClassifyForTest is classify of an error of a call named "test".
 func ClassifyForTest(err error) error { return Classify("test", err) }
+
+// MarkCrowded makes key's bucket hot and shared with other writers, as
+// the store finds it when its batches carry several decisions and its
+// writes find other replicas' decisions on a shard (pace.go), for a
+// heatWindow.
+func (s *Store) MarkCrowded(key cascade.Key) {
+	base := s.baseOf(key)
+	c := cacher{s}
+	c.heat(base)
+	s.mu.Lock()
+	c.markLocked(s.shared, base)
+	s.mu.Unlock()
+}

@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
 	"github.com/dynalimit/dynalimit/pkg/dynamo"
 	"github.com/dynalimit/dynalimit/pkg/dynamo/admin"
+	"github.com/dynalimit/dynalimit/pkg/dynamo/item"
 	"github.com/dynalimit/dynalimit/pkg/tokenbucket"
 )
 
@@ -325,4 +328,143 @@ func TestHotShardedHomesByRank(t *testing.T) {
 			t.Errorf("admitted %.0f, want at most the %.0f allowed and at least 0.9 of it", got, allowed)
 		}
 	})
+}
+
+// raceOnce, once armed, runs take on the bucket item of the first write
+// the store it wraps sends there (another replica's write landing first),
+// and counts the writes to bucket items from then on.
+type raceOnce struct {
+	dynamo.API
+	mu     sync.Mutex
+	take   func(pk string)
+	writes map[string]int
+}
+
+func (r *raceOnce) arm(take func(pk string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.take, r.writes = take, map[string]int{}
+}
+
+func (r *raceOnce) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	pk := pkOf(in.Key)
+	var take func(string)
+	r.mu.Lock()
+	if r.writes != nil && strings.Contains(pk, "/BUCKET#") {
+		r.writes[pk]++
+		take, r.take = r.take, nil
+	}
+	r.mu.Unlock()
+	if take != nil {
+		take(pk)
+	}
+	return r.API.UpdateItem(ctx, in, o...)
+}
+
+// TestHotShardNoSecondRace: a replica's batch of six decisions on its
+// home shard of a crowded hot bucket, full on its image, loses its race
+// to another replica's write. When that write left the shard three
+// tokens, the batch is refused, contended, with no second write: decided
+// again on the image DynamoDB returned, it wrote for one of them (half of
+// three, the claim's margin), against writers that took the rest a moment
+// before, each race a write billed; the three stay in the shard for the
+// next batch. When it left eight, the batch is decided again and written,
+// claiming half of them (four), as on any image: on the image just
+// returned it claimed all six, leaving no margin for the next writer.
+func TestHotShardNoSecondRace(t *testing.T) {
+	pk0 := item.BucketPK("default", "hot", "api", 0)
+	for _, tc := range []struct {
+		left                int64
+		admitted, contended int64
+		writes              int
+	}{
+		{left: 3, admitted: 0, contended: 6, writes: 1},
+		{left: 8, admitted: 4, contended: 2, writes: 2},
+	} {
+		t.Run(fmt.Sprintf("%d left", tc.left), func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				admitted, contended, writes := raceOnHotShard(t, tc.left)
+				if admitted != tc.admitted || contended != tc.contended || len(writes) != 1 || writes[pk0] != tc.writes {
+					t.Errorf("after a race lost to a write that left %d tokens: %d admitted, %d contended, writes %v; want %d, %d and %d writes of shard 0",
+						tc.left, admitted, contended, writes, tc.admitted, tc.contended, tc.writes)
+				}
+			})
+		})
+	}
+}
+
+// raceOnHotShard runs TestHotShardNoSecondRace's race, the other
+// replica's write leaving left tokens in the shard, and returns what the
+// six decisions were and the writes to bucket items they made.
+func raceOnHotShard(t *testing.T, left int64) (admitted, contended int64, writes map[string]int) {
+	ctx := context.Background()
+	f := fakeTable(t)
+	o := dynamotest.LikeDynamoDB()
+	o.Seed = 3
+	f.SetOptions(o)
+	key := cascade.Key{Entity: "hot", Resource: "api"}
+	// 10 tokens a shard, refilled in 100 ms: full again when the batch
+	// of six is decided a pace (16.7 ms) after the last write.
+	lim := mustLimit(t, 20, 100*time.Millisecond, 0)
+	plan := &cascade.Plan{Debits: []cascade.Debit{{Key: key, Limit: "p", Bucket: lim, Amount: tokenbucket.PerToken}}}
+	other, err := dynamo.NewStore(ctx, f, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	if err := admin.New(other).SetShards(ctx, key, 2, map[string]tokenbucket.Limit{"p": lim}); err != nil {
+		t.Fatal(err)
+	}
+	w := &raceOnce{API: f}
+	s, err := dynamo.NewStore(ctx, w, dynamo.Config{Table: "t", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	// Two live replicas, "a" first: this one's home is shard 0.
+	if _, _, err := other.Heartbeat(ctx, "z", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Heartbeat(ctx, "a", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := s.Acquire(ctx, plan); err != nil || !dec.Admitted {
+		t.Fatalf("first Acquire() = %+v, %v; want admitted", dec, err)
+	}
+	s.MarkCrowded(key)
+	if dec, err := s.Acquire(ctx, plan); err != nil || !dec.Admitted || dec.Statuses[0].Shard != 0 {
+		t.Fatalf("Acquire() on the hot bucket = %+v, %v; want admitted on shard 0", dec, err)
+	}
+	w.arm(func(pk string) {
+		// Another replica's write lands first and leaves the shard left
+		// tokens (a shard of 2 holds half of the level).
+		x := time.Now().UnixMilli()*int64(lim.RefillAmount) - left*2*int64(tokenbucket.PerToken)*lim.RefillPeriod.Milliseconds()
+		if _, err := f.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String("t"), Key: item.Key(pk, item.SKState),
+			UpdateExpression:          aws.String("SET #x = :x"),
+			ExpressionAttributeNames:  map[string]string{"#x": item.LimitPrefix("p") + "_" + item.FieldLevel},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":x": item.NumAV(x)},
+		}); err != nil {
+			t.Errorf("the other replica's write: %v", err)
+		}
+	})
+	var wg sync.WaitGroup
+	var ok, busy atomic.Int64
+	for range 6 {
+		wg.Go(func() {
+			dec, err := s.Acquire(ctx, plan)
+			switch {
+			case err != nil:
+				t.Errorf("Acquire() = %v", err)
+			case dec.Admitted:
+				ok.Add(1)
+			case dec.Statuses[0].Contended:
+				busy.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ok.Load(), busy.Load(), w.writes
 }
