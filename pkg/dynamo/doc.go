@@ -244,7 +244,7 @@
 // meanwhile), sends every decision to its home shard, and does not retry a
 // refusal on other shards. The home is the replica's rank among the live
 // replicas of the fleet record (Heartbeat) modulo the shards when they are
-// at least as many as the shards, so that each shard keeps the same
+// at least twice as many as the shards, so that each shard keeps the same
 // writers; else it moves on so that it has been every shard within half a
 // second. A hot batch claims what its image holds less
 // what the shard's other writers likely took since (the rate its writes
