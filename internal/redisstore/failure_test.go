@@ -34,16 +34,7 @@ func TestFrozenRedis(t *testing.T) {
 	// load, the stored limits' read) may take longer than the 50 ms budget
 	// on a busy machine (a clean clone's run under -race saw it time out):
 	// tried until admitted, within 5 s.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		dec, err := s.Acquire(context.Background(), oneToken("hot"))
-		if err == nil && dec.Admitted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("before the freeze: %+v, %v", dec, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	admittedWithin(t, s, "before the freeze")
 	before := runtime.NumGoroutine()
 	proc.Freeze()
 	thawed := false
@@ -91,17 +82,7 @@ func TestFrozenRedis(t *testing.T) {
 		t.Errorf("calls observed %v, want the one before the freeze ok and the others timed out (or busy)", got)
 	}
 	thaw()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		dec, err := s.Acquire(context.Background(), oneToken("hot"))
-		if err == nil && dec.Admitted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the thaw: %+v, %v", dec, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	admittedWithin(t, s, "after the thaw")
 	time.Sleep(100 * time.Millisecond)
 	if n := runtime.NumGoroutine(); n > before+4 {
 		t.Errorf("%d goroutines after the freeze, %d before", n, before)
@@ -177,5 +158,21 @@ func TestFullLaneRefusesAsBusy(t *testing.T) {
 	wg.Wait()
 	if busy == 0 {
 		t.Error("no decision was refused as busy with 20 waiting on a lane of 2")
+	}
+}
+
+// admittedWithin tries a decision on the hot key every 10 ms until one is
+// admitted, and fails t (saying when) if none is within 5 s.
+func admittedWithin(t *testing.T, s *redisstore.Store, when string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		dec, err := s.Acquire(context.Background(), oneToken("hot"))
+		if err == nil && dec.Admitted {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v, %v", when, dec, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
