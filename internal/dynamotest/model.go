@@ -203,6 +203,9 @@ func (f *Fake) call(ctx context.Context, k callKind, body func() error) error {
 	}
 	err := f.locked(body)
 	if werr := f.wait(ctx, d-d/2); werr != nil {
+		if err == nil && k == writeCall {
+			_ = f.locked(func() error { f.used.Unanswered++; return nil })
+		}
 		return werr
 	}
 	return err

@@ -125,6 +125,10 @@ func (f *Fake) takeOne(k callKind, table *string, key map[string]types.Attribute
 type Capacity struct {
 	WriteUnits, ReadUnits float64
 	Throttled             int
+	// Unanswered counts writes that took effect and whose caller stopped
+	// waiting before the answer came (its context ended): what the
+	// write took, the caller never learned it had.
+	Unanswered int
 }
 
 // Consumed returns what f billed since it was made or ResetConsumed.

@@ -16,6 +16,7 @@ type row struct {
 	wcu, rcu                     float64
 	throttled                    int
 	shards, partitions           int
+	held                         int64 // whole tokens the first tenant's bucket held at the window's end
 }
 
 // rows sums the run's seconds into windows of sc.Window.
@@ -35,7 +36,7 @@ func (r *run) rows() []row {
 			rw.wcu += s.wcu
 			rw.rcu += s.rcu
 			rw.throttled += s.throttled
-			rw.shards, rw.partitions = s.shards, s.partitions
+			rw.shards, rw.partitions, rw.held = s.shards, s.partitions, s.held
 		}
 		rw.allowed = r.allowed(rw.from, rw.to)
 		out = append(out, rw)
@@ -83,7 +84,7 @@ func (r *run) report(w io.Writer, wall time.Duration) {
 		fmt.Fprintf(w, "a new on-demand table: warm throughput of 4,000 write and 12,000 read units a second\n\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "window\tasked/s\tadmitted/s\tallowed/s\tadmitted÷allowed\tlocal/s\terrors\twrites/decision\tWCU/decision\tRCU/decision\tthrottles\tshards\tpartitions\t$/M decisions\t")
+	fmt.Fprintln(tw, "window\tasked/s\tadmitted/s\tallowed/s\tadmitted÷allowed\tlocal/s\terrors\twrites/decision\tWCU/decision\tRCU/decision\tthrottles\tshards\theld at end\tpartitions\t$/M decisions\t")
 	var asked int64
 	var wcu, rcu float64
 	for _, rw := range r.rows() {
@@ -91,9 +92,9 @@ func (r *run) report(w io.Writer, wall time.Duration) {
 		asked += rw.asked
 		wcu += rw.wcu
 		rcu += rw.rcu
-		fmt.Fprintf(tw, "%v–%v\t%.0f\t%.0f\t%.0f\t%.4f\t%.0f\t%d\t%.5f\t%.5f\t%.5f\t%d\t%d\t%d\t%.4f\t\n",
+		fmt.Fprintf(tw, "%v–%v\t%.0f\t%.0f\t%.0f\t%.4f\t%.0f\t%d\t%.5f\t%.5f\t%.5f\t%d\t%d\t%d\t%d\t%.4f\t\n",
 			rw.from, rw.to, float64(rw.asked)/d, float64(rw.admitted)/d, rw.allowed/d, ratio(float64(rw.admitted), rw.allowed), float64(rw.local)/d, rw.errs,
-			ratio(float64(rw.writes), float64(rw.asked)), ratio(rw.wcu, float64(rw.asked)), ratio(rw.rcu, float64(rw.asked)), rw.throttled, rw.shards, rw.partitions,
+			ratio(float64(rw.writes), float64(rw.asked)), ratio(rw.wcu, float64(rw.asked)), ratio(rw.rcu, float64(rw.asked)), rw.throttled, rw.shards, rw.held, rw.partitions,
 			Prices.perMillion(rw.wcu, rw.rcu, rw.asked))
 	}
 	_ = tw.Flush()
@@ -105,7 +106,8 @@ func (r *run) report(w io.Writer, wall time.Duration) {
 		r.st.quantile(0.5), r.st.quantile(0.99), r.st.doublings.Load(), asked, admitted, r.fake.Calls("UpdateItem"), ratio(float64(r.fake.Calls("UpdateItem")), float64(asked)),
 		ratio(wcu, float64(asked)), ratio(rcu, float64(asked)), Prices.perMillion(wcu, rcu, asked))
 	r.st.mu.Lock()
-	fmt.Fprintf(w, "refusals from the rejection cache %d; contended %v\n", r.st.cacheHits.Load(), r.st.contended)
+	fmt.Fprintf(w, "refusals from the rejection cache %d; contended %v; %d writes landed unanswered (within the budget: their decisions refused or failed, what they took spent)\n",
+		r.st.cacheHits.Load(), r.st.contended, r.fake.Consumed().Unanswered)
 	for _, l := range r.st.failedLines() {
 		fmt.Fprintln(w, l)
 	}

@@ -312,7 +312,30 @@ func (r *run) sample(ctx context.Context) {
 		parts, _ := r.fake.Partitions(table)
 		s.partitions = len(parts)
 		s.shards = r.shards()
+		s.held = r.held()
 	}
+}
+
+// held returns the whole tokens the first tenant's bucket holds now, over
+// its shards (a merged or pending shard holds none).
+func (r *run) held() int64 {
+	prefix := strings.TrimSuffix(r.shardPK(0), "0")
+	now := time.Now().UnixMilli()
+	var n int64
+	for _, it := range r.fake.Items(table) {
+		pk, ok := it["PK"].(*types.AttributeValueMemberS)
+		if !ok || !strings.HasPrefix(pk.Value, prefix) {
+			continue
+		}
+		img, err := item.Decode(it)
+		if err != nil || img.Merged || img.Pending {
+			continue
+		}
+		for _, l := range img.Limits {
+			n += l.Shape.Available(tokenbucket.State{X: l.Level}, now)
+		}
+	}
+	return n
 }
 
 // shards counts the shards of the first tenant's bucket: its items, less

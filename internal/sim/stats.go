@@ -20,7 +20,8 @@ type second struct {
 	// Sampled at the second's end.
 	wcu, rcu   float64
 	throttled  int
-	shards     int // the first tenant's bucket
+	shards     int   // the first tenant's bucket
+	held       int64 // whole tokens the first tenant's bucket holds over its shards
 	partitions int
 }
 

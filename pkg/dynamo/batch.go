@@ -192,10 +192,12 @@ func (s batchWriter) landed(pk string, b bucket, batch []*part, img, newImg *ite
 
 // lostRace learns from a write of batch (j, decided on img at now) whose
 // condition failed, newImg the item as DynamoDB returned it, and reports
-// whether that ends the batch: on a hot shard other replicas write too,
-// when newImg no longer holds the batch, they took it. Another write now
-// would race them again for what is left, each race a write billed; the
-// batch is contended and what is left is the next batch's.
+// whether that ends the batch: on a shard of a hot sharded bucket other
+// replicas write too, when newImg no longer holds the batch, they took
+// it. Another write now would race them again for what is left, each race
+// a write billed; the batch is contended and what is left is the next
+// batch's. A one-shard bucket writes again, as before sharding: its
+// refusals are the bucket's, and a second look is cheap there.
 func (s batchWriter) lostRace(pk string, b bucket, batch []*part, img, newImg *item.Image, j *judgement, now int64, hot bool) bool {
 	if hot {
 		s.tookOthers(b, pk, img, newImg, j)
@@ -204,7 +206,7 @@ func (s batchWriter) lostRace(pk string, b bucket, batch []*part, img, newImg *i
 		}
 	}
 	cacher(s).keepImage(b, pk, newImg)
-	if hot && newImg.Exists && cacher(s).crowded(b.base) && short(batch, newImg, s.nowMs()) {
+	if hot && newImg.Exists && newImg.ShardCount > 1 && cacher(s).crowded(b.base) && short(batch, newImg, s.nowMs()) {
 		s.contend(batch, newImg, ContendedRaced)
 		return true
 	}
