@@ -244,9 +244,11 @@
 // meanwhile), sends every decision to its home shard, and does not retry a
 // refusal on other shards. The home is the replica's rank among the live
 // replicas of the fleet record (Heartbeat) modulo the shards when they are
-// at least twice as many as the shards, so that each shard keeps the same
-// writers; else it moves on so that it has been every shard within half a
-// second. A hot batch claims what its image holds less
+// at least twice as many as the shards and the replica asks enough of the
+// bucket that every shard's writers, asking as it does, ask at least 1.25
+// times the shard's share of the limit (so every shard runs dry), so that
+// each shard keeps the same writers; else it moves on so that it has been
+// every shard within half a second. A hot batch claims what its image holds less
 // what the shard's other writers likely took since (the rate its writes
 // found them taking, over the image's age) and half of the rest: the
 // decisions the claim covers are written, with the usual condition, and

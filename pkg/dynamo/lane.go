@@ -137,6 +137,9 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 			pt.idx = append(pt.idx, i)
 		}
 	}
+	for _, pt := range parts {
+		cacher{s}.asked(pt.b, pt.debits)
+	}
 	return parts
 }
 
