@@ -121,7 +121,7 @@ type caches struct {
 	heats      *lru[int64]
 	shared     *lru[int64]
 	otherRates *lru[others]
-	asks       *lru[*asks] // bucket base key → what this replica asks of it (pace.go)
+	asks       *demand.Asks // bucket base key → what this replica asks of it (pace.go)
 	// demand follows this replica's part of each limit's consumption
 	// (Store.Demand); it has a lock of its own.
 	demand *demand.Table
@@ -141,7 +141,7 @@ func newCaches(size, rejections int) caches {
 		heats:      newLRU[int64]("heat", maxHot),
 		shared:     newLRU[int64]("shared", maxHot),
 		otherRates: newLRU[others]("others", maxHot),
-		asks:       newLRU[*asks]("asks", maxHot),
+		asks:       demand.NewAsks(maxHot),
 		demand:     demand.New(),
 	}
 }

@@ -32,13 +32,13 @@ func ClassifyForTest(err error) error { return Classify("test", err) }
 // the store finds it when its batches carry several decisions and its
 // writes find other replicas' decisions on a shard (pace.go), for a
 // heatWindow; and asked by this replica as fast as its limit refills
-// (asks), enough for a home by rank.
+// (demand.Asks), enough for a home by rank.
 func (s *Store) MarkCrowded(key cascade.Key) {
 	base := s.baseOf(key)
 	c := cacher{s}
 	c.heat(base)
 	s.mu.Lock()
 	c.markLocked(s.shared, base)
-	s.asks.add(base, &asks{fromMs: s.nowMs(), untilMs: s.nowMs() + heatWindow.Milliseconds(), refill: map[string]float64{}, ratio: 1})
 	s.mu.Unlock()
+	s.asks.Hold(base, 1, s.nowMs(), s.nowMs()+heatWindow.Milliseconds())
 }

@@ -24,7 +24,7 @@ import (
 //     at least homeWriters times as many live replicas as the bucket has
 //     shards, and it asks enough of the bucket that the shards' fewest
 //     writers, asking as it does, ask homeDemand times a shard's share
-//     (asks), its home is its rank among them modulo the shards: every
+//     (demand.Asks), its home is its rank among them modulo the shards: every
 //     shard has writers, the same ones, whose images of it stay fresh and
 //     who learn each other's rates, and every shard runs dry. Otherwise
 //     (a smaller fleet, a bucket asked about its limit, or no heartbeats)
@@ -63,79 +63,19 @@ const (
 	homeWriters = 2
 	// homeDemand: and when the shards' fewest writers ask at least this
 	// many times a shard's share of the limit, as this replica asks
-	// (asks). Every shard then runs dry. With less, a shard of fewer
+	// (demand.Asks). Every shard then runs dry. With less, a shard of fewer
 	// writers keeps tokens that nobody asks of it while the others refuse:
 	// a tenant of zipf asked 1.12 times its limit over 10 replicas, on 4
 	// shards with 2 or 3 writers each, got 0.885 of it.
 	homeDemand = 1.25
-	// askWindow: what this replica asks of a hot bucket is measured over
-	// windows at least this long, and stands for two of them.
-	askWindow = 250 * time.Millisecond
 )
 
-// asks is what this replica asked of a hot bucket since fromMs, by limit
-// name in milliseconds of that limit's refill; and, from the last whole
-// window, the largest of them a millisecond (ratio: 1 is the whole
-// limit's refill, as fast as it refills), which stands until untilMs.
-type asks struct {
-	fromMs, untilMs int64
-	refill          map[string]float64
-	ratio           float64
-}
-
-// asked records the debits of a decision on bucket b when b is hot and
-// sharded (asks).
+// asked records the debits of a decision on bucket b in what this replica
+// asks of it (demand.Asks) when b is hot and sharded.
 func (s cacher) asked(b bucket, debits []cascade.Debit) {
-	now := s.nowMs()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if until, ok := s.heats.peek(b.base); !ok || now >= until {
-		return
+	if s.shardCount(b.base) > 1 && s.hot(b.base) {
+		s.asks.Add(b.base, debits, s.nowMs())
 	}
-	if n, _ := s.shards.peek(b.base); n <= 1 {
-		return
-	}
-	a, ok := s.asks.peek(b.base)
-	if !ok {
-		a = &asks{fromMs: now, refill: map[string]float64{}}
-		s.asks.add(b.base, a)
-	}
-	for i := range debits {
-		d := &debits[i]
-		if per := refillPerMs(d.Bucket); per > 0 && d.Amount > 0 {
-			a.refill[d.Limit] += float64(d.Amount) / per
-		}
-	}
-	if span := now - a.fromMs; span >= askWindow.Milliseconds() {
-		a.ratio = 0
-		for _, ms := range a.refill {
-			a.ratio = max(a.ratio, ms/float64(span))
-		}
-		a.untilMs = now + 2*askWindow.Milliseconds()
-		clear(a.refill)
-		a.fromMs = now
-	}
-}
-
-// askRatio is what this replica asks of the hot bucket base, 1 for as
-// fast as its limit refills, from its last whole window (asks); 0 when
-// that is older than two windows.
-func (s cacher) askRatio(base string, now int64) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a, ok := s.asks.peek(base); ok && now < a.untilMs {
-		return a.ratio
-	}
-	return 0
-}
-
-// refillPerMs is what l refills a millisecond, 0 for a calendar budget
-// (its periods are the calendar's, not milliseconds).
-func refillPerMs(l tokenbucket.Limit) float64 {
-	if l.Calendar != (tokenbucket.Calendar{}) || l.RefillPeriod < time.Millisecond {
-		return 0
-	}
-	return float64(l.RefillAmount) / float64(l.RefillPeriod.Milliseconds())
 }
 
 // others is what the other writers of one shard took of each of its
@@ -190,7 +130,7 @@ func (s pacer) shardFor(b bucket) int {
 	}
 	now := s.nowMs()
 	if p := s.place.Load(); p != nil && p.live >= homeWriters*n && now < p.until &&
-		cacher(s).askRatio(b.base, now)*float64(n*(p.live/n)) >= homeDemand {
+		s.asks.Ratio(b.base, now)*float64(n*(p.live/n)) >= homeDemand {
 		// The fleet covers every shard twice, and asks enough that every
 		// shard runs dry: each keeps the same writers, a live/n of the
 		// fleet, whose images and rates stay fresh.

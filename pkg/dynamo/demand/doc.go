@@ -19,4 +19,9 @@
 // The DynamoDB store keeps one Table (dynamo.Store.Demand);
 // ON_UNAVAILABLE=local sizes a degraded item's local bucket by it
 // (internal/degrade).
+//
+// Asks measures something else: what this replica asks of a bucket
+// (admitted or not) as a share of its limits' refill, over windows of
+// AskWindow. The store fixes a hot sharded bucket's home shards only
+// where what the replicas ask runs every shard dry (pkg/dynamo's pace.go).
 package demand
