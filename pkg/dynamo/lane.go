@@ -122,7 +122,6 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 	parts := make([]*part, len(buckets))
 	for i, b := range buckets {
 		parts[i] = &part{kind: decisionPart, b: b}
-		parts[i].choose(pacer{s}.shardFor(b))
 	}
 	for i := range p.Debits {
 		d := p.Debits[i]
@@ -138,7 +137,7 @@ func (s *Store) partsOf(p *cascade.Plan, buckets []bucket) []*part {
 		}
 	}
 	for _, pt := range parts {
-		cacher{s}.asked(pt.b, pt.debits)
+		pt.choose(pacer{s}.shardAsking(pt.b, pt.debits))
 	}
 	return parts
 }

@@ -70,14 +70,6 @@ const (
 	homeDemand = 1.25
 )
 
-// asked records the debits of a decision on bucket b in what this replica
-// asks of it (demand.Asks) when b is hot and sharded.
-func (s cacher) asked(b bucket, debits []cascade.Debit) {
-	if s.shardCount(b.base) > 1 && s.hot(b.base) {
-		s.asks.Add(b.base, debits, s.nowMs())
-	}
-}
-
 // others is what the other writers of one shard took of each of its
 // limits, by attribute prefix: the level's rise per millisecond, as this
 // replica's writes found it.
@@ -123,12 +115,20 @@ func (s cacher) heat(base string) {
 
 // shardFor returns the shard a decision on b goes to: this replica's home
 // shard when b is hot, else one at random.
-func (s pacer) shardFor(b bucket) int {
+func (s pacer) shardFor(b bucket) int { return s.shardAsking(b, nil) }
+
+// shardAsking is shardFor for a decision that asks debits of b: when b is
+// hot and sharded they count first in what this replica asks of it
+// (demand.Asks), which decides whether its home is fixed.
+func (s pacer) shardAsking(b bucket, debits []cascade.Debit) int {
 	n := cacher(s).shardCount(b.base)
 	if n <= 1 || !cacher(s).hot(b.base) {
 		return s.pickShard(n)
 	}
 	now := s.nowMs()
+	if len(debits) > 0 {
+		s.asks.Add(b.base, debits, now)
+	}
 	if p := s.place.Load(); p != nil && p.live >= homeWriters*n && now < p.until &&
 		s.asks.Ratio(b.base, now)*float64(n*(p.live/n)) >= homeDemand {
 		// The fleet covers every shard twice, and asks enough that every
