@@ -105,6 +105,19 @@ func (f *Fake) ResetCalls() {
 	f.calls = map[string]int{}
 }
 
+// Item returns a copy of the item of table with partition key pk and sort
+// key sk, or nil: a look for the tests and the simulator, neither billed
+// nor delayed.
+func (f *Fake) Item(table, pk, sk string) map[string]types.AttributeValue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	it, ok := f.tables[table][pk+"\x00"+sk]
+	if !ok {
+		return nil
+	}
+	return clone(it)
+}
+
 // Items returns a copy of every item of table.
 func (f *Fake) Items(table string) []map[string]types.AttributeValue {
 	f.mu.Lock()

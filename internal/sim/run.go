@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynalimit/dynalimit/internal/dynamotest"
 	"github.com/dynalimit/dynalimit/pkg/cascade"
@@ -311,46 +308,29 @@ func (r *run) sample(ctx context.Context) {
 		last = c
 		parts, _ := r.fake.Partitions(table)
 		s.partitions = len(parts)
-		s.shards = r.shards()
-		s.held = r.held()
+		s.shards, s.held = r.tenantBucket()
 	}
 }
 
-// held returns the whole tokens the first tenant's bucket holds now, over
-// its shards (a merged or pending shard holds none).
-func (r *run) held() int64 {
-	prefix := strings.TrimSuffix(r.shardPK(0), "0")
+// tenantBucket returns the first tenant's bucket now: its shards, less
+// those a merge removed and those a doubling created and has not admitted
+// (pending), and the whole tokens they hold. It reads its shards' items one
+// by one (they are numbered from 0 with no gap: a merge marks a shard and
+// keeps it), not the whole table.
+func (r *run) tenantBucket() (shards int, held int64) {
 	now := time.Now().UnixMilli()
-	var n int64
-	for _, it := range r.fake.Items(table) {
-		pk, ok := it["PK"].(*types.AttributeValueMemberS)
-		if !ok || !strings.HasPrefix(pk.Value, prefix) {
-			continue
+	for n := 0; ; n++ {
+		it := r.fake.Item(table, r.shardPK(n), item.SKState)
+		if it == nil {
+			return shards, held
 		}
 		img, err := item.Decode(it)
 		if err != nil || img.Merged || img.Pending {
 			continue
 		}
+		shards++
 		for _, l := range img.Limits {
-			n += l.Shape.Available(tokenbucket.State{X: l.Level}, now)
+			held += l.Shape.Available(tokenbucket.State{X: l.Level}, now)
 		}
 	}
-	return n
-}
-
-// shards counts the shards of the first tenant's bucket: its items, less
-// those a merge removed and those a doubling created and has not admitted
-// (pending).
-func (r *run) shards() int {
-	n := 0
-	prefix := strings.TrimSuffix(r.shardPK(0), "0")
-	for _, it := range r.fake.Items(table) {
-		pk, ok := it["PK"].(*types.AttributeValueMemberS)
-		_, merged := it[item.AttrMerged]
-		_, pending := it[item.AttrPending]
-		if ok && strings.HasPrefix(pk.Value, prefix) && !merged && !pending {
-			n++
-		}
-	}
-	return n
 }
