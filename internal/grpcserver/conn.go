@@ -80,6 +80,12 @@ type conn struct {
 	lastStream   uint32 // the highest stream opened
 	wbuf, wspare []byte
 	flushing     bool
+	// unaries counts the unary handlers running on goroutines of their
+	// own (endOfRequest), unariesEnded those that ended: one that ends
+	// while others run yields before it writes, so that answers ready
+	// together go out together.
+	unaries      int
+	unariesEnded uint64
 	werr         error
 	henc         *hpack.Encoder
 	hbuf         bytes.Buffer

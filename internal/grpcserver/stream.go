@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -488,6 +489,7 @@ func (c *conn) endOfRequest(st *stream, data []byte) {
 		return
 	}
 	st.cancel, st.running = cancel, true
+	c.unaries++
 	c.holdLocked(st, int64(len(msg)))
 	c.mu.Unlock()
 	c.s.handlers.Add(1)
@@ -496,18 +498,42 @@ func (c *conn) endOfRequest(st *stream, data []byte) {
 		buf := answerPool.Get().(*[]byte)
 		c.runUnary(st, ctx, msg, buf)
 		answerPool.Put(buf)
-		c.handlerDone(st)
+		// While others run, the answers of calls decided together (a
+		// store's batch) are queued as their handlers end: this one yields
+		// while others end during its yields, and the first to flush
+		// then writes them all in one write, where each would have
+		// written its own.
+		ended, others := c.unaryDone(st)
+		for i := 0; others && i < maxJoinYields; i++ {
+			runtime.Gosched()
+			ended, others = c.othersEnded(ended)
+		}
 		c.flush()
 	}()
 }
 
-// handlerDone frees the slot and the bytes of a call whose handler's
-// goroutine returned.
-func (c *conn) handlerDone(st *stream) {
+// maxJoinYields bounds the yields of one ending handler (unaryDone).
+const maxJoinYields = 16
+
+// unaryDone frees the slot and the bytes of a unary call of endOfRequest
+// whose handler has returned. It returns the count of such handlers ended so far and whether others still
+// run with no write under way.
+func (c *conn) unaryDone(st *stream) (ended uint64, others bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	st.running = false
 	c.releaseLocked(st)
-	c.mu.Unlock()
+	c.unaries--
+	c.unariesEnded++
+	return c.unariesEnded, c.unaries > 0 && !c.flushing
+}
+
+// othersEnded reports whether unary handlers ended since the count ended
+// and others still run with no write under way, and the count now.
+func (c *conn) othersEnded(ended uint64) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unariesEnded, c.unariesEnded != ended && c.unaries > 0 && !c.flushing
 }
 
 var answerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
