@@ -516,8 +516,8 @@ func (c *conn) endOfRequest(st *stream, data []byte) {
 const maxJoinYields = 16
 
 // unaryDone frees the slot and the bytes of a unary call of endOfRequest
-// whose handler has returned. It returns the count of such handlers ended so far and whether others still
-// run with no write under way.
+// whose handler has returned. It returns the count of such handlers ended
+// so far, and whether others still run with no write under way.
 func (c *conn) unaryDone(st *stream) (ended uint64, others bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -108,31 +108,28 @@ type itemKeys struct {
 // item returns k's keys under its entity's own tag.
 func (ks keyspace) item(k cascade.Key) itemKeys { return ks.itemIn(k, ks.tag(k)) }
 
-// itemIn returns k's keys under tag ("" for its entity's own).
+// itemIn returns k's keys under tag ("" for its entity's own). The three
+// are cut from one string, built once: a decision makes its keys with one
+// allocation.
 func (ks keyspace) itemIn(k cascade.Key, tag string) itemKeys {
 	if tag == "" {
 		tag = ks.tag(k)
 	}
-	var h strings.Builder
-	ks.head(&h, ks.namespace(k), tag)
-	head := h.String()
+	ns := ks.namespace(k)
 	var b strings.Builder
-	b.WriteString(head)
-	b.WriteByte('b')
-	keyPart(&b, k.Entity)
-	keyPart(&b, k.Resource)
-	bucket := b.String()
-	b.Reset()
-	b.WriteString(head)
-	b.WriteByte('u')
-	keyPart(&b, k.Entity)
-	keyPart(&b, k.Resource)
-	usage := b.String()
-	b.Reset()
-	b.WriteString(head)
-	b.WriteByte('r')
-	keyPart(&b, k.Entity)
-	return itemKeys{bucket: bucket, usage: usage, resources: b.String()}
+	b.Grow(3*(len(ns)+len(tag)+len(k.Entity)) + 2*len(k.Resource) + 64)
+	var ends [3]int
+	for i, kind := range [3]byte{'b', 'u', 'r'} {
+		ks.head(&b, ns, tag)
+		b.WriteByte(kind)
+		keyPart(&b, k.Entity)
+		if kind != 'r' {
+			keyPart(&b, k.Resource)
+		}
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	return itemKeys{bucket: all[:ends[0]], usage: all[ends[0]:ends[1]], resources: all[ends[1]:]}
 }
 
 // usageKey is the key of the usage hash of an item (its itemKeys.usage)
