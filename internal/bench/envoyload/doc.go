@@ -44,5 +44,8 @@
 // The peers are located by internal/bench/peers.sh (this repository
 // builds none of them); a missing one is named in the report with what to do, and the
 // others run. SERVERS narrows the list; BENCH_OUT=DIR keeps the report,
-// wrk's output and grpc.sh's files.
+// wrk's output and grpc.sh's files. CALLERS (default 50) is ghz's callers;
+// ENVOY=0 runs only the gRPC part; PIN_GRPC=S,D holds each server and its
+// Redis to core S (GOMAXPROCS=1) and ghz to core D, with taskset, so that
+// the servers have the same CPU and the driver's is not theirs.
 package envoyload

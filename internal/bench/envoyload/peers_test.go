@@ -377,6 +377,14 @@ func TestPeers(t *testing.T) {
 	}
 	conns := benchenv.Ints(t, "CONNS", "16,64")
 	rounds := benchenv.Ints(t, "ROUNDS", "3")[0]
+	g := grpcOptions{callers: benchenv.Ints(t, "CALLERS", "50")[0], pin: pinCores(t)}
+	envoy := benchenv.Or("ENVOY", "1")
+	if envoy != "0" && envoy != "1" {
+		t.Fatalf("ENVOY is 1 (the runs through Envoy, then over gRPC) or 0 (over gRPC only), got %q", envoy)
+	}
+	if envoy == "0" {
+		conns = nil
+	}
 	root := testutil.RepoRoot(t)
 	out := os.Getenv("BENCH_OUT")
 	if out != "" {
@@ -404,7 +412,7 @@ func TestPeers(t *testing.T) {
 
 	script := filepath.Join(root, wrkScript)
 	var results []result
-	for round := 1; round <= rounds; round++ {
+	for round := 1; round <= rounds && len(conns) > 0; round++ {
 		for k := range servers {
 			name := servers[(k+round-1)%len(servers)] // round r starts with the r-th server
 			t.Run(fmt.Sprintf("round %d %s", round, name), func(t *testing.T) {
@@ -442,7 +450,7 @@ func TestPeers(t *testing.T) {
 	}
 
 	var grpcTables string
-	t.Run("grpc", func(t *testing.T) { grpcTables = grpcPeers(t, root, servers, peers, rounds, duration, warmup, out) })
+	t.Run("grpc", func(t *testing.T) { grpcTables = grpcPeers(t, root, servers, peers, rounds, duration, warmup, out, g) })
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Side by side: %s\n\n", strings.Join(servers, ", "))
@@ -464,8 +472,10 @@ func TestPeers(t *testing.T) {
 	for _, n := range notes {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
-	b.WriteString(peersReport(results, servers, duration, warmup))
-	b.WriteString("\n### gRPC direct (ghz, 50 callers, one connection, one hot key)\n")
+	if len(conns) > 0 {
+		b.WriteString(peersReport(results, servers, duration, warmup))
+	}
+	fmt.Fprintf(&b, "\n### gRPC direct (ghz, %d callers, one connection, one hot key%s)\n", g.callers, g.pin.about())
 	b.WriteString(grpcTables)
 	fmt.Print(b.String())
 	if out != "" {
@@ -506,14 +516,83 @@ func chooseServers(t *testing.T, peers peerSet) ([]string, []string) {
 	return servers, notes
 }
 
+// grpcOptions shape the runs over gRPC: ghz's callers, and the cores the
+// servers and ghz are held to.
+type grpcOptions struct {
+	callers int
+	pin     pinning
+}
+
+// pinning holds each server and its helper (its Redis) to one core and the
+// load driver to another (PIN_GRPC=SERVERS,DRIVER), so that every server
+// has the same CPU and the driver's is not theirs; set is false without
+// PIN_GRPC.
+type pinning struct {
+	set            bool
+	server, driver int
+}
+
+// pinCores reads PIN_GRPC: two distinct cores of this machine, the
+// servers' first. Pinning needs taskset (util-linux).
+func pinCores(t *testing.T) pinning {
+	t.Helper()
+	v := os.Getenv("PIN_GRPC")
+	if v == "" {
+		return pinning{}
+	}
+	cpus := runtime.NumCPU()
+	var c []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n >= cpus {
+			n = -1
+		}
+		c = append(c, n)
+	}
+	if len(c) != 2 || c[0] < 0 || c[1] < 0 || c[0] == c[1] {
+		t.Fatalf("PIN_GRPC is two distinct cores of this machine's %d (0 to %d), the servers' then the driver's, like 1,0; got %q", cpus, cpus-1, v)
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Fatalf("PIN_GRPC needs taskset (util-linux): %v", err)
+	}
+	return pinning{set: true, server: c[0], driver: c[1]}
+}
+
+// about describes p for the report's heading.
+func (p pinning) about() string {
+	if !p.set {
+		return ""
+	}
+	return fmt.Sprintf("; each server and its Redis on core %d, GOMAXPROCS=1, ghz on core %d", p.server, p.driver)
+}
+
+// hold moves every thread of pid to the servers' core.
+func (p pinning) hold(t *testing.T, pid int) {
+	t.Helper()
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", strconv.Itoa(p.server), strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		t.Fatalf("taskset -a -p -c %d %d: %v\n%s", p.server, pid, err, out)
+	}
+}
+
 // grpcPeers starts every server again (benchRule, no Envoy) and runs
 // internal/bench/grpc.sh on them (TARGETS): ghz, one hot key, the servers
 // alternating in each round. It returns the script's tables.
-func grpcPeers(t *testing.T, root string, servers []string, peers peerSet, rounds int, duration, warmup time.Duration, out string) string {
+func grpcPeers(t *testing.T, root string, servers []string, peers peerSet, rounds int, duration, warmup time.Duration, out string, g grpcOptions) string {
 	t.Helper()
+	if g.pin.set {
+		// The Go servers (ours, envoyproxy/ratelimit) and ghz start with
+		// one P for their one core.
+		t.Setenv("GOMAXPROCS", "1")
+	}
 	var targets strings.Builder
 	for _, name := range servers {
 		s := startRLS(t, name, peers, benchRule)
+		if g.pin.set {
+			g.pin.hold(t, s.pid)
+			if s.helperPid != 0 {
+				g.pin.hold(t, s.helperPid)
+			}
+		}
 		fmt.Fprintf(&targets, "%s %s %d", s.name, s.addr, s.pid)
 		if s.helperPid != 0 {
 			fmt.Fprintf(&targets, " %s %d", s.helper, s.helperPid)
@@ -522,10 +601,13 @@ func grpcPeers(t *testing.T, root string, servers []string, peers peerSet, round
 	}
 	secs := func(d time.Duration) string { return fmt.Sprintf("%gs", d.Seconds()) }
 	cmd := exec.Command("bash", grpcScript)
+	if g.pin.set {
+		cmd = exec.Command("taskset", "-c", strconv.Itoa(g.pin.driver), "bash", grpcScript)
+	}
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
 		"TARGETS="+targets.String(), "SCENARIOS=hot", "DESCRIPTOR_KEY="+descriptorKey, "ROTATE=1",
-		"CONCURRENCY=50", "ROUNDS="+strconv.Itoa(rounds), "DURATION="+secs(duration), "WARMUP="+secs(warmup))
+		"CONCURRENCY="+strconv.Itoa(g.callers), "ROUNDS="+strconv.Itoa(rounds), "DURATION="+secs(duration), "WARMUP="+secs(warmup))
 	if out != "" {
 		cmd.Env = append(cmd.Env, "BENCH_OUT="+filepath.Join(out, "grpc"))
 	} else {
