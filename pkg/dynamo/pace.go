@@ -126,11 +126,14 @@ func (s pacer) shardAsking(b bucket, debits []cascade.Debit) int {
 		return s.pickShard(n)
 	}
 	now := s.nowMs()
+	var asked float64
 	if len(debits) > 0 {
-		s.asks.Add(b.base, debits, now)
+		asked = s.asks.Add(b.base, debits, now)
+	} else {
+		asked = s.asks.Ratio(b.base, now)
 	}
 	if p := s.place.Load(); p != nil && p.live >= homeWriters*n && now < p.until &&
-		s.asks.Ratio(b.base, now)*float64(n*(p.live/n)) >= homeDemand {
+		asked*float64(n*(p.live/n)) >= homeDemand {
 		// The fleet covers every shard twice, and asks enough that every
 		// shard runs dry: each keeps the same writers, a live/n of the
 		// fleet, whose images and rates stay fresh.

@@ -40,10 +40,11 @@ func NewAsks(size int) *Asks {
 	return &Asks{by: by}
 }
 
-// Add records the debits of one decision on bucket at now (unix ms). A
-// calendar budget's debits do not count: its periods are the calendar's,
-// not milliseconds.
-func (a *Asks) Add(bucket string, debits []cascade.Debit, now int64) {
+// Add records the debits of one decision on bucket at now (unix ms) and
+// returns what this replica asks of bucket then (Ratio), with one hold of
+// the lock. A calendar budget's debits do not count: its periods are the
+// calendar's, not milliseconds.
+func (a *Asks) Add(bucket string, debits []cascade.Debit, now int64) float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b, ok := a.by.Get(bucket)
@@ -66,6 +67,7 @@ func (a *Asks) Add(bucket string, debits []cascade.Debit, now int64) {
 		clear(b.refill)
 		b.fromMs = now
 	}
+	return b.standing(now)
 }
 
 // Ratio returns what this replica asks of bucket, from its last whole
@@ -74,7 +76,15 @@ func (a *Asks) Add(bucket string, debits []cascade.Debit, now int64) {
 func (a *Asks) Ratio(bucket string, now int64) float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b, ok := a.by.Peek(bucket); ok && now < b.untilMs {
+	if b, ok := a.by.Peek(bucket); ok {
+		return b.standing(now)
+	}
+	return 0
+}
+
+// standing is b's ratio at now: 0 once it stood its two windows.
+func (b *asks) standing(now int64) float64 {
+	if now < b.untilMs {
 		return b.ratio
 	}
 	return 0

@@ -32,9 +32,9 @@ func TestAsksRatio(t *testing.T) {
 	if got := a.Ratio("b", 249); got != 0 {
 		t.Errorf("Ratio before a whole window = %v, want 0", got)
 	}
-	a.Add("b", []cascade.Debit{fast, slow}, 250) // the 51st ends the window
-	if got := a.Ratio("b", 250); got < 2.03 || got > 2.05 {
-		t.Errorf("Ratio after 51 decisions in 250 ms of a limit of 100/s = %v, want 51/25 = 2.04", got)
+	added := a.Add("b", []cascade.Debit{fast, slow}, 250) // the 51st ends the window
+	if got := a.Ratio("b", 250); got < 2.03 || got > 2.05 || added != got {
+		t.Errorf("Ratio after 51 decisions in 250 ms of a limit of 100/s = %v (Add answered %v), want 51/25 = 2.04 from both", got, added)
 	}
 	if got := a.Ratio("b", 250+499); got == 0 {
 		t.Errorf("Ratio within two windows = 0, want the measure")
