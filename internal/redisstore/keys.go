@@ -79,7 +79,7 @@ func (ks keyspace) head(b *strings.Builder, ns, tag string) {
 }
 
 // bucket is the key of k's bucket hash.
-func (ks keyspace) bucket(k cascade.Key) string { return ks.item(k).bucket }
+func (ks keyspace) bucket(k cascade.Key) string { return ks.bucketIn(k, "") }
 
 // settled is the key that records settlement id as applied to the items
 // in the slot of tag, in namespace ns.
@@ -109,8 +109,7 @@ type itemKeys struct {
 func (ks keyspace) item(k cascade.Key) itemKeys { return ks.itemIn(k, ks.tag(k)) }
 
 // itemIn returns k's keys under tag ("" for its entity's own). The three
-// are cut from one string, built once: a decision makes its keys with one
-// allocation.
+// are cut from one string, built once: one allocation.
 func (ks keyspace) itemIn(k cascade.Key, tag string) itemKeys {
 	if tag == "" {
 		tag = ks.tag(k)
@@ -120,16 +119,33 @@ func (ks keyspace) itemIn(k cascade.Key, tag string) itemKeys {
 	b.Grow(3*(len(ns)+len(tag)+len(k.Entity)) + 2*len(k.Resource) + 64)
 	var ends [3]int
 	for i, kind := range [3]byte{'b', 'u', 'r'} {
-		ks.head(&b, ns, tag)
-		b.WriteByte(kind)
-		keyPart(&b, k.Entity)
-		if kind != 'r' {
-			keyPart(&b, k.Resource)
-		}
+		ks.itemKey(&b, kind, k, ns, tag)
 		ends[i] = b.Len()
 	}
 	all := b.String()
 	return itemKeys{bucket: all[:ends[0]], usage: all[ends[0]:ends[1]], resources: all[ends[1]:]}
+}
+
+// bucketIn is itemIn(k, tag).bucket alone: what a decision's lane is
+// named by, made without the other two.
+func (ks keyspace) bucketIn(k cascade.Key, tag string) string {
+	if tag == "" {
+		tag = ks.tag(k)
+	}
+	var b strings.Builder
+	ks.itemKey(&b, 'b', k, ks.namespace(k), tag)
+	return b.String()
+}
+
+// itemKey writes k's key of kind: 'b' its bucket hash, 'u' the start of
+// its usage keys, 'r' its entity's resource set.
+func (ks keyspace) itemKey(b *strings.Builder, kind byte, k cascade.Key, ns, tag string) {
+	ks.head(b, ns, tag)
+	b.WriteByte(kind)
+	keyPart(b, k.Entity)
+	if kind != 'r' {
+		keyPart(b, k.Resource)
+	}
 }
 
 // usageKey is the key of the usage hash of an item (its itemKeys.usage)
@@ -152,7 +168,7 @@ func ChainBucketKey(ns string, k cascade.Key, root string) string {
 	ks := keyspace{ns: ns}
 	r := k
 	r.Entity = root
-	return ks.itemIn(k, ks.tag(r)).bucket
+	return ks.bucketIn(k, ks.tag(r))
 }
 
 // registryKey is the hash of the namespace registry (namespaces.go). Past

@@ -208,7 +208,7 @@ func (a *callArgs) add(j *job) {
 	case kindSettle:
 		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(j.once)), strconv.FormatInt(j.keepMs, 10))
 	case kindRepay:
-		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(a.ks.itemIn(j.item, j.itemTag).bucket)), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
+		a.plans = append(a.plans, strconv.Itoa(a.keyIndex(a.ks.bucketIn(j.item, j.itemTag))), j.stampField, strconv.FormatInt(j.stamp, 10), strconv.FormatInt(j.keepMs, 10))
 	}
 	for i := range j.debits {
 		restate := ""

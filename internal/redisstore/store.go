@@ -272,9 +272,9 @@ func (s *Store) decide(ctx context.Context, j *job) (cascade.Decision, error) {
 func (j *job) lane(ks keyspace) string {
 	switch {
 	case len(j.debits) > 0:
-		return ks.itemIn(j.debits[0].Key, j.tag(0)).bucket
+		return ks.bucketIn(j.debits[0].Key, j.tag(0))
 	case j.kind == kindRepay:
-		return ks.itemIn(j.item, j.itemTag).bucket
+		return ks.bucketIn(j.item, j.itemTag)
 	}
 	return j.once
 }
