@@ -105,9 +105,6 @@ type itemKeys struct {
 	bucket, usage, resources string
 }
 
-// item returns k's keys under its entity's own tag.
-func (ks keyspace) item(k cascade.Key) itemKeys { return ks.itemIn(k, ks.tag(k)) }
-
 // itemIn returns k's keys under tag ("" for its entity's own). The three
 // are cut from one string, built once: one allocation.
 func (ks keyspace) itemIn(k cascade.Key, tag string) itemKeys {
